@@ -1,0 +1,75 @@
+"""The ``ampcap`` command: one argparse parser, one module per subcommand.
+
+Each subcommand module exposes ``register(subparsers)``, which adds its parser
+and sets ``func`` (a callable taking the parsed namespace and returning the
+exit code). Errors a user can cause are reported as one line on stderr with a
+non-zero exit status, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ..errors import AmpError
+
+# Subcommand modules, in the order ``ampcap --help`` lists them.
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+)
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ampcap",
+        description="Capability messaging for AMP: a peer daemon, a packet dump and an interop harness.",
+    )
+    parser.add_argument("--version", action="version", version=f"ampcap {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output (-v info, -vv debug)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(f"{__package__}.{name}").register(sub)
+    return parser
+
+
+def configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    configure_logging(args.verbose)
+    try:
+        return int(args.func(args) or 0)
+    except AmpError as exc:
+        print(f"ampcap {args.command}: error {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as exc:
+        # Files that do not exist, ports in use, refused connections…
+        print(f"ampcap {args.command}: {exc.strerror or exc}"
+              + (f": {exc.filename}" if getattr(exc, "filename", None) else ""), file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

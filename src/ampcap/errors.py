@@ -1,0 +1,63 @@
+"""The one exception type that crosses layer boundaries.
+
+Every failure caused by bad input (network bytes, files, command lines) is an
+:class:`AmpError` carrying the AMP error code that the RFCs assign to it, so
+the daemon can answer with the right ERROR and the dump can print the finding.
+Anything else escaping from the protocol core is a bug in ampcap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .wire.registry import error_body, error_info
+
+__all__ = ["AmpError", "LocalProtocolError", "RemoteProtocolError"]
+
+
+class AmpError(Exception):
+    """A failure with an AMP error code (RFC 001 §15.3).
+
+    ``path`` locates the fault inside a message (``body.params.a``) when known.
+    """
+
+    def __init__(self, code: int, message: str, *, path: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+        self.path = path
+        self.details = details
+
+    @property
+    def name(self) -> str:
+        return error_info(self.code).name
+
+    @property
+    def category(self) -> str:
+        return error_info(self.code).category
+
+    @property
+    def retry(self) -> bool:
+        return error_info(self.code).retry
+
+    def to_body(self) -> dict[str, Any]:
+        """The ERROR body a peer receives for this failure."""
+        details = self.details
+        if details is None and self.path is not None:
+            details = {"path": self.path}
+        return error_body(self.code, self.message, details)
+
+    def __str__(self) -> str:
+        where = f" at {self.path}" if self.path else ""
+        return f"{self.code} {self.name}{where}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code}, {self.message!r}, path={self.path!r})"
+
+
+class RemoteProtocolError(AmpError):
+    """The peer (or the input) broke the protocol."""
+
+
+class LocalProtocolError(AmpError):
+    """Our own caller tried to do something the protocol forbids."""

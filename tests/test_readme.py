@@ -1,0 +1,28 @@
+"""The README's test command is the one CI runs, so the two must not drift."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Set up on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.+?)\n```", section)
+
+
+def test_readme_has_exactly_two_setup_commands() -> None:
+    commands = _readme_commands()
+    assert len(commands) == 2
+    assert commands[0].endswith("ampcap serve --demo")
+    assert "pytest" in commands[1]
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    test_command = _readme_commands()[1]
+    # The pytest invocation at the end of the README command is what CI runs.
+    pytest_part = test_command.split("&& ")[-1].replace(".venv/bin/python", ".venv/bin/python")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert pytest_part in ci
+    assert "pip install --quiet -e '.[test]'" in ci
