@@ -1,0 +1,64 @@
+"""``ampcap keygen`` and ``ampcap id``: create and show the local identity.
+
+The identity is an Ed25519 key whose DID is a ``did:key`` (ruling R2); the key
+file is JSON, mode 0600. This is the edge, so it may use ``os.urandom``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import AmpError
+from ..wire.identity import Identity, default_identity_path
+
+
+def register(subparsers: Any) -> None:
+    default = default_identity_path()
+    keygen = subparsers.add_parser(
+        "keygen",
+        help="create a new Ed25519 identity (did:key) and print its DID",
+        description=(
+            "Create a new Ed25519 identity and write it to a key file readable only by you "
+            "(mode 0600). Prints the identity's did:key on stdout."
+        ),
+    )
+    keygen.add_argument("--out", "-o", type=Path, default=None, metavar="FILE",
+                        help=f"where to write the key file (default: {default})")
+    keygen.add_argument("--force", action="store_true", help="overwrite an existing key file")
+    keygen.set_defaults(func=run_keygen)
+
+    ident = subparsers.add_parser(
+        "id",
+        help="print the DID of an identity",
+        description="Print the did:key (or configured DID) of an identity file.",
+    )
+    ident.add_argument("--identity", "-i", type=Path, default=None, metavar="FILE",
+                       help=f"identity key file (default: {default})")
+    ident.add_argument("--verbose-keys", action="store_true",
+                       help="also print the Ed25519 and X25519 public keys (hex)")
+    ident.set_defaults(func=run_id)
+
+
+def run_keygen(args: argparse.Namespace) -> int:
+    path: Path = args.out or default_identity_path()
+    if path.exists() and not args.force:
+        raise AmpError(1001, f"{path} already exists; pass --force to replace it")
+    if path.is_dir():
+        raise AmpError(1001, f"{path} is a directory")
+    identity = Identity.generate(os.urandom)
+    identity.save(path, overwrite=args.force)
+    print(identity.did)
+    return 0
+
+
+def run_id(args: argparse.Namespace) -> int:
+    path: Path = args.identity or default_identity_path()
+    identity = Identity.load(path)
+    print(identity.did)
+    if args.verbose_keys:
+        print(f"ed25519 {identity.public_key.hex()}")
+        print(f"x25519  {identity.x25519_public.hex()}")
+    return 0

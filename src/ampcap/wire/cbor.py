@@ -1,0 +1,532 @@
+"""Deterministic CBOR for AMP (RFC 8949 §4.2.1, ruling R1) on top of cbor2.
+
+Encoding
+    RFC 8949 sorts map keys by the bytes of their encoding and wants the
+    shortest float that keeps the value. cbor2's ``canonical=True`` does both
+    but sorts length-first (RFC 7049 §3.9), which is wrong for integer and
+    mixed keys (``{10, -1, 100}`` must come out 10, 100, -1), and it re-encodes
+    every key to sort it, which makes it slow. :func:`dumps` instead walks the
+    value once in Python, reorders the maps that are out of order (text keys:
+    shorter first, then by code point, which equals UTF-8 byte order; other
+    keys: by their full encoding), pre-encodes floats, and hands the result to
+    cbor2's plain encoder. That walk is only needed for maps with non-text
+    keys: a cheap first pass (:func:`_classify`) sends values whose maps are
+    already in order and hold no floats (typically a body just decoded from a
+    deterministic message) to cbor2's fast plain encoder, and other all-text
+    values to cbor2's canonical mode, which is exact for text keys.
+
+Decoding
+    cbor2 6 already refuses indefinite lengths and duplicate keys when asked,
+    bounds nesting, and never allocates a declared length up front. What it does
+    not do is refuse trailing bytes or count items; :func:`loads` decodes through
+    a reused :class:`cbor2.CBORDecoder` so the stream position tells us whether
+    bytes are left over, and runs a small pure-Python head scanner only when the
+    input is long enough to hold more items than allowed (each item needs at
+    least one byte) or when the caller asks for strict deterministic form.
+    Semantic tags come back as plain :class:`cbor2.CBORTag` values: cbor2's own
+    tag decoders would turn bytes into datetimes or, worse, build shared (cyclic)
+    structures from tags 28/29.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import cbor2
+
+from ..errors import AmpError
+
+__all__ = [
+    "DecodeLimits",
+    "DEFAULT_LIMITS",
+    "dumps",
+    "loads",
+    "check_well_formed",
+    "CBORTag",
+    "RawCBOR",
+    "write_raw",
+]
+
+CBORTag = cbor2.CBORTag
+_INVALID = 1001
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeLimits:
+    """Bounds on what :func:`loads` accepts.
+
+    ``max_depth`` counts nested containers (a top-level map is depth 1),
+    ``max_items`` counts every data item including map keys, and ``max_bytes``
+    bounds the input length.
+    """
+
+    max_depth: int = 32
+    max_items: int = 65_536
+    max_bytes: int = 1 << 20
+
+
+DEFAULT_LIMITS = DecodeLimits()
+
+
+# --------------------------------------------------------------------------
+# Encoding
+# --------------------------------------------------------------------------
+
+
+class RawCBOR:
+    """Already-encoded CBOR, written verbatim by :func:`dumps` (via cbor2's
+    ``default`` hook, which costs nothing for values that do not use it)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"RawCBOR({self.data.hex()})"
+
+
+def write_raw(encoder: Any, value: Any) -> None:
+    """cbor2 ``default`` hook that writes :class:`RawCBOR` values verbatim."""
+    if type(value) is RawCBOR:
+        encoder.write(value.data)
+        return
+    raise cbor2.CBOREncodeTypeError(f"cannot encode {type(value).__name__} as CBOR")
+
+
+def _float_bytes(value: float) -> bytes:
+    """Preferred serialization of a float (RFC 8949 §4.2.2): the shortest of
+    half/single/double that keeps the value; NaN as the half-precision quiet NaN."""
+    if value != value:
+        return b"\xf9\x7e\x00"
+    for fmt, head in ((">e", b"\xf9"), (">f", b"\xfa")):
+        try:
+            packed = struct.pack(fmt, value)
+        except OverflowError:
+            continue
+        if struct.unpack(fmt, packed)[0] == value:
+            return head + packed
+    return b"\xfb" + struct.pack(">d", value)
+
+
+def _prepare(obj: Any) -> Any:
+    """``obj`` rewritten (only where needed) so that cbor2's plain encoder,
+    which writes maps in iteration order and floats at full width, produces
+    the deterministic encoding: maps reordered, floats pre-encoded.
+
+    Values that are already in order and hold no floats come back as the very
+    same objects, so a message decoded from deterministic bytes costs one walk
+    and no copies when it is re-encoded for its signature.
+    """
+    t = type(obj)
+    if t is dict:
+        return _prepare_map(obj)
+    if t is list or t is tuple:
+        out = None
+        for i, v in enumerate(obj):
+            tv = type(v)
+            if tv is str or tv is int or tv is bytes or v is None or tv is bool:
+                continue
+            nv = _prepare(v)
+            if nv is not v:
+                if out is None:
+                    out = list(obj)
+                out[i] = nv
+        return obj if out is None else out
+    if t is float:
+        return RawCBOR(_float_bytes(obj))
+    if t is CBORTag:
+        inner = _prepare(obj.value)
+        return obj if inner is obj.value else CBORTag(obj.tag, inner)
+    if t is set or t is frozenset:
+        # RFC 8949 has no set; cbor2 writes tag 258 around an array. Order the
+        # elements by their encoding so the output is still deterministic.
+        return CBORTag(258, sorted((_prepare(v) for v in obj), key=_encode_prepared))
+    if t is cbor2.frozendict:
+        return _prepare_map(dict(obj))
+    return obj
+
+
+def _prepare_map(obj: dict[Any, Any]) -> Any:
+    in_order = True
+    prev_len = -1
+    prev = ""
+    for k in obj:
+        if type(k) is not str:
+            return _prepare_mixed_map(obj)
+        n = len(k) if k.isascii() else len(k.encode("utf-8", "surrogatepass"))
+        # Text keys: shorter encoding first, then bytewise; UTF-8 byte order is
+        # code point order, which is how Python compares str.
+        if n < prev_len or (n == prev_len and k <= prev):
+            in_order = False
+        prev_len, prev = n, k
+    changed: dict[Any, Any] | None = None
+    for k, v in obj.items():
+        tv = type(v)
+        if tv is str or tv is int or tv is bytes or v is None or tv is bool:
+            continue
+        nv = _prepare(v)
+        if nv is not v:
+            if changed is None:
+                changed = {}
+            changed[k] = nv
+    if in_order and changed is None:
+        return obj
+    keys = list(obj) if in_order else sorted(obj, key=_text_key)
+    if changed is None:
+        return {k: obj[k] for k in keys}
+    return {k: changed[k] if k in changed else obj[k] for k in keys}
+
+
+def _text_key(k: str) -> tuple[int, str]:
+    return (len(k.encode("utf-8", "surrogatepass")), k)
+
+
+def _prepare_mixed_map(obj: dict[Any, Any]) -> dict[Any, Any]:
+    """Maps with non-text keys: sort by the full encoding of each key (R1)."""
+    entries = []
+    for k, v in obj.items():
+        pk = _prepare(k)
+        entries.append((_encode_prepared(pk), pk, _prepare(v)))
+    entries.sort(key=lambda e: e[0])
+    for (a, _, _), (b, _, _) in zip(entries, entries[1:]):
+        if a == b:
+            raise AmpError(_INVALID, "map has two keys with the same encoding")
+    # Keys that were rewritten (floats) are written from their encoding.
+    return {RawCBOR(enc) if type(pk) is RawCBOR else _hashable(pk, enc): v for enc, pk, v in entries}
+
+
+def _hashable(key: Any, encoded: bytes) -> Any:
+    try:
+        hash(key)
+    except TypeError:
+        return RawCBOR(encoded)
+    return key
+
+
+def _encode_prepared(obj: Any) -> bytes:
+    return cbor2.dumps(obj, default=write_raw)
+
+
+_PLAIN, _CANONICAL, _MIXED = 0, 1, 2
+_SCALARS = frozenset((str, int, bytes, bool, type(None)))
+
+
+def _classify(obj: Any) -> int:
+    """How ``obj`` can be encoded deterministically, cheapest first:
+
+    ``_PLAIN``: text keys only, every map already in order, no floats, so
+    cbor2's plain encoder is exact (the usual case for a decoded message);
+    ``_CANONICAL``: text keys only, so cbor2's canonical mode is exact (its
+    length-first order agrees with RFC 8949 when all keys are text);
+    ``_MIXED``: some map has non-text keys (or a set or frozendict appears):
+    only :func:`_prepare` gets the order right.
+    """
+    t = type(obj)
+    if t is dict:
+        state = _PLAIN
+        prev_len = -1
+        prev = ""
+        for k in obj:
+            if type(k) is not str:
+                return _MIXED
+            if state == _PLAIN:
+                n = len(k) if k.isascii() else len(k.encode("utf-8", "surrogatepass"))
+                if n < prev_len or (n == prev_len and k <= prev):
+                    state = _CANONICAL
+                prev_len, prev = n, k
+        for v in obj.values():
+            tv = type(v)
+            if tv in _SCALARS:
+                continue
+            if tv is float:
+                state = _CANONICAL
+                continue
+            sub = _classify(v)
+            if sub > state:
+                if sub == _MIXED:
+                    return _MIXED
+                state = sub
+        return state
+    if t is list or t is tuple:
+        state = _PLAIN
+        for v in obj:
+            tv = type(v)
+            if tv in _SCALARS:
+                continue
+            if tv is float:
+                state = _CANONICAL
+                continue
+            sub = _classify(v)
+            if sub > state:
+                if sub == _MIXED:
+                    return _MIXED
+                state = sub
+        return state
+    if t in _SCALARS:
+        return _PLAIN
+    if t is float:
+        return _CANONICAL
+    if t is CBORTag:
+        return _classify(obj.value)
+    return _MIXED
+
+
+def dumps(obj: Any) -> bytes:
+    """Deterministic CBOR encoding of ``obj`` (RFC 8949 §4.2.1, ruling R1)."""
+    try:
+        kind = _classify(obj)
+        if kind == _PLAIN:
+            return cbor2.dumps(obj)
+        if kind == _CANONICAL:
+            return cbor2.dumps(obj, canonical=True)
+        return cbor2.dumps(_prepare(obj), default=write_raw)
+    except AmpError:
+        raise
+    except (cbor2.CBOREncodeError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise AmpError(_INVALID, f"value cannot be encoded as CBOR: {exc}") from exc
+
+
+# --------------------------------------------------------------------------
+# Decoding
+# --------------------------------------------------------------------------
+
+
+def _plain_tag(tag: int) -> Any:
+    def decode(value: Any, immutable: bool) -> CBORTag:
+        return CBORTag(tag, value)
+
+    return decode
+
+
+# Every tag cbor2 knows how to interpret, mapped back to a plain CBORTag.
+_CBOR2_SEMANTIC_TAGS = (
+    0, 1, 2, 3, 4, 5, 25, 28, 29, 30, 35, 36, 37, 52, 54, 100, 256, 258, 260, 261,
+    1004, 55799,
+)
+_SEMANTIC_DECODERS = {tag: _plain_tag(tag) for tag in _CBOR2_SEMANTIC_TAGS}
+_local = threading.local()
+
+
+def _decoder(max_depth: int) -> Any:
+    """A cbor2 decoder for this thread, reused between calls (creating one costs
+    about as much as decoding a small envelope)."""
+    cache: dict[int, Any] | None = getattr(_local, "decoders", None)
+    if cache is None:
+        cache = _local.decoders = {}
+    dec = cache.get(max_depth)
+    if dec is None:
+        dec = cbor2.CBORDecoder(
+            io.BytesIO(b""),
+            semantic_decoders=_SEMANTIC_DECODERS,
+            max_depth=max_depth,
+            allow_indefinite=False,
+            allow_duplicate_keys=False,
+        )
+        cache[max_depth] = dec
+    return dec
+
+
+def loads(data: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS, *,
+          require_deterministic: bool = False) -> Any:
+    """Strictly decode exactly one CBOR data item; every fault is ``AmpError(1001)``.
+
+    With ``require_deterministic`` the input must also use shortest integer,
+    length and float forms and sorted map keys (RFC 8949 §4.2.1).
+    """
+    if not isinstance(data, bytes):
+        if not isinstance(data, (bytearray, memoryview)):
+            raise AmpError(_INVALID, f"CBOR input must be bytes, not {type(data).__name__}")
+        data = bytes(data)
+    size = len(data)
+    if size > limits.max_bytes:
+        raise AmpError(_INVALID, f"CBOR data is {size} bytes, limit is {limits.max_bytes}")
+    if size == 0:
+        raise AmpError(_INVALID, "empty input where a CBOR item was expected")
+    if require_deterministic or size > limits.max_items:
+        check_well_formed(data, limits, require_deterministic=require_deterministic)
+    stream = io.BytesIO(data)
+    dec = _decoder(limits.max_depth)
+    dec.fp = stream
+    try:
+        value = dec.decode()
+    except RecursionError as exc:  # pragma: no cover - cbor2 bounds depth itself
+        raise AmpError(_INVALID, "CBOR nesting too deep") from exc
+    except Exception as exc:  # cbor2 raises CBORDecodeError, but also ValueError/TypeError on odd input
+        raise AmpError(_INVALID, f"malformed CBOR: {_reason(exc)}") from exc
+    finally:
+        dec.fp = _EMPTY_STREAM
+    if stream.tell() != size:
+        raise AmpError(_INVALID, f"{size - stream.tell()} trailing bytes after the CBOR item")
+    return value
+
+
+_EMPTY_STREAM = io.BytesIO(b"")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    if "maximum recursion" in text or "depth" in text:
+        return "nesting deeper than allowed"
+    return text or type(exc).__name__
+
+
+# --------------------------------------------------------------------------
+# Head scanner: well-formedness, limits and (optionally) deterministic form,
+# without building any Python values.
+# --------------------------------------------------------------------------
+
+# Smallest argument that needs each head width; anything below fits a shorter head.
+_SHORTEST_LIMIT = {24: 24, 25: 0x100, 26: 0x10000, 27: 0x100000000}
+
+
+def check_well_formed(data: bytes, limits: DecodeLimits = DEFAULT_LIMITS, *,
+                      require_deterministic: bool = False) -> int:
+    """Walk the item heads of ``data``; return the number of items.
+
+    Raises ``AmpError(1001)`` for truncation, indefinite lengths, reserved
+    additional-info values, trailing bytes, and anything over ``limits``; with
+    ``require_deterministic`` also for non-shortest heads and floats, and map
+    keys out of RFC 8949 order. Byte and text strings are skipped in O(1).
+    """
+    size = len(data)
+    max_items = limits.max_items
+    max_depth = limits.max_depth
+    items = 0
+    pos = 0
+    # Stack of remaining-item counters for open containers; map entries count twice.
+    # For deterministic checks we also keep, per open map, the previous key span.
+    stack: list[list[Any]] = []
+    remaining_top = 1
+    while True:
+        if stack:
+            frame = stack[-1]
+            if frame[0] == 0:
+                stack.pop()
+                continue
+            frame[0] -= 1
+            key_start = pos if (frame[1] and frame[0] % 2 == 1) else -1
+        else:
+            if remaining_top == 0:
+                break
+            remaining_top -= 1
+            frame = None
+            key_start = -1
+        if pos >= size:
+            raise AmpError(_INVALID, "truncated CBOR item")
+        initial = data[pos]
+        major = initial >> 5
+        info = initial & 0x1F
+        pos += 1
+        items += 1
+        if items > max_items:
+            raise AmpError(_INVALID, f"more than {max_items} CBOR items")
+        if info < 24:
+            arg = info
+        elif info <= 27:
+            width = 1 << (info - 24)
+            if pos + width > size:
+                raise AmpError(_INVALID, "truncated CBOR head")
+            arg = int.from_bytes(data[pos:pos + width], "big")
+            pos += width
+            # (major 7 heads are floats and simple values, checked below)
+            if require_deterministic and major != 7 and arg < _SHORTEST_LIMIT[info]:
+                raise AmpError(_INVALID, "non-shortest CBOR integer or length encoding")
+        elif info == 31:
+            raise AmpError(_INVALID, "indefinite-length CBOR item")
+        else:
+            raise AmpError(_INVALID, f"reserved CBOR additional information {info}")
+        if major == 2 or major == 3:
+            if arg > size - pos:
+                raise AmpError(_INVALID, "CBOR string length exceeds the data")
+            pos += arg
+        elif major == 4 or major == 5:
+            count = arg if major == 4 else arg * 2
+            if count > size - pos:  # every item needs at least one byte
+                raise AmpError(_INVALID, "CBOR container length exceeds the data")
+            if len(stack) + 1 > max_depth:
+                raise AmpError(_INVALID, f"CBOR nesting deeper than {max_depth}")
+            if count:
+                stack.append([count, major == 5 and require_deterministic, None])
+        elif major == 6:
+            # A tag is followed by exactly one item: model it as a 1-item container.
+            if len(stack) + 1 > max_depth:
+                raise AmpError(_INVALID, f"CBOR nesting deeper than {max_depth}")
+            stack.append([1, False, None])
+        elif major == 7:
+            if info == 24 and arg < 32:
+                raise AmpError(_INVALID, "invalid two-byte CBOR simple value")
+            if require_deterministic and info in (25, 26, 27):
+                width = 1 << (info - 24)
+                raw = data[pos - width:pos]
+                if not _float_is_shortest(info, raw):
+                    raise AmpError(_INVALID, "non-shortest CBOR float encoding")
+        if key_start >= 0 and frame is not None:
+            # Finish skipping the key item so its full encoding can be compared.
+            key_end = _skip_item(data, key_start, size)
+            previous = frame[2]
+            key_bytes = data[key_start:key_end]
+            if previous is not None and key_bytes <= previous:
+                raise AmpError(_INVALID, "CBOR map keys out of deterministic order or duplicated")
+            frame[2] = key_bytes
+    if pos != size:
+        raise AmpError(_INVALID, f"{size - pos} trailing bytes after the CBOR item")
+    return items
+
+
+def _skip_item(data: bytes, pos: int, size: int) -> int:
+    """End offset of the (already well-formed-so-far) item at ``pos``."""
+    pending = 1
+    while pending:
+        pending -= 1
+        if pos >= size:
+            raise AmpError(_INVALID, "truncated CBOR item")
+        initial = data[pos]
+        major = initial >> 5
+        info = initial & 0x1F
+        pos += 1
+        if info < 24:
+            arg = info
+        elif info <= 27:
+            width = 1 << (info - 24)
+            if pos + width > size:
+                raise AmpError(_INVALID, "truncated CBOR head")
+            arg = int.from_bytes(data[pos:pos + width], "big")
+            pos += width
+        else:
+            raise AmpError(_INVALID, "indefinite or reserved CBOR item")
+        if major == 2 or major == 3:
+            pos += arg
+        elif major == 4:
+            pending += arg
+        elif major == 5:
+            pending += 2 * arg
+        elif major == 6:
+            pending += 1
+        if pos > size or pending > size - pos + 1:
+            raise AmpError(_INVALID, "CBOR length exceeds the data")
+    return pos
+
+
+def _float_is_shortest(info: int, raw: bytes) -> bool:
+    if info == 25:
+        return True
+    value = struct.unpack(">f" if info == 26 else ">d", raw)[0]
+    if value != value:
+        return False  # NaN must be the half-precision form
+    try:
+        if struct.unpack(">e", struct.pack(">e", value))[0] == value:
+            return False
+    except OverflowError:
+        pass
+    if info == 27:
+        try:
+            if struct.unpack(">f", struct.pack(">f", value))[0] == value:
+                return False
+        except OverflowError:
+            pass
+    return True

@@ -1,0 +1,241 @@
+"""Local identities and key resolution (ruling R2, RFC 001 §8.9).
+
+An :class:`Identity` is an Ed25519 signing key plus an X25519 key agreement
+key. By default the X25519 key is derived from the Ed25519 seed (so a did:key
+identity needs nothing else); identities loaded from a keyring may carry an
+independent X25519 secret and a non-did:key DID (``did:web:…``).
+
+Key files are JSON with hex secrets, written with mode 0600 and refused when
+group- or world-readable, as ssh does with private keys: a readable secret
+key is a leaked secret key.
+
+:class:`KeyResolver` is what the receive pipeline asks for public keys;
+``did:key`` resolves with no setup (:class:`DidKeyResolver`) and
+:class:`ChainResolver` tries several resolvers in turn (did:key, then a keyring).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from nacl.bindings import crypto_sign_ed25519_sk_to_curve25519
+from nacl.public import PrivateKey
+from nacl.signing import SigningKey
+
+from ..errors import AmpError
+from .didkey import did_key_from_ed25519, ed25519_from_did_key, x25519_from_did_key
+
+__all__ = [
+    "Identity",
+    "KeyResolver",
+    "DidKeyResolver",
+    "ChainResolver",
+    "default_identity_path",
+    "IDENTITY_FILE_KIND",
+]
+
+IDENTITY_FILE_KIND = "ampcap-identity"
+Entropy = Callable[[int], bytes]
+
+
+def default_identity_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/ampcap/identity.json``, else ``~/.config/ampcap/identity.json``."""
+    environ = os.environ if env is None else env
+    base = environ.get("XDG_CONFIG_HOME")
+    root = Path(base) if base else Path(environ.get("HOME") or Path.home()) / ".config"
+    return root / "ampcap" / "identity.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """An Ed25519 identity with its X25519 key agreement key."""
+
+    seed: bytes = field(repr=False)
+    did: str
+    public_key: bytes
+    x25519_secret: bytes = field(repr=False)
+    x25519_public: bytes
+    _signing_key: SigningKey = field(repr=False, compare=False)
+
+    @classmethod
+    def from_seed(cls, seed: bytes, *, did: str | None = None, x25519_secret: bytes | None = None) -> Identity:
+        if len(seed) != 32:
+            raise AmpError(1001, "an Ed25519 seed is 32 bytes")
+        signing_key = SigningKey(seed)
+        public = bytes(signing_key.verify_key)
+        if x25519_secret is None:
+            # The standard Ed25519 → X25519 secret conversion (hash of the seed, clamped).
+            x25519_secret = crypto_sign_ed25519_sk_to_curve25519(seed + public)
+        if len(x25519_secret) != 32:
+            raise AmpError(1001, "an X25519 secret is 32 bytes")
+        x_public = bytes(PrivateKey(x25519_secret).public_key)
+        return cls(
+            seed=seed, did=did or did_key_from_ed25519(public), public_key=public,
+            x25519_secret=x25519_secret, x25519_public=x_public, _signing_key=signing_key,
+        )
+
+    @classmethod
+    def generate(cls, entropy: Entropy) -> Identity:
+        seed = entropy(32)
+        if len(seed) != 32:
+            raise AmpError(5001, "entropy source returned the wrong number of bytes")
+        return cls.from_seed(seed)
+
+    def sign(self, message: bytes) -> bytes:
+        """Detached Ed25519 signature (64 bytes)."""
+        return self._signing_key.sign(message).signature
+
+    # ---------------------------------------------------------------- files
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "kind": IDENTITY_FILE_KIND,
+            "version": 1,
+            "did": self.did,
+            "ed25519_seed": self.seed.hex(),
+            "ed25519": self.public_key.hex(),
+            "x25519": self.x25519_public.hex(),
+        }
+        derived = crypto_sign_ed25519_sk_to_curve25519(self.seed + self.public_key)
+        if self.x25519_secret != derived:
+            data["x25519_secret"] = self.x25519_secret.hex()
+        return data
+
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write the key file with mode 0600 (created that way, never widened
+        afterwards, so the secret is not readable even for an instant)."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+        try:
+            fd = os.open(target, flags, 0o600)
+        except FileExistsError as exc:
+            raise AmpError(1001, f"{target}: identity file already exists (use --force to overwrite)") from exc
+        os.fchmod(fd, 0o600)  # O_TRUNC on an existing file keeps its old mode
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(self.to_json(), fh, indent=2)
+            fh.write("\n")
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, allow_insecure: bool = False) -> Identity:
+        source = Path(path)
+        try:
+            st = source.stat()
+        except FileNotFoundError as exc:
+            raise AmpError(1001, f"{source}: no identity file (create one with 'ampcap keygen')") from exc
+        if not allow_insecure and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise AmpError(
+                1001,
+                f"{source}: identity file is accessible by group or others "
+                f"(mode {stat.S_IMODE(st.st_mode):o}); run 'chmod 600 {source}'",
+            )
+        try:
+            data = json.loads(source.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise AmpError(1001, f"{source}: not a JSON identity file: {exc}") from exc
+        return cls.from_json(data, origin=str(source))
+
+    @classmethod
+    def from_json(cls, data: Any, *, origin: str = "identity") -> Identity:
+        if not isinstance(data, dict):
+            raise AmpError(1001, f"{origin}: identity file must hold a JSON object")
+        seed = _hex_field(data, "ed25519_seed", origin)
+        if seed is None:
+            raise AmpError(1001, f"{origin}: missing 'ed25519_seed'")
+        x_secret = _hex_field(data, "x25519_secret", origin)
+        did = data.get("did")
+        if did is not None and not isinstance(did, str):
+            raise AmpError(1001, f"{origin}: 'did' must be a string")
+        ident = cls.from_seed(seed, did=did, x25519_secret=x_secret)
+        expected = data.get("ed25519")
+        if expected is not None and expected != ident.public_key.hex():
+            raise AmpError(1001, f"{origin}: 'ed25519' does not match the seed")
+        return ident
+
+
+def _hex_field(data: Mapping[str, Any], key: str, origin: str) -> bytes | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    try:
+        raw = bytes.fromhex(value) if isinstance(value, str) else None
+    except ValueError:
+        raw = None
+    if raw is None or len(raw) != 32:
+        raise AmpError(1001, f"{origin}: {key!r} must be 64 hex digits")
+    return raw
+
+
+# --------------------------------------------------------------------------
+# Resolution
+# --------------------------------------------------------------------------
+
+
+@runtime_checkable
+class KeyResolver(Protocol):
+    """Public keys for a DID or DID URL; ``AmpError(3001)`` when unresolvable."""
+
+    def ed25519_for(self, did: str) -> bytes: ...
+
+    def x25519_for(self, did: str) -> bytes: ...
+
+
+class DidKeyResolver:
+    """Resolves ``did:key`` (Ed25519) DIDs from the DID itself.
+
+    Decoding base58 is a big-integer loop, so results are memoised (bounded:
+    the cache is simply cleared when full; only successes are cached)."""
+
+    def __init__(self, cache_size: int = 4096) -> None:
+        self._cache_size = cache_size
+        self._ed: dict[str, bytes] = {}
+        self._x: dict[str, bytes] = {}
+
+    def ed25519_for(self, did: str) -> bytes:
+        key = self._ed.get(did)
+        if key is None:
+            key = ed25519_from_did_key(did)
+            if len(self._ed) >= self._cache_size:
+                self._ed.clear()
+            self._ed[did] = key
+        return key
+
+    def x25519_for(self, did: str) -> bytes:
+        key = self._x.get(did)
+        if key is None:
+            key = x25519_from_did_key(did)
+            if len(self._x) >= self._cache_size:
+                self._x.clear()
+            self._x[did] = key
+        return key
+
+
+class ChainResolver:
+    """Asks each resolver in turn; the first that resolves wins."""
+
+    def __init__(self, *resolvers: KeyResolver) -> None:
+        self._resolvers = resolvers
+
+    def _first(self, method: str, did: str) -> bytes:
+        last: AmpError | None = None
+        for resolver in self._resolvers:
+            try:
+                return getattr(resolver, method)(did)
+            except AmpError as exc:
+                if exc.code != 3001:
+                    raise
+                last = exc
+        raise last or AmpError(3001, f"no key known for {did[:120]}")
+
+    def ed25519_for(self, did: str) -> bytes:
+        return self._first("ed25519_for", did)
+
+    def x25519_for(self, did: str) -> bytes:
+        return self._first("x25519_for", did)
