@@ -1,0 +1,239 @@
+"""``ampcap dump``: decode AMP traffic from a file, stdin, a pcap or a live tap.
+
+Exit status: 0 when the input was read (findings are output, not failures;
+``--strict`` makes any finding exit 1), 1 for unreadable files or bad input
+encodings, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import io
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any, BinaryIO, TextIO
+
+from ..dump.records import Inspector, Record, load_schemas
+from ..dump.render import Style, dumps_json, render_text
+from ..dump.session import DumpSession, RecordFilter
+from ..dump.streams import FramedStream, StreamEvent, Where
+from ..errors import AmpError
+from ..wire.cbor import DecodeLimits
+from ..wire.frames import DEFAULT_MAX_SIZE, Framing
+from ..wire.keyring import Keyring, default_resolver
+from ..wire.signing import Profile
+
+__all__ = ["register", "run"]
+
+_PCAP_MAGICS = (b"\xa1\xb2\xc3\xd4", b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x4d\x3c\xb2\xa1",
+                b"\x0a\x0d\x0d\x0a")
+_CHUNK = 1 << 16
+
+
+class _UsageError(Exception):
+    pass
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "dump", help="decode AMP frames from a file, stdin, a pcap/pcapng capture or a live tap",
+        description="Print every frame: type, envelope, body, signature/expiry/CDDL verdicts, findings "
+                    "with their AMP codes, and request/reply correlation.")
+    p.add_argument("input", nargs="?", default="-", metavar="INPUT",
+                   help="file to read (raw bytes, hex with --hex, or pcap/pcapng); '-' = stdin")
+    p.add_argument("--json", action="store_true", help="one JSON object per message")
+    p.add_argument("--framing", choices=("rfc002", "raw", "none"),
+                   help="rfc002 (default), raw (bare length, Rust example) or none (one bare message)")
+    p.add_argument("--hex", action="store_true", help="input is hex text (whitespace ignored)")
+    p.add_argument("--keyring", metavar="FILE", help="keyring JSON/TOML (public keys; secrets decrypt)")
+    p.add_argument("--now", type=int, metavar="MS",
+                   help="evaluate time checks at this Unix time in ms (default: packet time for "
+                        "captures, the current clock otherwise)")
+    p.add_argument("--compat", choices=("rust-example",),
+                   help="interop profile (R15): raw framing + the Rust example's Sig_Input")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any finding is reported")
+    p.add_argument("--max-size", type=int, default=DEFAULT_MAX_SIZE, metavar="BYTES",
+                   help=f"largest payload accepted (default {DEFAULT_MAX_SIZE})")
+    p.add_argument("--port", type=int, help="pcap: only TCP connections with this port")
+    p.add_argument("--listen", metavar="HOST:PORT", help="live tap: accept clients here")
+    p.add_argument("--upstream", metavar="HOST:PORT", help="live tap: forward to this server")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p.add_argument("--type", dest="type_filter", metavar="NAME|CODE", help="only this message/frame type")
+    p.add_argument("--did", metavar="DID", help="only messages from or to this DID")
+    p.add_argument("--capability", metavar="NAME", help="only CAP_* messages about this capability")
+    p.add_argument("--summary", action=argparse.BooleanOptionalAction, default=None,
+                   help="print a summary at the end (default: on in text mode)")
+    p.add_argument("--bytes", type=int, default=24, metavar="N", dest="max_bytes",
+                   help="shorten byte strings longer than N in text mode (0 = never)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, stdin: BinaryIO | None = None, stdout: TextIO | None = None) -> int:
+    out = stdout or sys.stdout
+    try:
+        return _run(args, stdin or sys.stdin.buffer, out)
+    except _UsageError as exc:
+        print(f"ampcap dump: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+def _framing(args: argparse.Namespace) -> Framing | None:
+    name = args.framing or ("raw" if args.compat == "rust-example" else "rfc002")
+    return None if name == "none" else Framing(name)
+
+
+def _now_function(args: argparse.Namespace) -> Any:
+    if args.now is not None:
+        return args.now
+    wall = int(time.time() * 1000)  # read once: the dump's notion of "now"
+    # A capture is judged at its own time: each record at its packet time.
+    return lambda rec: int(rec.at * 1000) if rec.at is not None else wall
+
+
+def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
+    if (args.listen is None) != (args.upstream is None):
+        raise _UsageError("--listen and --upstream go together")
+    if args.max_size < 1:
+        raise _UsageError("--max-size must be positive")
+    keyring = Keyring.load(args.keyring) if args.keyring else None
+    profile = Profile.RUST_EXAMPLE if args.compat == "rust-example" else Profile.RFC
+    framing = _framing(args)
+    limits = DecodeLimits(max_bytes=max(args.max_size, 1 << 20))
+    inspector = Inspector(default_resolver(keyring), decrypt_with=keyring.x25519_secrets() if keyring else (),
+                          profile=profile, schemas=load_schemas(), limits=limits, now_ms=_now_function(args))
+    session = DumpSession(inspector, RecordFilter(args.type_filter, args.did, args.capability))
+    color = args.color == "always" or (args.color == "auto" and out.isatty())
+    style = Style(color=color and not args.json)
+    show_summary = args.summary if args.summary is not None else not args.json
+
+    def emit(rec: Record) -> None:
+        if args.json:
+            out.write(dumps_json(rec) + "\n")
+        else:
+            out.write(render_text(rec, style, max_bytes=args.max_bytes) + "\n")
+        out.flush()
+
+    if args.listen:
+        open_invokes = _run_tap(args, framing, session, emit)
+    else:
+        events = _file_events(args, stdin, framing)
+        open_invokes = session.run_all(events, emit)
+    if show_summary:
+        out.write(session.summary.render(session.correlator.invoke_latencies_ms, len(open_invokes), style) + "\n")
+    return 1 if args.strict and session.any_findings else 0
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def _open_input(path: str, stdin: BinaryIO) -> BinaryIO:
+    if path == "-":
+        return stdin
+    return open(path, "rb")  # OSError → one line from cli.main
+
+
+def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | None) -> Iterator[StreamEvent]:
+    source = _open_input(args.input, stdin)
+    fp: Any = source
+    try:
+        if args.hex:
+            text = fp.read()
+            try:
+                data = bytes.fromhex("".join(text.decode("ascii").split()))
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise AmpError(1001, f"--hex input is not hex text: {exc}") from None
+            fp = io.BytesIO(data)
+        head = fp.read(4) if fp.seekable() or args.hex else _peek(fp)
+        if fp.seekable():
+            fp.seek(0)
+        else:
+            fp = _Prefixed(head, fp)
+        if head in _PCAP_MAGICS:
+            from ..dump.pcap import read_capture  # dpkt only when a capture is read
+
+            if not fp.seekable():
+                fp = io.BytesIO(fp.read())
+            yield from read_capture(fp, framing=framing, max_size=args.max_size, port=args.port)
+            return
+        stream = FramedStream(Where(), framing, args.max_size)
+        for chunk in iter(functools.partial(fp.read, _CHUNK), b""):
+            yield from stream.feed(chunk, None)
+        yield from stream.close(None)
+    finally:
+        if source is not stdin:
+            source.close()
+
+
+def _peek(fp: BinaryIO) -> bytes:
+    head = b""
+    while len(head) < 4:
+        more = fp.read(4 - len(head))
+        if not more:
+            break
+        head += more
+    return head
+
+
+class _Prefixed(io.RawIOBase):
+    """A non-seekable stream with some already-read bytes put back in front."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+        if self._head:
+            if n is None or n < 0:
+                data, self._head = self._head + self._rest.read(), b""
+                return data
+            data, self._head = self._head[:n], self._head[n:]
+            return data
+        return self._rest.read(n)
+
+
+def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSession, emit: Any) -> list[Record]:
+    import trio
+
+    from ..net.tap import parse_hostport, run_tap
+
+    try:
+        listen, upstream = parse_hostport(args.listen), parse_hostport(args.upstream)
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+
+    def on_event(event: StreamEvent) -> None:
+        rec = session.record(event)
+        if session.shown(rec):
+            emit(rec)
+
+    async def serve_until_signal() -> None:
+        # SIGINT/SIGTERM end the tap cleanly (summary printed, exit 0) instead
+        # of a KeyboardInterrupt surfacing from inside the nursery.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(functools.partial(run_tap, listen, upstream, framing=framing,
+                                                      max_size=args.max_size, on_event=on_event, clock=time.time))
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    break
+
+    try:
+        trio.run(serve_until_signal)
+    except BaseExceptionGroup as group:
+        # Surface a port in use / bad address as the plain OSError the CLI
+        # reports in one line, not as a nested exception group.
+        leaf = _first_leaf(group)
+        raise leaf from None
+    return session.finish()
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:  # type: ignore[type-arg]
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

@@ -1,0 +1,234 @@
+"""pcap / pcapng input: packets → TCP streams reassembled per direction → frames.
+
+Library choice: ``dpkt`` reads both pcap and pcapng, parses Ethernet/SLL/IP/TCP
+headers and is small and pure Python; it leaves TCP reassembly to us, which is
+the part we want to control (scapy is heavy; pyshark needs the tshark binary).
+
+Reassembly keeps, per direction, the next expected sequence number (32-bit
+wrap-around arithmetic) and a bounded map of segments that arrived early.
+Retransmissions and overlaps are trimmed to the bytes not yet delivered;
+out-of-order segments wait until the gap fills. A gap that never fills, or
+pending data over the bound, ends that direction with a finding.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from struct import error as struct_error
+from typing import Any, BinaryIO
+
+import dpkt
+
+from ..errors import AmpError
+from ..wire.frames import Framing
+from .streams import FramedStream, StreamEvent, Where
+
+__all__ = ["read_capture", "TcpReassembler", "MAX_PENDING_BYTES"]
+
+_MASK = 0xFFFF_FFFF
+MAX_PENDING_BYTES = 16 << 20  # out-of-order data held per direction
+_SYN, _ACK, _FIN, _RST = dpkt.tcp.TH_SYN, dpkt.tcp.TH_ACK, dpkt.tcp.TH_FIN, dpkt.tcp.TH_RST
+
+Endpoint = tuple[str, int]
+
+
+def _seq_delta(a: int, b: int) -> int:
+    """Signed distance from b to a in 32-bit sequence space."""
+    d = (a - b) & _MASK
+    return d - (1 << 32) if d >= 1 << 31 else d
+
+
+@dataclass(slots=True)
+class TcpReassembler:
+    """In-order byte delivery for one TCP direction."""
+
+    next_seq: int | None = None
+    pending: dict[int, bytes] = field(default_factory=dict)
+    pending_bytes: int = 0
+    failed: str | None = None
+
+    def syn(self, seq: int) -> None:
+        self.next_seq = (seq + 1) & _MASK
+
+    def segment(self, seq: int, data: bytes) -> bytes:
+        """Bytes that become deliverable thanks to this segment."""
+        if self.failed or not data:
+            return b""
+        if self.next_seq is None:  # capture started mid-stream
+            self.next_seq = seq
+        delta = _seq_delta(seq, self.next_seq)
+        if delta > 0:  # arrived early: hold it (keep the longest copy)
+            if len(data) > len(self.pending.get(seq, b"")):
+                self.pending_bytes += len(data) - len(self.pending.get(seq, b""))
+                self.pending[seq] = data
+            if self.pending_bytes > MAX_PENDING_BYTES:
+                self.failed = f"more than {MAX_PENDING_BYTES} bytes out of order (missing segment?)"
+            return b""
+        if -delta >= len(data):
+            return b""  # pure retransmission
+        out = bytearray(data[-delta:])
+        self.next_seq = (seq + len(data)) & _MASK
+        # Drain held segments that now touch or overlap the delivered edge.
+        progressed = True
+        while progressed and self.pending:
+            progressed = False
+            for pseq in list(self.pending):
+                d = _seq_delta(pseq, self.next_seq)
+                if d > 0:
+                    continue
+                pdata = self.pending.pop(pseq)
+                self.pending_bytes -= len(pdata)
+                if -d < len(pdata):
+                    out += pdata[-d:]
+                    self.next_seq = (pseq + len(pdata)) & _MASK
+                progressed = True
+        return bytes(out)
+
+    def gap(self) -> str | None:
+        if self.failed:
+            return self.failed
+        if self.pending:
+            return f"{self.pending_bytes} bytes after a gap in the TCP stream never became contiguous"
+        return None
+
+
+@dataclass(slots=True)
+class _Connection:
+    client: Endpoint
+    server: Endpoint
+    flows: dict[Endpoint, tuple[TcpReassembler, FramedStream]]
+
+
+def _fmt(ep: Endpoint) -> str:
+    host, port = ep
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class _BoundedReader:
+    """File wrapper whose reads never ask for more than ``_MAX_RECORD`` bytes:
+    dpkt reads a record with one ``read(declared_length)``, and a damaged
+    length field must not turn into a multi-gigabyte allocation."""
+
+    def __init__(self, fp: BinaryIO) -> None:
+        self._fp = fp
+        self.name = getattr(fp, "name", "<capture>")
+
+    def read(self, n: int = -1) -> bytes:
+        return self._fp.read(_MAX_RECORD if n is None or n < 0 else min(n, _MAX_RECORD))
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self._fp.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self._fp.tell()
+
+
+_MAX_RECORD = 64 << 20  # far above any real snaplen (262144 by default)
+
+
+def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
+    fp: Any = _BoundedReader(raw_fp)
+    magic = fp.read(4)
+    fp.seek(0)
+    try:
+        if magic == b"\x0a\x0d\x0d\x0a":
+            reader: Any = dpkt.pcapng.Reader(fp)
+        else:
+            reader = dpkt.pcap.Reader(fp)
+        link = reader.datalink()
+        for ts, buf in reader:
+            yield float(ts), buf, link
+    except (ValueError, dpkt.dpkt.Error, struct_error) as exc:
+        raise AmpError(1001, f"not a readable pcap/pcapng file: {exc}") from exc
+
+
+def _tcp_of(buf: bytes, link: int) -> tuple[str, str, dpkt.tcp.TCP] | None:
+    try:
+        if link == dpkt.pcap.DLT_EN10MB:
+            ip = dpkt.ethernet.Ethernet(buf).data
+        elif link == dpkt.pcap.DLT_LINUX_SLL:
+            ip = dpkt.sll.SLL(buf).data
+        elif link in (dpkt.pcap.DLT_NULL, dpkt.pcap.DLT_LOOP):
+            ip = dpkt.loopback.Loopback(buf).data
+        elif link in (dpkt.pcap.DLT_RAW, 101, 228, 229):  # raw IP variants
+            ip = dpkt.ip.IP(buf) if buf[:1] and buf[0] >> 4 == 4 else dpkt.ip6.IP6(buf)
+        else:
+            return None
+    except (dpkt.dpkt.Error, ValueError, IndexError, struct_error):
+        return None
+    if isinstance(ip, dpkt.ip.IP):
+        src, dst = socket.inet_ntop(socket.AF_INET, ip.src), socket.inet_ntop(socket.AF_INET, ip.dst)
+    elif isinstance(ip, dpkt.ip6.IP6):
+        src, dst = socket.inet_ntop(socket.AF_INET6, ip.src), socket.inet_ntop(socket.AF_INET6, ip.dst)
+    else:
+        return None
+    tcp = ip.data
+    if not isinstance(tcp, dpkt.tcp.TCP):
+        return None
+    return src, dst, tcp
+
+
+def read_capture(fp: BinaryIO, *, framing: Framing | None, max_size: int,
+                 port: int | None = None) -> Iterator[StreamEvent]:
+    """Frames of every TCP connection in a pcap/pcapng file, in capture order."""
+    conns: dict[frozenset[Endpoint], _Connection] = {}
+    last_ts: float | None = None
+    packets = _packets(fp)
+    while True:
+        try:
+            ts, buf, link = next(packets)
+        except StopIteration:
+            break
+        except AmpError as exc:
+            if last_ts is None:
+                raise  # not a capture at all: one line from the CLI
+            # A capture cut short (or damaged) mid-file: report it and still
+            # close every flow, so what was captured is all shown.
+            yield StreamEvent(Where(), last_ts, error=exc)
+            break
+        last_ts = ts
+        parsed = _tcp_of(buf, link)
+        if parsed is None:
+            continue
+        src_ip, dst_ip, tcp = parsed
+        a, b = (src_ip, tcp.sport), (dst_ip, tcp.dport)
+        if port is not None and port not in (tcp.sport, tcp.dport):
+            continue
+        key = frozenset((a, b))
+        conn = conns.get(key)
+        syn_ack = tcp.flags & _SYN and tcp.flags & _ACK
+        pure_syn = tcp.flags & _SYN and not tcp.flags & _ACK
+        if conn is None or (pure_syn and conn.flows[a][0].next_seq != (tcp.seq + 1) & _MASK):
+            # New connection, or the 4-tuple reused with a fresh SYN (a new
+            # initial sequence number; a retransmitted SYN keeps it). The SYN sender
+            # is the client; without a handshake in the capture, the first
+            # sender is, unless what we see first is the SYN-ACK.
+            client, server = (b, a) if syn_ack else (a, b)
+            if conn is not None:
+                yield from _close(conn, ts)
+            conn = _Connection(client, server, {})
+            for ep, other, direction in ((client, server, "c2s"), (server, client, "s2c")):
+                conn.flows[ep] = (TcpReassembler(),
+                                  FramedStream(Where(direction, _fmt(ep), _fmt(other)), framing, max_size))
+            conns[key] = conn
+        reasm, stream = conn.flows[a]
+        if tcp.flags & _SYN:
+            reasm.syn(tcp.seq)
+        data = reasm.segment(tcp.seq, bytes(tcp.data))
+        if data:
+            yield from stream.feed(data, ts)
+        # FIN/RST do not end the flow here: late retransmissions may still
+        # fill a gap, so every flow is closed at the end of the capture.
+    for conn in conns.values():
+        yield from _close(conn, last_ts)
+
+
+def _close(conn: _Connection, at: float | None) -> Iterator[StreamEvent]:
+    for reasm, stream in conn.flows.values():
+        problem = reasm.gap()
+        if problem:
+            yield StreamEvent(stream.where, at, error=AmpError(1001, f"TCP reassembly: {problem}", path="tcp"))
+        yield from stream.close(at)
+

@@ -1,0 +1,132 @@
+"""A dump session: stream events in, filtered and correlated records out.
+
+Shared by the file/pcap path (everything buffered, so late correlation flags
+land on the right records) and the live tap (records printed as they pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..wire.registry import MessageType
+from .correlate import Correlator
+from .records import Inspector, Record
+from .render import Summary
+from .streams import StreamEvent
+
+__all__ = ["RecordFilter", "DumpSession"]
+
+_CAP_TYPES = frozenset(int(t) for t in (MessageType.CAP_QUERY, MessageType.CAP_DECLARE,
+                                        MessageType.CAP_INVOKE, MessageType.CAP_RESULT))
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFilter:
+    """``--type``, ``--did`` and ``--capability``; all given ones must match."""
+
+    type: str | None = None
+    did: str | None = None
+    capability: str | None = None
+
+    def matches(self, rec: Record, answered_matched: bool = False) -> bool:
+        if self.type is not None and not _type_matches(self.type, rec):
+            return False
+        if self.did is not None:
+            to = rec.to if isinstance(rec.to, (list, tuple)) else (rec.to,)
+            if rec.sender != self.did and self.did not in to:
+                return False
+        if self.capability is not None:
+            # A reply (e.g. CAP_RESULT) carries no capability name: it matches
+            # when the request it answers did.
+            if not (answered_matched or _mentions_capability(rec, self.capability)):
+                return False
+        return True
+
+
+def _type_matches(wanted: str, rec: Record) -> bool:
+    w = wanted.strip().upper()
+    if rec.typ_name is not None and rec.typ_name == w:
+        return True
+    if rec.frame_type is not None and rec.frame_type.name == w:
+        return True
+    try:
+        code = int(wanted, 0)
+    except ValueError:
+        return False
+    return rec.typ == code
+
+
+def _mentions_capability(rec: Record, name: str) -> bool:
+    if rec.typ not in _CAP_TYPES or not rec.body_known or not isinstance(rec.body, dict):
+        return False
+    return _names_in(rec.body, name, 0)
+
+
+def _names_in(value: Any, name: str, depth: int) -> bool:
+    if depth > 4:
+        return False
+    if isinstance(value, dict):
+        for key in ("capability", "type", "name"):
+            if value.get(key) == name:
+                return True
+        ident = value.get("id")
+        if isinstance(ident, str) and (ident == name or ident.startswith(name + ":")):
+            return True
+        return any(_names_in(v, name, depth + 1) for v in value.values() if isinstance(v, (dict, list)))
+    if isinstance(value, list):
+        return any(_names_in(v, name, depth + 1) for v in value)
+    return False
+
+
+class DumpSession:
+    """Events → records; keeps correlation and the summary."""
+
+    def __init__(self, inspector: Inspector, record_filter: RecordFilter = RecordFilter()) -> None:
+        self.inspector = inspector
+        self.filter = record_filter
+        self.correlator = Correlator()
+        self.summary = Summary()
+        self.any_findings = False
+        self._matched_ids: set[bytes] = set()
+
+    def record(self, event: StreamEvent) -> Record:
+        w = event.where
+        if event.frame is not None:
+            rec = self.inspector.frame(event.frame, direction=w.direction, src=w.src, dst=w.dst, at=event.at)
+        else:
+            assert event.error is not None
+            rec = self.inspector.stream_error(event.error, direction=w.direction, src=w.src, dst=w.dst,
+                                              at=event.at)
+        self.correlator.add(rec)
+        return rec
+
+    def shown(self, rec: Record) -> bool:
+        """Whether ``rec`` passes the filters (and count it in the summary if so)."""
+        if rec.errors or rec.flags:
+            self.any_findings = True
+        answered = rec.reply_to is not None and rec.reply_to in self._matched_ids
+        if not self.filter.matches(rec, answered):
+            return False
+        if rec.id is not None and self.filter.capability is not None:
+            self._matched_ids.add(rec.id)
+        self.summary.add(rec)
+        return True
+
+    def finish(self) -> list[Record]:
+        """Flag unanswered invokes; return them."""
+        open_invokes = self.correlator.finish()
+        if open_invokes:
+            self.any_findings = True
+        return open_invokes
+
+    def run_all(self, events: Any, emit: Callable[[Record], None]) -> list[Record]:
+        """Buffer every record (flags from later frames land on earlier records),
+        then emit the ones that pass the filters, in capture order."""
+        records = [self.record(e) for e in events]
+        open_invokes = self.finish()
+        for rec in records:
+            if self.shown(rec):
+                emit(rec)
+        return open_invokes
