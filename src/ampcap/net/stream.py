@@ -1,0 +1,239 @@
+"""Run one sans-I/O :class:`~ampcap.peer.connection.Connection` over a trio Stream.
+
+Three small tasks per connection:
+
+* the **reader** feeds ``receive_some`` chunks to the Connection and hands
+  its events to the owner (``on_event``), in order;
+* the **writer** sends everything the Connection has queued in one
+  ``send_all`` per wakeup, so frames produced while a write is in progress
+  leave together in the next one (ampcap never writes once per frame;
+  library-notes "Sockets and trio");
+* the **timer** sleeps until ``get_timer()`` and calls ``handle_timer``.
+
+Clocks: the Connection has one time base, Unix milliseconds, because the same
+``now_ms`` stamps envelopes (``ts``) and checks expiry. The driver reads it
+from the injected ``clock_ms`` (wall clock by default) and turns a deadline
+into a trio deadline as "trio now + (deadline − clock now)", so timers follow
+trio's clock (``MockClock`` in tests: inject a ``clock_ms`` derived from
+``trio.current_time()``).
+
+Backpressure: a peer that does not read what we send cannot grow our memory
+without bound. While more than ``config.max_send_buffer`` bytes are queued or
+in flight, the reader stops reading from that peer (so it cannot make us
+produce more replies) and ``send()`` waits; a single ``send_all`` that makes no
+progress for ``write_timeout_s`` closes the connection. Every connection has
+its own tasks, so a slow or silent peer never stalls another connection.
+"""
+
+from __future__ import annotations
+
+import math
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..peer.connection import Connection
+from ..peer.events import ConnectionTerminated, Event
+from ..peer.state import ConnState
+from ..wire.envelope import Envelope
+from .url import AmpUrl
+
+if TYPE_CHECKING:
+    from ..peer.outbound import Outbound
+
+__all__ = ["ConnectionDriver", "wall_clock_ms", "EventHandler", "open_stream"]
+
+EventHandler = Callable[[Event], Awaitable[None]]
+RECEIVE_SIZE = 64 * 1024  # per read; allocated per call, not held by idle connections
+
+
+def wall_clock_ms() -> int:
+    """Unix time in milliseconds (what envelopes carry)."""
+    return time.time_ns() // 1_000_000
+
+
+async def _ignore(event: Event) -> None:
+    return None
+
+
+class ConnectionDriver:
+    """Drives one Connection over one ``trio.abc.Stream`` until it closes."""
+
+    def __init__(self, conn: Connection, stream: trio.abc.Stream, *, on_event: EventHandler | None = None,
+                 clock_ms: Callable[[], int] = wall_clock_ms, write_timeout_s: float = 30.0,
+                 close_timeout_s: float = 2.0) -> None:
+        self.conn = conn
+        self.stream = stream
+        self.on_event: EventHandler = on_event or _ignore
+        self._clock = clock_ms
+        self._write_timeout = write_timeout_s
+        self._close_timeout = close_timeout_s
+        self._writer_kick = trio.Event()
+        self._timer_kick = trio.Event()
+        self._space = trio.Event()  # set whenever the writer made progress
+        self._in_flight = 0
+        self._deliver_lock = trio.StrictFIFOLock()
+        self.closed = trio.Event()  # set once the stream is closed
+        self.terminated: ConnectionTerminated | None = None
+
+    # ---------------------------------------------------------------- API
+
+    async def run(self) -> None:
+        """Start the Connection (if not started) and run it to the end; the
+        stream is always closed on return."""
+        try:
+            if self.conn.state is ConnState.IDLE:
+                self.conn.start(self._clock())
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._reader)
+                nursery.start_soon(self._timer)
+                await self._writer()
+                nursery.cancel_scope.cancel()
+            await self._deliver()  # a final ConnectionTerminated from a close in the writer
+        finally:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(self._close_timeout) as scope:
+                    try:
+                        await self.stream.aclose()
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        pass
+                if scope.cancelled_caught:
+                    await trio.aclose_forcefully(self.stream)
+                self.closed.set()
+
+    @property
+    def backlog(self) -> int:
+        """Bytes queued in the Connection plus bytes handed to ``send_all``."""
+        return self.conn.pending_bytes + self._in_flight
+
+    def send_nowait(self, out: Outbound) -> Envelope:
+        """Seal and queue ``out`` now (LocalProtocolError if not allowed)."""
+        env = self.conn.send(out, self._clock())
+        self._kick()
+        return env
+
+    async def send(self, out: Outbound) -> Envelope:
+        """Like :meth:`send_nowait`, but first wait while the backlog is full."""
+        while self.backlog > self.conn.config.max_send_buffer and self.conn.state is not ConnState.CLOSED:
+            await self._wait_space()
+        return self.send_nowait(out)
+
+    def start_drain(self, reason: int = 0, message: str = "") -> None:
+        """GOAWAY now; the connection closes when the owner closes it or the
+        drain period ends."""
+        self.conn.start_drain(self._clock(), reason, message)
+        self._kick()
+
+    def close(self) -> None:
+        """Close now (queued bytes are still flushed, briefly)."""
+        self.conn.close()
+        self._kick()
+
+    async def aclose(self, reason: int = 0, message: str = "closing") -> None:
+        """Clean close while :meth:`run` is running: GOAWAY, close, and wait
+        until the queued bytes are flushed and the stream is closed. (Letting
+        in-flight work finish first is the owner's call: ``start_drain``,
+        wait, then ``aclose``.)"""
+        self.start_drain(reason, message)
+        self.close()
+        await self.closed.wait()
+
+    # -------------------------------------------------------------- tasks
+
+    async def _reader(self) -> None:
+        conn = self.conn
+        limit = conn.config.max_send_buffer
+        while conn.state is not ConnState.CLOSED:
+            while self.backlog > limit and conn.state is not ConnState.CLOSED:
+                await self._wait_space()  # the peer is not reading: neither do we
+            try:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            if conn.state is ConnState.CLOSED:
+                break
+            if data:
+                conn.receive_data(data, self._clock())
+            else:
+                conn.receive_eof()
+            self._kick()
+            await self._deliver()
+
+    async def _writer(self) -> None:
+        conn = self.conn
+        while True:
+            self._writer_kick = trio.Event()
+            data = conn.data_to_send()
+            if not data:
+                if conn.state is ConnState.CLOSED:
+                    return
+                await self._writer_kick.wait()
+                continue
+            self._in_flight = len(data)
+            timeout = self._write_timeout if conn.state is not ConnState.CLOSED else self._close_timeout
+            failed = False
+            with trio.move_on_after(timeout) as scope:
+                try:
+                    await self.stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    failed = True
+            self._in_flight = 0
+            self._space.set()
+            self._space = trio.Event()
+            if failed or scope.cancelled_caught:
+                conn.close()  # the peer cannot be written to: nothing more to say
+                conn.data_to_send()
+                return
+
+    async def _timer(self) -> None:
+        conn = self.conn
+        while conn.state is not ConnState.CLOSED:
+            self._timer_kick = trio.Event()
+            deadline_ms = conn.get_timer()
+            if deadline_ms is None:
+                trio_deadline = math.inf
+            else:
+                trio_deadline = trio.current_time() + max(0, deadline_ms - self._clock()) / 1000
+            with trio.move_on_at(trio_deadline):
+                await self._timer_kick.wait()
+                continue
+            conn.handle_timer(self._clock())
+            self._writer_kick.set()
+            await self._deliver()
+
+    # ------------------------------------------------------------ helpers
+
+    def _kick(self) -> None:
+        self._writer_kick.set()
+        self._timer_kick.set()
+
+    async def _wait_space(self) -> None:
+        # Re-check the backlog after every writer step (or a close).
+        await self._space.wait()
+
+    async def _deliver(self) -> None:
+        async with self._deliver_lock:
+            while (event := self.conn.next_event()) is not None:
+                if isinstance(event, ConnectionTerminated):
+                    self.terminated = event
+                    self._space.set()  # release anyone waiting for room
+                    self._writer_kick.set()
+                await self.on_event(event)
+                # The owner may have sent replies from inside on_event.
+                self._writer_kick.set()
+
+
+async def open_stream(url: AmpUrl, *, ssl_context: ssl.SSLContext | None = None,
+                      happy_eyeballs_delay: float | None = 0.25) -> trio.abc.Stream:
+    """TCP (and, for ``amps://``, TLS) connection to ``url``. An ``amps`` URL
+    without a context gets a verifying default client context."""
+    stream: trio.abc.Stream = await trio.open_tcp_stream(url.host, url.port,
+                                                         happy_eyeballs_delay=happy_eyeballs_delay)
+    if url.tls:
+        from .tls import client_context, wrap_client
+
+        stream = wrap_client(stream, ssl_context or client_context(), url.host)
+    return stream

@@ -1,0 +1,57 @@
+"""TLS for ``amps://`` (RFC 002 §4.1: TLS 1.2 or newer).
+
+The server context loads the certificate chain and key given on the command
+line (``--tls-cert`` / ``--tls-key``). The client context verifies the server
+against the system trust store by default, or against a given CA file;
+``insecure=True`` turns verification off and is meant for development only.
+Both refuse anything older than TLS 1.2.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+
+import trio
+
+__all__ = ["server_context", "client_context", "wrap_client", "wrap_server", "ALPN"]
+
+ALPN = "amp/1"  # offered, never required: peers that do not speak ALPN still connect
+
+
+def server_context(cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str] | None = None) -> ssl.SSLContext:
+    """A server context from a PEM certificate chain and private key."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file) if key_file is not None else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"cannot load TLS certificate {os.fspath(cert_file)!r}: {exc}") from exc
+    ctx.set_alpn_protocols([ALPN])
+    return ctx
+
+
+def client_context(*, ca_file: str | os.PathLike[str] | None = None, insecure: bool = False) -> ssl.SSLContext:
+    """A client context: verify by default (system store, or ``ca_file``)."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if ca_file is not None:
+        try:
+            ctx.load_verify_locations(cafile=os.fspath(ca_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"cannot load CA file {os.fspath(ca_file)!r}: {exc}") from exc
+    if insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols([ALPN])
+    return ctx
+
+
+def wrap_client(stream: trio.abc.Stream, ctx: ssl.SSLContext, server_hostname: str) -> trio.SSLStream[trio.abc.Stream]:
+    """TLS client side; the handshake runs on first use."""
+    return trio.SSLStream(stream, ctx, server_hostname=server_hostname)
+
+
+def wrap_server(stream: trio.abc.Stream, ctx: ssl.SSLContext) -> trio.SSLStream[trio.abc.Stream]:
+    """TLS server side; the handshake runs on first use."""
+    return trio.SSLStream(stream, ctx, server_side=True)

@@ -1,0 +1,73 @@
+"""Per-connection settings (one frozen dataclass; limits are parameters)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import __version__
+from ..wire.frames import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, Framing
+from ..wire.signing import Profile
+
+__all__ = ["ConnectionConfig", "UNKNOWN_PEER_DID"]
+
+# HELLO needs a ``to``, but the RFC 002 handshake response carries no DID, so
+# a client that was not told whom it dials addresses its HELLO here (the
+# ``.invalid`` TLD can never name a real party, RFC 2606). The peer's real DID
+# is then learnt from the signed HELLO_ACK.
+UNKNOWN_PEER_DID = "did:web:unknown.invalid"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionConfig:
+    """How one connection behaves. Times are milliseconds."""
+
+    framing: Framing = Framing.RFC002
+    # Largest payload we accept (offered in the HANDSHAKE). RFC 002 §3.2: never
+    # below 1 MiB. A *peer* offering less than 1 MiB is treated as 1 MiB
+    # (``effective_max``), because every peer must accept 1 MiB anyway.
+    max_msg_size: int = DEFAULT_MAX_SIZE
+    handshake_timeout_ms: int = 10_000  # RFC 002 §3.1 recommended default; covers HELLO too
+    keepalive_interval_ms: int | None = 30_000  # idle time before we PING; None disables
+    keepalive_timeout_ms: int = 10_000  # PONG must arrive within this
+    drain_timeout_ms: int = 30_000  # after GOAWAY, close at the latest after this
+    versions: tuple[str, ...] = ("1.0",)  # offered / accepted AMP versions, preferred first
+    agent_name: str = "ampcap"
+    implementation: str = f"ampcap/{__version__}"
+    # RFC 002 A.7: an application message before HELLO completes is answered
+    # with ERROR 1004; this says whether the connection is then closed.
+    close_on_pre_hello: bool = True
+    # Raw framing (R3) has no HANDSHAKE; HELLO is then optional. False = the
+    # version in ``versions[0]`` is taken as preconfigured (RFC 002 §3.3).
+    raw_hello: bool = False
+    # RFC 002 §7.1 strict principal binding: every message's ``from`` must be
+    # the DID that negotiated the connection (3001, then close).
+    strict_principal: bool = True
+    default_ttl_ms: int = 86_400_000  # RFC 001 §8.3 suggested default
+    profile: Profile = Profile.RFC  # Sig_Input variant for messages we seal (R15)
+    # Bound on bytes queued for the peer; the trio driver stops reading from a
+    # peer whose unsent output exceeds it (see net/stream.py).
+    max_send_buffer: int = 8 << 20
+
+    def __post_init__(self) -> None:
+        if self.max_msg_size < MIN_MAX_SIZE:
+            raise ValueError(f"max_msg_size must be at least {MIN_MAX_SIZE} (RFC 002 §3.2)")
+        if not self.versions:
+            raise ValueError("at least one AMP version is required")
+        for v in self.versions:
+            major_of(v)
+        if self.handshake_timeout_ms <= 0 or self.keepalive_timeout_ms <= 0 or self.drain_timeout_ms < 0:
+            raise ValueError("timeouts must be positive")
+        if self.keepalive_interval_ms is not None and self.keepalive_interval_ms <= 0:
+            raise ValueError("keepalive_interval_ms must be positive or None")
+
+    @property
+    def majors(self) -> frozenset[int]:
+        return frozenset(major_of(v) for v in self.versions)
+
+
+def major_of(version: str) -> int:
+    """RFC 001 §13.1: the integer before the first dot; ``ValueError`` if none."""
+    head = version.split(".", 1)[0]
+    if not head.isdigit() or not head.isascii():
+        raise ValueError(f"not a semver version string: {version!r}")
+    return int(head)

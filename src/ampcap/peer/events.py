@@ -1,0 +1,89 @@
+"""Events a :class:`~ampcap.peer.connection.Connection` reports to its owner.
+
+Past-tense names for things that happened on the receive side (h2 style);
+each event is small and immutable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import AmpError
+from ..wire.receive import Inbound
+
+__all__ = [
+    "Event",
+    "HandshakeCompleted",
+    "Negotiated",
+    "MessageReceived",
+    "MessageRejected",
+    "PingAcknowledged",
+    "GoAwayReceived",
+    "ConnectionTerminated",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandshakeCompleted:
+    """The RFC 002 transport HANDSHAKE is done (skipped under raw framing)."""
+
+    max_msg_size: int  # the effective maximum payload both sides honour
+    peer_did_hint: str | None  # the client's unauthenticated ``did`` (server side)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Negotiated:
+    """HELLO negotiation finished: application messages may flow (OPEN)."""
+
+    version: str  # the selected semver string, e.g. "1.0"
+    peer_did: str | None  # the signed ``from`` of the peer's HELLO / HELLO_ACK
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageReceived:
+    """An application message that passed every receive check."""
+
+    inbound: Inbound
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageRejected:
+    """An incoming message failed a check. The connection already queued the
+    ERROR reply (AMP ERROR when the sender could be read, else a transport
+    ERROR frame); this event is for logs and metrics."""
+
+    error: AmpError
+    message_id: bytes | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PingAcknowledged:
+    """A PONG answered our PING (keepalive round trip)."""
+
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoAwayReceived:
+    """The peer sent GOAWAY: it takes no new work; the connection is DRAINING."""
+
+    reason: int
+    message: str | None
+    last_id: bytes | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionTerminated:
+    """The connection is CLOSED (always the last event).
+
+    ``code`` is the AMP error code that ended it (ours or the peer's), or
+    ``None`` for an orderly close or a plain EOF.
+    """
+
+    code: int | None
+    reason: str
+    by_peer: bool = False
+
+
+Event = (HandshakeCompleted | Negotiated | MessageReceived | MessageRejected | PingAcknowledged
+         | GoAwayReceived | ConnectionTerminated)

@@ -1,0 +1,322 @@
+"""The trio driver over in-memory streams (MockClock), plus one TLS loopback."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "peer"))
+from conn_helpers import T0, Outbound, make_conn  # noqa: E402
+
+from ampcap.peer.config import ConnectionConfig  # noqa: E402
+from ampcap.peer.connection import Role  # noqa: E402
+from ampcap.peer.events import (  # noqa: E402
+    ConnectionTerminated,
+    Event,
+    GoAwayReceived,
+    MessageReceived,
+    Negotiated,
+    PingAcknowledged,
+)
+from ampcap.peer.state import ConnState  # noqa: E402
+from ampcap.net.listener import Listener  # noqa: E402
+from ampcap.net.stream import ConnectionDriver, open_stream  # noqa: E402
+from ampcap.net.tls import client_context, server_context  # noqa: E402
+from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.wire.frames import FrameDecoder, FrameType  # noqa: E402
+from ampcap.wire.registry import MessageType  # noqa: E402
+
+
+def mock_clock_ms() -> int:
+    return T0 + int(trio.current_time() * 1000)
+
+
+class Recorder:
+    """Collects a driver's events and lets a test wait for one."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._changed = trio.Event()
+
+    async def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for(self, cls: type) -> Any:
+        while True:
+            for e in self.events:
+                if isinstance(e, cls):
+                    return e
+            await self._changed.wait()
+
+
+def driver_pair(stream_pair: Any = trio.testing.memory_stream_pair, client_cfg: ConnectionConfig | None = None,
+                server_cfg: ConnectionConfig | None = None) -> tuple[ConnectionDriver, Recorder,
+                                                                     ConnectionDriver, Recorder]:
+    a, b = stream_pair()
+    cr, sr = Recorder(), Recorder()
+    client = ConnectionDriver(make_conn(Role.CLIENT, 1, client_cfg), a, on_event=cr, clock_ms=mock_clock_ms)
+    server = ConnectionDriver(make_conn(Role.SERVER, 2, server_cfg), b, on_event=sr, clock_ms=mock_clock_ms)
+    return client, cr, server, sr
+
+
+class CountingStream(trio.abc.Stream):
+    """Wraps a stream and counts send_all calls."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner = inner
+        self.sends = 0
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        self.sends += 1
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.trio
+async def test_open_exchange_and_close(autojump_clock: trio.testing.MockClock) -> None:
+    client, cr, server, sr = driver_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.run)
+        nursery.start_soon(server.run)
+        await cr.wait_for(Negotiated)
+        await sr.wait_for(Negotiated)
+        env = client.send_nowait(Outbound(typ=MessageType.MESSAGE, body={"text": "hi"}))
+        got = await sr.wait_for(MessageReceived)
+        assert got.inbound.envelope.id == env.id
+        # A reply sent from the server's owner.
+        server.send_nowait(Outbound(typ=MessageType.ACK, body={"ack_source": "recipient"}, reply_to=env.id))
+        reply = await cr.wait_for(MessageReceived)
+        assert reply.inbound.envelope.reply_to == env.id
+        client.close()
+        term = await sr.wait_for(ConnectionTerminated)
+        assert term.by_peer
+    assert client.closed.is_set() and server.closed.is_set()
+
+
+@pytest.mark.trio
+async def test_keepalive_runs_on_the_trio_clock(autojump_clock: trio.testing.MockClock) -> None:
+    client, cr, server, sr = driver_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.run)
+        nursery.start_soon(server.run)
+        await cr.wait_for(Negotiated)
+        start = trio.current_time()
+        await cr.wait_for(PingAcknowledged)
+        assert 29.9 <= trio.current_time() - start <= 31
+        assert client.conn.state is ConnState.OPEN
+        client.close()
+
+
+@pytest.mark.trio
+async def test_handshake_timeout_with_a_silent_peer(autojump_clock: trio.testing.MockClock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+    rec = Recorder()
+    server = ConnectionDriver(make_conn(Role.SERVER, 2), b, on_event=rec, clock_ms=mock_clock_ms)
+    with trio.fail_after(60):
+        await server.run()
+    term = await rec.wait_for(ConnectionTerminated)
+    assert term.code == 5003 and 9.9 <= trio.current_time() <= 10.5
+    # The silent peer still got the transport ERROR before the close.
+    data = await a.receive_some()
+    (frame,) = FrameDecoder().feed(data)
+    assert frame.type is FrameType.ERROR
+
+
+@pytest.mark.trio
+async def test_frames_queued_together_leave_in_one_send_all(autojump_clock: trio.testing.MockClock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+    counting = CountingStream(a)
+    cr, sr = Recorder(), Recorder()
+    client = ConnectionDriver(make_conn(Role.CLIENT, 1), counting, on_event=cr, clock_ms=mock_clock_ms)
+    server = ConnectionDriver(make_conn(Role.SERVER, 2), b, on_event=sr, clock_ms=mock_clock_ms)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.run)
+        nursery.start_soon(server.run)
+        await cr.wait_for(Negotiated)
+        before = counting.sends
+        for i in range(100):
+            client.send_nowait(Outbound(typ=MessageType.MESSAGE, body={"i": i}))
+        while sum(isinstance(e, MessageReceived) for e in sr.events) < 100:
+            await trio.sleep(0.001)
+        assert counting.sends - before == 1
+        client.close()
+
+
+@pytest.mark.trio
+async def test_a_peer_that_never_reads_stalls_only_itself(autojump_clock: trio.testing.MockClock) -> None:
+    cfg = ConnectionConfig(max_send_buffer=4096)
+    # Pair 1: lockstep streams and a client that stops reading after HELLO.
+    stuck_client, stuck_rec, stuck_server, stuck_srec = driver_pair(trio.testing.lockstep_stream_pair, None, cfg)
+    ok_client, ok_rec, ok_server, ok_srec = driver_pair(trio.testing.memory_stream_pair, None, cfg)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stuck_client.run)
+        nursery.start_soon(stuck_server.run)
+        nursery.start_soon(ok_client.run)
+        nursery.start_soon(ok_server.run)
+        await stuck_srec.wait_for(Negotiated)
+        await stuck_rec.wait_for(Negotiated)
+        await ok_rec.wait_for(Negotiated)
+        sent = 0
+
+        async def flood() -> None:
+            nonlocal sent
+            while stuck_server.conn.state is not ConnState.CLOSED:
+                try:
+                    await stuck_server.send(Outbound(typ=MessageType.MESSAGE, body={"pad": b"x" * 1000}))
+                except Exception:
+                    return
+                sent += 1
+
+        # From its next read on, the stuck client never reads again; lockstep
+        # streams make the server's send_all block until someone reads.
+        stuck_client.stream.receive_some = _never  # type: ignore[method-assign]
+        nursery.start_soon(flood)
+        await trio.sleep(1)
+        # Bounded: the flood waits instead of queueing without limit.
+        assert 0 < sent < 20 and stuck_server.backlog <= 4096 + 1200
+        # The other connection is unaffected.
+        ok_client.send_nowait(Outbound(typ=MessageType.MESSAGE, body={"t": 1}))
+        with trio.fail_after(1):
+            await ok_srec.wait_for(MessageReceived)
+        # The stuck write gives up after the write timeout and closes that connection only.
+        with trio.fail_after(120):
+            await stuck_srec.wait_for(ConnectionTerminated)
+        assert ok_server.conn.state is ConnState.OPEN
+        stuck_client.close()
+        ok_client.close()
+
+
+async def _never(max_bytes: int | None = None) -> bytes:
+    await trio.sleep_forever()
+    raise AssertionError
+
+
+@pytest.mark.trio
+async def test_server_goaway_reaches_client(autojump_clock: trio.testing.MockClock) -> None:
+    client, cr, server, sr = driver_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.run)
+        nursery.start_soon(server.run)
+        await cr.wait_for(Negotiated)
+        server.start_drain(0, "bye")
+        goaway = await cr.wait_for(GoAwayReceived)
+        assert goaway.message == "bye" and client.conn.state is ConnState.DRAINING
+        # The drain period (30 s) ends the server side, which closes the stream.
+        await cr.wait_for(ConnectionTerminated)
+
+
+@pytest.mark.trio
+async def test_aclose_sends_goaway_then_closes(autojump_clock: trio.testing.MockClock) -> None:
+    client, cr, server, sr = driver_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.run)
+        nursery.start_soon(server.run)
+        await sr.wait_for(Negotiated)
+        await server.aclose(0, "done")
+        assert server.closed.is_set()
+        assert (await cr.wait_for(GoAwayReceived)).message == "done"
+        assert (await cr.wait_for(ConnectionTerminated)).by_peer
+
+
+# ---------------------------------------------------------------- memory
+
+
+@pytest.mark.trio
+async def test_memory_per_idle_connection_is_small() -> None:
+    n = 200
+    tracemalloc.start()
+    try:
+        base = tracemalloc.take_snapshot()
+        drivers = []
+        async with trio.open_nursery() as nursery:
+            recs = []
+            for _ in range(n):
+                c, cr, s, sr = driver_pair()
+                drivers += [c, s]
+                recs.append(cr)
+                nursery.start_soon(c.run)
+                nursery.start_soon(s.run)
+            for r in recs:
+                await r.wait_for(Negotiated)
+            await trio.sleep(0.05)
+            now = tracemalloc.take_snapshot()
+            used = sum(stat.size_diff for stat in now.compare_to(base, "filename"))
+            per_conn = used / (2 * n)
+            print(f"idle connection memory: {per_conn / 1024:.1f} KiB per side "
+                  f"(driver + Connection + memory stream), {n} pairs")
+            assert per_conn <= 64 * 1024
+            for d in drivers:
+                d.close()
+    finally:
+        tracemalloc.stop()
+
+
+# ------------------------------------------------------------- TLS loopback
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl CLI to create a test certificate (and no 'cryptography' package)")
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.trio
+async def test_tls_loopback(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    listener = Listener(lambda: make_conn(Role.SERVER, 2), ssl_context=server_context(cert, key))
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            (tcp,) = await nursery.start(listener.serve_tcp, 0, "127.0.0.1")
+            port = tcp.socket.getsockname()[1]
+            url = parse_url(f"amps://localhost:{port}")
+            stream = await open_stream(url, ssl_context=client_context(ca_file=cert))
+            rec = Recorder()
+            client = ConnectionDriver(make_conn(Role.CLIENT, 1), stream, on_event=rec)
+            nursery.start_soon(client.run)
+            negotiated = await rec.wait_for(Negotiated)
+            assert negotiated.version == "1.0"
+            assert stream.selected_alpn_protocol() == "amp/1"  # type: ignore[attr-defined]
+            assert stream.cipher() is not None  # type: ignore[attr-defined]
+            listener.stop()
+            await rec.wait_for(GoAwayReceived)
+            client.close()
+
+
+@pytest.mark.trio
+async def test_tls_client_verifies_by_default(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    listener = Listener(lambda: make_conn(Role.SERVER, 2), ssl_context=server_context(cert, key))
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            (tcp,) = await nursery.start(listener.serve_tcp, 0, "127.0.0.1")
+            port = tcp.socket.getsockname()[1]
+            stream = await open_stream(parse_url(f"amps://localhost:{port}"))
+            with pytest.raises(trio.BrokenResourceError) as info:
+                await stream.send_all(b"x")
+            assert isinstance(info.value.__cause__, ssl.SSLCertVerificationError)
+            await trio.aclose_forcefully(stream)
+            listener.stop()
