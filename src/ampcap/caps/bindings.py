@@ -1,0 +1,165 @@
+"""What implements a capability: binding *descriptions* and the context API.
+
+Two binding kinds (the OSSA seed lists MCP/CLI/HTTP; ampcap runs the two a
+local daemon can run without extra services):
+
+- :class:`PythonBinding`: ``module:function``, sync or ``async def``;
+- :class:`CommandBinding`: an argv list; params go to stdin as JSON, the
+  result comes back on stdout as JSON, bounded by ``timeout_ms``.
+
+Nothing here runs anything: :mod:`ampcap.net.bindings_runner` executes
+bindings at the trio edge. :func:`resolve_callable` only imports.
+
+Calling convention for Python callables: ``fn(params)`` or, when the
+function takes a second positional parameter, ``fn(params, context)`` with
+an object satisfying :class:`InvocationContext`. The context is how a
+capability reports progress, sleeps and reads the time without importing an
+event loop or a clock, which keeps capability code sans-I/O and testable.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import AmpError
+
+__all__ = [
+    "DEFAULT_COMMAND_TIMEOUT_MS",
+    "MAX_TIMEOUT_MS",
+    "InvocationContext",
+    "PythonBinding",
+    "CommandBinding",
+    "Binding",
+    "resolve_callable",
+    "wants_context",
+]
+
+DEFAULT_COMMAND_TIMEOUT_MS = 30_000
+MAX_TIMEOUT_MS = 24 * 3600 * 1000
+
+
+@runtime_checkable
+class InvocationContext(Protocol):
+    """Handed to a capability callable by the executor (the edge implements it).
+
+    ``progress`` becomes an RFC 006 PROGRESS message correlated to the
+    invoke; it is async because sending may wait for the connection.
+    """
+
+    @property
+    def capability_id(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def now_ms(self) -> int:
+        """Wall-clock Unix milliseconds (injected, so tests can fix it)."""
+        ...
+
+    async def sleep(self, ms: int) -> None:
+        """Suspend for ``ms`` milliseconds; cancellable by the executor."""
+        ...
+
+    async def progress(self, percent: float | None, message: str | None = None) -> None:
+        """Report progress (0–100, or None when unknown) to the invoker."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PythonBinding:
+    """``target`` is ``package.module:function`` (dotted attribute path allowed)."""
+
+    target: str
+    timeout_ms: int | None = None
+    # Directories (the manifest's ``python_path``) to make importable first.
+    search_path: tuple[Path, ...] = ()
+
+    kind = "python"
+
+    def __post_init__(self) -> None:
+        module, sep, attr = self.target.partition(":")
+        if not sep or not module or not attr or any(not p.isidentifier() for p in module.split(".") + attr.split(".")):
+            raise AmpError(4001, f"python binding must be 'module:function', not {self.target!r}")
+        _check_timeout(self.timeout_ms)
+
+    def describe(self) -> str:
+        return self.target
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandBinding:
+    """Run ``argv`` (no shell); params JSON on stdin, result JSON on stdout."""
+
+    argv: tuple[str, ...]
+    timeout_ms: int = DEFAULT_COMMAND_TIMEOUT_MS
+    cwd: Path | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    max_output_bytes: int = 4 << 20
+
+    kind = "command"
+
+    def __post_init__(self) -> None:
+        if not self.argv or any(not isinstance(a, str) or "\x00" in a for a in self.argv) or not self.argv[0]:
+            raise AmpError(4001, "command binding needs a non-empty list of strings")
+        _check_timeout(self.timeout_ms)
+        if not isinstance(self.env, MappingProxyType):
+            object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+
+    def describe(self) -> str:
+        return " ".join(self.argv)
+
+
+Binding = PythonBinding | CommandBinding
+
+
+def _check_timeout(ms: int | None) -> None:
+    if ms is not None and (isinstance(ms, bool) or not isinstance(ms, int) or not 0 < ms <= MAX_TIMEOUT_MS):
+        raise AmpError(4001, f"timeout_ms must be an integer in 1..{MAX_TIMEOUT_MS}")
+
+
+def resolve_callable(target: str, search_path: tuple[Path, ...] = ()) -> Callable[..., Any]:
+    """Import ``module:attr.path`` and return the callable (4001 if absent).
+
+    Importing runs module top-level code; only manifests the operator chose
+    name these modules, the same trust as any Python import. Directories in
+    ``search_path`` are added to ``sys.path`` (once) before importing.
+    """
+    for directory in reversed(search_path):
+        entry = str(directory)
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    module_name, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise AmpError(4001, f"cannot import {module_name!r}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise AmpError(4001, f"{module_name!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise AmpError(4001, f"{target!r} is not callable")
+    return obj
+
+
+def wants_context(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` accepts a second positional argument (the context)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    positional = 0
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            return True
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            positional += 1
+    return positional >= 2

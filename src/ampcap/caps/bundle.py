@@ -1,0 +1,363 @@
+"""Offline schema bundles and the schema store (RFC 004 §5.2, §5.3).
+
+A bundle is a set of schema artifacts addressed by ``(bundle_id,
+artifact_key)``. On disk it is a directory, a ``.zip`` or a ``.tar.gz``
+(``.tgz``) whose root holds ``bundle.json``::
+
+    {
+      "bundle_id": "org.example.schemas",
+      "artifacts": {
+        "org.example.greet/1.0.0/input":  "greet/input.schema.json",
+        "org.example.greet/1.0.0/output": {"path": "greet/output.schema.json"}
+      }
+    }
+
+Each artifact maps to a relative POSIX path inside the bundle. The bundle
+itself states no hashes: the expected hash always comes from the descriptor's
+schema-ref, and bytes are verified against it before anything parses them.
+
+Failure policy (§5.3, "fail closed"): a missing, unreadable, oversized or
+hash-mismatching artifact, a uri-only ref in offline mode, or a bundle whose
+layout is unsafe (absolute paths, ``..``, links in archives, too many or too
+large members) is ``AmpError(5002)``. Nothing here touches the network; an
+online fetcher, if any, is injected by the edge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+import zipfile
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import AmpError
+from .descriptor import SchemaRef
+
+__all__ = [
+    "BUNDLE_MANIFEST",
+    "BundleLimits",
+    "SchemaBundle",
+    "SchemaStore",
+    "digest",
+    "SUPPORTED_MEDIA_TYPES",
+]
+
+BUNDLE_MANIFEST = "bundle.json"
+UNAVAILABLE = 5002
+# §4.2: application/schema+json is MTI; plain JSON is the same bytes.
+SUPPORTED_MEDIA_TYPES = frozenset({"application/schema+json", "application/json"})
+
+
+@dataclass(frozen=True, slots=True)
+class BundleLimits:
+    """Caps that keep a hostile bundle from exhausting memory (zip bombs)."""
+
+    max_artifact_bytes: int = 1 << 20
+    max_total_bytes: int = 16 << 20
+    max_artifacts: int = 4096
+    max_manifest_bytes: int = 1 << 20
+
+
+def digest(hash_alg: str, data: bytes) -> bytes:
+    if hash_alg == "sha-256":
+        return hashlib.sha256(data).digest()
+    if hash_alg == "sha-512":
+        return hashlib.sha512(data).digest()
+    raise AmpError(UNAVAILABLE, f"unsupported hash_alg {hash_alg!r}")
+
+
+def _safe_relpath(raw: Any, where: str) -> str:
+    """A normalised relative POSIX path, or 5002 for anything that could
+    escape the bundle root (absolute, ``..``, drive letters, backslashes)."""
+    if not isinstance(raw, str) or not raw:
+        raise AmpError(UNAVAILABLE, f"{where}: artifact path must be a non-empty string")
+    if "\\" in raw or "\x00" in raw or raw.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
+        raise AmpError(UNAVAILABLE, f"{where}: unsafe artifact path {raw!r}")
+    parts = [p for p in PurePosixPath(raw).parts if p != "."]
+    if not parts or any(p == ".." for p in parts):
+        raise AmpError(UNAVAILABLE, f"{where}: unsafe artifact path {raw!r}")
+    return "/".join(parts)
+
+
+def _parse_bundle_manifest(data: bytes, source: str, limits: BundleLimits) -> tuple[str, dict[str, str]]:
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AmpError(UNAVAILABLE, f"{source}: {BUNDLE_MANIFEST} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("bundle_id"), str) or not doc["bundle_id"]:
+        raise AmpError(UNAVAILABLE, f"{source}: {BUNDLE_MANIFEST} needs a non-empty string 'bundle_id'")
+    artifacts = doc.get("artifacts")
+    if not isinstance(artifacts, dict):
+        raise AmpError(UNAVAILABLE, f"{source}: {BUNDLE_MANIFEST} needs an 'artifacts' object")
+    if len(artifacts) > limits.max_artifacts:
+        raise AmpError(UNAVAILABLE, f"{source}: more than {limits.max_artifacts} artifacts")
+    paths: dict[str, str] = {}
+    for key, entry in artifacts.items():
+        raw = entry.get("path") if isinstance(entry, dict) else entry
+        paths[key] = _safe_relpath(raw, f"{source}: artifact {key!r}")
+    return doc["bundle_id"], paths
+
+
+class SchemaBundle:
+    """Artifacts of one bundle: in-memory bytes, or files under a directory
+    read lazily (so a file deleted later is a 5002 at resolution time)."""
+
+    __slots__ = ("bundle_id", "source", "_bytes", "_files", "_missing", "_limits")
+
+    def __init__(
+        self,
+        bundle_id: str,
+        *,
+        artifacts: Mapping[str, bytes] | None = None,
+        files: Mapping[str, Path] | None = None,
+        missing: Iterable[str] = (),
+        source: str = "<memory>",
+        limits: BundleLimits = BundleLimits(),
+    ) -> None:
+        self.bundle_id = bundle_id
+        self.source = source
+        self._bytes: Mapping[str, bytes] = MappingProxyType(dict(artifacts or {}))
+        self._files: Mapping[str, Path] = MappingProxyType(dict(files or {}))
+        self._missing = frozenset(missing)
+        self._limits = limits
+
+    def __repr__(self) -> str:
+        return f"SchemaBundle({self.bundle_id!r}, source={self.source!r}, artifacts={len(self.keys())})"
+
+    def keys(self) -> frozenset[str]:
+        return frozenset(self._bytes) | frozenset(self._files) | self._missing
+
+    def read(self, artifact_key: str) -> bytes:
+        """Raw (unverified) artifact bytes; 5002 when absent or unreadable."""
+        data = self._bytes.get(artifact_key)
+        if data is not None:
+            return data
+        path = self._files.get(artifact_key)
+        if path is None:
+            raise AmpError(UNAVAILABLE, f"artifact {artifact_key!r} not in bundle {self.bundle_id!r}")
+        limit = self._limits.max_artifact_bytes
+        try:
+            with path.open("rb") as fh:
+                data = fh.read(limit + 1)
+        except OSError as exc:
+            raise AmpError(UNAVAILABLE, f"artifact {artifact_key!r} unreadable: {exc.strerror or exc}") from None
+        if len(data) > limit:
+            raise AmpError(UNAVAILABLE, f"artifact {artifact_key!r} larger than {limit} bytes")
+        return data
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, path: str | Path, *, limits: BundleLimits = BundleLimits()) -> SchemaBundle:
+        """Open a bundle directory, ``.zip`` or ``.tar.gz``/``.tgz``."""
+        p = Path(path)
+        name = p.name.lower()
+        if p.is_dir():
+            return cls._open_dir(p, limits)
+        if name.endswith(".zip"):
+            return cls._open_zip(p, limits)
+        if name.endswith((".tar.gz", ".tgz")):
+            return cls._open_tar(p, limits)
+        if not p.exists():
+            raise AmpError(UNAVAILABLE, f"bundle not found: {p}")
+        raise AmpError(UNAVAILABLE, f"unknown bundle format (directory, .zip, .tar.gz): {p}")
+
+    @classmethod
+    def _open_dir(cls, root: Path, limits: BundleLimits) -> SchemaBundle:
+        manifest = root / BUNDLE_MANIFEST
+        try:
+            with manifest.open("rb") as fh:
+                data = fh.read(limits.max_manifest_bytes + 1)
+        except OSError as exc:
+            raise AmpError(UNAVAILABLE, f"{root}: cannot read {BUNDLE_MANIFEST}: {exc.strerror or exc}") from None
+        if len(data) > limits.max_manifest_bytes:
+            raise AmpError(UNAVAILABLE, f"{root}: {BUNDLE_MANIFEST} too large")
+        bundle_id, paths = _parse_bundle_manifest(data, str(root), limits)
+        real_root = root.resolve()
+        files: dict[str, Path] = {}
+        for key, rel in paths.items():
+            target = (root / rel).resolve()
+            # A symlink inside the directory could still point outside it.
+            if not target.is_relative_to(real_root):
+                raise AmpError(UNAVAILABLE, f"{root}: artifact {key!r} resolves outside the bundle")
+            files[key] = target
+        return cls(bundle_id, files=files, source=str(root), limits=limits)
+
+    @classmethod
+    def _open_zip(cls, path: Path, limits: BundleLimits) -> SchemaBundle:
+        try:
+            with zipfile.ZipFile(path) as zf:
+                members = {}
+                for info in zf.infolist():
+                    if info.is_dir():
+                        continue
+                    members[_safe_relpath(info.filename, f"{path}: member")] = info
+                if len(members) > limits.max_artifacts + 1:
+                    raise AmpError(UNAVAILABLE, f"{path}: too many members")
+
+                def read(rel: str, cap: int) -> bytes | None:
+                    info = members.get(rel)
+                    if info is None:
+                        return None
+                    # Never trust file_size alone: read at most cap+1 bytes.
+                    with zf.open(info) as fh:
+                        return fh.read(cap + 1)
+
+                return cls._from_archive(path, read, limits)
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError, NotImplementedError) as exc:
+            raise AmpError(UNAVAILABLE, f"{path}: unreadable zip bundle: {exc}") from None
+
+    @classmethod
+    def _open_tar(cls, path: Path, limits: BundleLimits) -> SchemaBundle:
+        try:
+            with tarfile.open(path, "r:gz") as tf:
+                members: dict[str, tarfile.TarInfo] = {}
+                declared = 0
+                for count, info in enumerate(tf):
+                    if count > limits.max_artifacts + 64:
+                        raise AmpError(UNAVAILABLE, f"{path}: too many members")
+                    if info.isdir():
+                        continue
+                    rel = _safe_relpath(info.name, f"{path}: member")
+                    if not info.isfile():
+                        # Links, devices, fifos: never followed.
+                        raise AmpError(UNAVAILABLE, f"{path}: member {info.name!r} is not a regular file")
+                    # Walking a .tar.gz decompresses every member, read or
+                    # not: bound that work by the declared sizes up front.
+                    declared += info.size
+                    if info.size > max(limits.max_artifact_bytes, limits.max_manifest_bytes) \
+                            or declared > limits.max_total_bytes:
+                        raise AmpError(UNAVAILABLE, f"{path}: member {info.name!r} exceeds the bundle size limits")
+                    members[rel] = info
+
+                def read(rel: str, cap: int) -> bytes | None:
+                    info = members.get(rel)
+                    if info is None:
+                        return None
+                    fh = tf.extractfile(info)
+                    if fh is None:
+                        return None
+                    return fh.read(cap + 1)
+
+                return cls._from_archive(path, read, limits)
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise AmpError(UNAVAILABLE, f"{path}: unreadable tar bundle: {exc}") from None
+
+    @classmethod
+    def _from_archive(
+        cls, path: Path, read: Callable[[str, int], bytes | None], limits: BundleLimits
+    ) -> SchemaBundle:
+        raw = read(BUNDLE_MANIFEST, limits.max_manifest_bytes)
+        if raw is None:
+            raise AmpError(UNAVAILABLE, f"{path}: no {BUNDLE_MANIFEST} at the archive root")
+        if len(raw) > limits.max_manifest_bytes:
+            raise AmpError(UNAVAILABLE, f"{path}: {BUNDLE_MANIFEST} too large")
+        bundle_id, paths = _parse_bundle_manifest(raw, str(path), limits)
+        artifacts: dict[str, bytes] = {}
+        missing: list[str] = []
+        total = 0
+        for key, rel in paths.items():
+            data = read(rel, limits.max_artifact_bytes)
+            if data is None:
+                missing.append(key)  # fail closed later, per artifact
+                continue
+            if len(data) > limits.max_artifact_bytes:
+                raise AmpError(UNAVAILABLE, f"{path}: artifact {key!r} larger than {limits.max_artifact_bytes} bytes")
+            total += len(data)
+            if total > limits.max_total_bytes:
+                raise AmpError(UNAVAILABLE, f"{path}: bundle larger than {limits.max_total_bytes} bytes")
+            artifacts[key] = data
+        return cls(bundle_id, artifacts=artifacts, missing=missing, source=str(path), limits=limits)
+
+
+class SchemaStore:
+    """Resolves a :class:`SchemaRef` to verified bytes and parsed JSON.
+
+    Parsed schemas are cached by locator + hash (§5.2: a descriptor is
+    immutable while its hash is unchanged). The locator is part of the key
+    so that a ref naming a *different* artifact with the same hash is still
+    looked up, and fails closed if that artifact is missing. Bounded.
+
+    ``offline=True`` (Offline Registry Profile) never calls ``fetch``; a ref
+    without a matching local artifact is 5002. ``fetch`` (``uri -> bytes``)
+    is the edge's injected network access for online mode.
+    """
+
+    def __init__(
+        self,
+        bundles: Iterable[SchemaBundle] = (),
+        *,
+        offline: bool = True,
+        fetch: Callable[[str], bytes] | None = None,
+        max_cached: int = 1024,
+    ) -> None:
+        self._bundles: dict[str, SchemaBundle] = {}
+        for b in bundles:
+            self.add_bundle(b)
+        self.offline = offline
+        self._fetch = fetch
+        self._max_cached = max_cached
+        self._parsed: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+    def add_bundle(self, bundle: SchemaBundle) -> None:
+        if bundle.bundle_id in self._bundles and self._bundles[bundle.bundle_id] is not bundle:
+            raise AmpError(UNAVAILABLE, f"two bundles claim bundle_id {bundle.bundle_id!r}")
+        self._bundles[bundle.bundle_id] = bundle
+
+    @property
+    def bundles(self) -> Mapping[str, SchemaBundle]:
+        return MappingProxyType(self._bundles)
+
+    def load_bytes(self, ref: SchemaRef) -> bytes:
+        """The artifact bytes, verified against ``ref.hash`` (else 5002)."""
+        if ref.effective_media_type not in SUPPORTED_MEDIA_TYPES:
+            raise AmpError(UNAVAILABLE, f"unsupported schema media_type {ref.effective_media_type!r}")
+        data = self._locate(ref)
+        if digest(ref.hash_alg, data) != ref.hash:
+            where = ref.artifact_key or ref.uri
+            raise AmpError(UNAVAILABLE, f"schema artifact {where!r} fails {ref.hash_alg} verification")
+        return data
+
+    def load_json(self, ref: SchemaRef) -> Any:
+        key = (ref.bundle_id, ref.artifact_key, ref.uri, ref.hash_alg, ref.hash)
+        if key in self._parsed:
+            self._parsed.move_to_end(key)
+            return self._parsed[key]
+        data = self.load_bytes(ref)
+        try:
+            doc = json.loads(data)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise AmpError(UNAVAILABLE, f"schema artifact {ref.artifact_key or ref.uri!r} is not valid JSON") from None
+        if not isinstance(doc, (dict, bool)):
+            raise AmpError(UNAVAILABLE, f"schema artifact {ref.artifact_key or ref.uri!r} is not a JSON Schema")
+        self._parsed[key] = doc
+        if len(self._parsed) > self._max_cached:
+            self._parsed.popitem(last=False)
+        return doc
+
+    def _locate(self, ref: SchemaRef) -> bytes:
+        # §5.3: local locators are preferred when both are present.
+        if ref.has_local_locator:
+            assert ref.bundle_id is not None and ref.artifact_key is not None
+            bundle = self._bundles.get(ref.bundle_id)
+            if bundle is not None:
+                return bundle.read(ref.artifact_key)
+            if self.offline or ref.uri is None:
+                raise AmpError(UNAVAILABLE, f"schema bundle {ref.bundle_id!r} is not available locally")
+        if self.offline:
+            raise AmpError(UNAVAILABLE, f"offline profile: no local artifact for {ref.uri!r}")
+        if self._fetch is None or ref.uri is None:
+            raise AmpError(UNAVAILABLE, f"no way to fetch schema {ref.uri!r}")
+        try:
+            return self._fetch(ref.uri)
+        except AmpError:
+            raise
+        except Exception as exc:  # the fetcher is foreign code: fail closed
+            raise AmpError(UNAVAILABLE, f"fetching {ref.uri!r} failed: {exc}") from None

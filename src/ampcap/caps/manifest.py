@@ -1,0 +1,563 @@
+"""Capability manifests: the TOML file ``ampcap serve --manifest`` loads.
+
+The format is documented with a commented example in ``docs/manifest.md``.
+In short::
+
+    bundle_id = "org.example.local"          # optional
+
+    [[capability]]
+    id = "org.example.greet:1.0.0"            # or name = … + version = …
+    aliases = ["greet"]
+    policy = "range"                          # strict | range | bridge
+    supported_ranges = [">=1.0.0 <2.0.0"]
+    stability = "stable"
+    input_schema = "schemas/greet.input.json" # file, or an inline table
+    output_schema = { type = "object" }
+    binding = { python = "mypkg.greet:run" }  # or command = ["prog", "arg"]
+
+Schemas become an in-memory :class:`SchemaBundle` (sha-256 over the file
+bytes, or over canonical JSON of an inline table), and each descriptor points
+at it by ``bundle_id`` + ``artifact_key``, so a manifest is already valid
+under the Offline Registry Profile. :func:`check_manifest` collects every
+problem (file, capability, key, line) instead of stopping at the first one;
+:func:`load_manifest` raises ``AmpError(4001)`` carrying them all.
+
+Reading the files it is given is the one I/O this module does (architecture
+rule for ``caps/manifest.py``); :func:`demo_manifest` in ``demo.py`` feeds
+plain data through :func:`manifest_from_data`, the same code path.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AmpError
+from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
+from .bundle import SchemaBundle, SchemaStore
+from .descriptor import Descriptor, SchemaRef, Stability
+from .params import compile_schema
+from .semver import Range, Version
+
+__all__ = [
+    "Policy",
+    "CapabilitySpec",
+    "Manifest",
+    "ManifestProblem",
+    "ManifestError",
+    "load_manifest",
+    "check_manifest",
+    "manifest_from_data",
+    "canonical_json",
+]
+
+MAX_MANIFEST_BYTES = 1 << 20
+MAX_SCHEMA_BYTES = 1 << 20
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+$")
+_CAP_KEYS = frozenset({
+    "id", "name", "version", "aliases", "notes", "stability", "deprecated_by", "sunset_date",
+    "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding",
+})
+_TOP_KEYS = frozenset({"bundle_id", "python_path", "capability"})
+_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd"})
+
+
+class Policy(enum.Enum):
+    """RFC 004 §8 provider compatibility policy."""
+
+    STRICT = "strict"  # exact version only
+    RANGE = "range"  # any version in supported_ranges may be negotiated
+    BRIDGE = "bridge"  # provider adapts between versions (documented in notes)
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestProblem:
+    """One thing wrong with a manifest, located as precisely as possible."""
+
+    file: str
+    message: str
+    capability: str | None = None  # "capability[2] (org.x.y:1.0.0)"
+    key: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        parts = [where]
+        if self.capability:
+            parts.append(self.capability)
+        if self.key:
+            parts.append(f"key '{self.key}'")
+        return ": ".join(parts) + f": {self.message}"
+
+
+class ManifestError(AmpError):
+    """A manifest that cannot be used; ``problems`` lists every finding."""
+
+    def __init__(self, problems: list[ManifestProblem]) -> None:
+        first = str(problems[0]) if problems else "invalid manifest"
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(4001, first + more, details=[str(p) for p in problems])
+        self.problems = tuple(problems)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapabilitySpec:
+    """A capability as the daemon serves it: descriptor + policy + binding."""
+
+    descriptor: Descriptor
+    policy: Policy
+    binding: Binding
+    input_schema: Any
+    output_schema: Any
+    input_source: str  # "inline" or the schema file path as written
+    output_source: str
+
+    @property
+    def id(self) -> str:
+        return self.descriptor.id
+
+    @property
+    def name(self) -> str:
+        return self.descriptor.name
+
+    @property
+    def version(self) -> Version:
+        return self.descriptor.version
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return self.descriptor.aliases
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Manifest:
+    source: str
+    bundle: SchemaBundle
+    capabilities: tuple[CapabilitySpec, ...]
+
+    def schema_store(self) -> SchemaStore:
+        """An offline store that resolves every schema this manifest declares."""
+        return SchemaStore([self.bundle], offline=True)
+
+    def find(self, key: str) -> tuple[CapabilitySpec, ...]:
+        """Capabilities matching an id, a name or an alias (newest first)."""
+        hits = [c for c in self.capabilities if key in (c.id, c.name) or key in c.aliases]
+        return tuple(sorted(hits, key=lambda c: c.version, reverse=True))
+
+
+def canonical_json(value: Any) -> bytes:
+    """Stable bytes for an inline schema, so its hash does not depend on
+    TOML key order or whitespace."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+class _LineFinder:
+    """Best-effort line numbers: tomllib reports lines only for syntax
+    errors, so semantic problems are located by scanning the text."""
+
+    _HEADER = re.compile(r"^\s*\[\[\s*capability\s*\]\]")
+
+    def __init__(self, text: str | None) -> None:
+        self.lines = text.splitlines() if text else []
+        self.starts = [i for i, line in enumerate(self.lines) if self._HEADER.match(line)]
+
+    def find(self, index: int | None, key: str | None) -> int | None:
+        if not self.lines:
+            return None
+        if index is None:
+            lo, hi = 0, (self.starts[0] if self.starts else len(self.lines))
+        elif index < len(self.starts):
+            lo = self.starts[index]
+            hi = self.starts[index + 1] if index + 1 < len(self.starts) else len(self.lines)
+        else:
+            return None
+        if key is None:
+            return lo + 1
+        leaf = key.split(".")[-1]
+        pattern = re.compile(rf"^\s*(?:{re.escape(leaf)}\s*=|\[\s*capability\.{re.escape(leaf)}\s*\])")
+        for i in range(lo, hi):
+            if pattern.match(self.lines[i]):
+                return i + 1
+        return lo + 1 if index is not None else None
+
+
+class _Collector:
+    def __init__(self, source: str, text: str | None) -> None:
+        self.source = source
+        self.lines = _LineFinder(text)
+        self.problems: list[ManifestProblem] = []
+
+    def add(self, message: str, *, index: int | None = None, label: str | None = None, key: str | None = None) -> None:
+        cap = None
+        if index is not None:
+            cap = f"capability[{index}]" + (f" ({label})" if label else "")
+        self.problems.append(ManifestProblem(self.source, message, cap, key, self.lines.find(index, key)))
+
+
+def _string_list(value: Any) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return None
+
+
+class _CapabilityReader:
+    """Turns one ``[[capability]]`` table into a spec, reporting problems."""
+
+    def __init__(self, out: _Collector, base_dir: Path | None, bundle_id: str,
+                 artifacts: dict[str, bytes], check_imports: bool,
+                 search_path: tuple[Path, ...] = ()) -> None:
+        self.out = out
+        self.search_path = search_path
+        self.base_dir = base_dir
+        self.bundle_id = bundle_id
+        self.artifacts = artifacts
+        self.check_imports = check_imports
+
+    def read(self, index: int, table: Any) -> CapabilitySpec | None:
+        if not isinstance(table, dict):
+            self.out.add("must be a table", index=index)
+            return None
+        self.index, self.label = index, None
+        before = len(self.out.problems)
+        name, version = self._identity(table)
+        self.label = f"{name}:{version}" if name and version else None
+        for key in sorted(set(table) - _CAP_KEYS):
+            self.problem(f"unknown key (expected one of: {', '.join(sorted(_CAP_KEYS))})", key)
+        policy, supported, deprecated = self._policy(table)
+        stability, deprecated_by, sunset = self._stability(table)
+        aliases = self._aliases(table, name)
+        notes = table.get("notes")
+        if notes is not None and not isinstance(notes, str):
+            self.problem("must be a string", "notes")
+        schemas = {}
+        for which in ("input_schema", "output_schema"):
+            schemas[which] = self._schema(table, which, name, version)
+        binding = self._binding(table.get("binding"))
+        if len(self.out.problems) != before or name is None or version is None or binding is None:
+            return None
+        (in_ref, in_doc, in_src), (out_ref, out_doc, out_src) = schemas["input_schema"], schemas["output_schema"]
+        try:
+            descriptor = Descriptor.build(
+                name, version, in_ref, out_ref,
+                supported_ranges=supported, deprecated_ranges=deprecated,
+                notes=notes, stability=stability, deprecated_by=deprecated_by,
+                sunset_date=sunset, aliases=tuple(aliases),
+            )
+        except AmpError as exc:
+            self.problem(exc.message, exc.path)
+            return None
+        return CapabilitySpec(descriptor=descriptor, policy=policy, binding=binding,
+                              input_schema=in_doc, output_schema=out_doc,
+                              input_source=in_src, output_source=out_src)
+
+    def problem(self, message: str, key: str | None = None) -> None:
+        self.out.add(message, index=self.index, label=self.label, key=key)
+
+    def _identity(self, table: Mapping[str, Any]) -> tuple[str | None, Version | None]:
+        ident, name, version = table.get("id"), table.get("name"), table.get("version")
+        if ident is not None:
+            if name is not None or version is not None:
+                self.problem("give either 'id' or 'name' + 'version', not both", "id")
+                return None, None
+            if not isinstance(ident, str) or ":" not in ident:
+                self.problem("must be a string 'name:version'", "id")
+                return None, None
+            name, _, version = ident.rpartition(":")
+            key_name, key_version = "id", "id"
+        else:
+            key_name, key_version = "name", "version"
+            if name is None or version is None:
+                self.problem("each capability needs 'id', or 'name' and 'version'", "id")
+                return None, None
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            self.problem(f"capability name {name!r} must be reverse-domain, e.g. org.example.tool", key_name)
+            name = None
+        parsed = None
+        if not isinstance(version, str):
+            self.problem("version must be a string", key_version)
+        else:
+            try:
+                parsed = Version.parse(version)
+            except AmpError as exc:
+                self.problem(f"bad version {version!r}: {exc.message}", key_version)
+        return name, parsed
+
+    def _ranges(self, table: Mapping[str, Any], key: str) -> tuple[Range, ...] | None:
+        if key not in table:
+            return None
+        items = _string_list(table[key])
+        if items is None:
+            self.problem("must be a list of range strings", key)
+            return None
+        out = []
+        for text in items:
+            try:
+                out.append(Range.parse(text))
+            except AmpError as exc:
+                self.problem(f"bad range {text!r}: {exc.message}", key)
+        return tuple(out)
+
+    def _policy(self, table: Mapping[str, Any]) -> tuple[Policy, tuple[Range, ...] | None, tuple[Range, ...] | None]:
+        supported = self._ranges(table, "supported_ranges")
+        deprecated = self._ranges(table, "deprecated_ranges")
+        raw = table.get("policy", "range" if supported else "strict")
+        try:
+            policy = Policy(raw)
+        except ValueError:
+            self.problem(f"must be one of strict, range, bridge (found {raw!r})", "policy")
+            return Policy.STRICT, supported, deprecated
+        if policy is Policy.STRICT and supported:
+            self.problem("policy 'strict' accepts the exact version only; drop supported_ranges or use 'range'", "supported_ranges")
+        if policy is not Policy.STRICT and not supported:
+            self.problem(f"policy '{policy.value}' needs supported_ranges", "policy")
+        if policy is Policy.BRIDGE and not table.get("notes"):
+            # RFC 004 §8: bridge behaviour MUST be documented.
+            self.problem("policy 'bridge' must document its adaptation in 'notes'", "notes")
+        return policy, supported, deprecated
+
+    def _stability(self, table: Mapping[str, Any]) -> tuple[Stability, str | None, datetime.date | None]:
+        stability = Stability.STABLE
+        raw = table.get("stability", "stable")
+        try:
+            stability = Stability(raw)
+        except ValueError:
+            self.problem(f"must be one of experimental, beta, stable, deprecated (found {raw!r})", "stability")
+        deprecated_by = table.get("deprecated_by")
+        if deprecated_by is not None and (not isinstance(deprecated_by, str) or not deprecated_by):
+            self.problem("must be a capability id, name or OSSA URI", "deprecated_by")
+            deprecated_by = None
+        sunset = table.get("sunset_date")
+        date: datetime.date | None = None
+        if isinstance(sunset, datetime.datetime):
+            date = sunset.date()
+        elif isinstance(sunset, datetime.date):
+            date = sunset
+        elif isinstance(sunset, str):
+            try:
+                date = datetime.date.fromisoformat(sunset)
+            except ValueError:
+                self.problem(f"must be an ISO 8601 date (YYYY-MM-DD), found {sunset!r}", "sunset_date")
+        elif sunset is not None:
+            self.problem("must be an ISO 8601 date", "sunset_date")
+        if (deprecated_by or date) and stability is not Stability.DEPRECATED:
+            self.problem("deprecated_by / sunset_date need stability = \"deprecated\"", "stability")
+        return stability, deprecated_by, date
+
+    def _aliases(self, table: Mapping[str, Any], name: str | None) -> list[str]:
+        raw = table.get("aliases", [])
+        aliases = _string_list(raw)
+        if aliases is None or any(not a or any(c.isspace() for c in a) for a in aliases):
+            self.problem("must be a list of non-empty strings without spaces", "aliases")
+            return []
+        if name is not None and name in aliases:
+            self.problem(f"alias {name!r} is the capability's own name", "aliases")
+        if len(set(aliases)) != len(aliases):
+            self.problem("lists an alias twice", "aliases")
+        return aliases
+
+    def _schema(self, table: Mapping[str, Any], which: str, name: str | None,
+                version: Version | None) -> tuple[SchemaRef, Any, str] | None:
+        if which not in table:
+            self.problem("missing (an inline table or a path to a JSON file)", which)
+            return None
+        raw = table[which]
+        if isinstance(raw, (dict, bool)):
+            try:
+                data = canonical_json(raw)
+            except (TypeError, ValueError) as exc:
+                self.problem(f"inline schema is not plain JSON: {exc}", which)
+                return None
+            doc, source = raw, "inline"
+        elif isinstance(raw, str):
+            data = self._read_schema_file(raw, which)
+            if data is None:
+                return None
+            try:
+                doc = json.loads(data)
+            except (ValueError, UnicodeDecodeError) as exc:
+                self.problem(f"{raw}: not valid JSON: {exc}", which)
+                return None
+            source = raw
+        else:
+            self.problem("must be an inline table or a path string", which)
+            return None
+        try:
+            compile_schema(doc)
+        except AmpError as exc:
+            self.problem(exc.message, which)
+            return None
+        if name is None or version is None:
+            return None
+        key = f"{name}/{version}/{which.split('_')[0]}"
+        self.artifacts[key] = data
+        ref = SchemaRef(bundle_id=self.bundle_id, artifact_key=key, hash_alg="sha-256",
+                        hash=hashlib.sha256(data).digest())
+        return ref, doc, source
+
+    def _read_schema_file(self, rel: str, which: str) -> bytes | None:
+        if self.base_dir is None:
+            self.problem("schema files need a manifest file to be relative to", which)
+            return None
+        path = self.base_dir / rel
+        try:
+            with path.open("rb") as fh:
+                data = fh.read(MAX_SCHEMA_BYTES + 1)
+        except OSError as exc:
+            self.problem(f"cannot read schema file {rel!r}: {exc.strerror or exc}", which)
+            return None
+        if len(data) > MAX_SCHEMA_BYTES:
+            self.problem(f"schema file {rel!r} is larger than {MAX_SCHEMA_BYTES} bytes", which)
+            return None
+        return data
+
+    def _binding(self, raw: Any) -> Binding | None:
+        if raw is None:
+            self.problem("missing: binding = { python = \"module:function\" } or { command = [...] }", "binding")
+            return None
+        if not isinstance(raw, dict):
+            self.problem("must be a table", "binding")
+            return None
+        for key in sorted(set(raw) - _BINDING_KEYS):
+            self.problem(f"unknown key (expected python, command, timeout_ms, env, cwd)", f"binding.{key}")
+        if ("python" in raw) == ("command" in raw):
+            self.problem("needs exactly one of 'python' or 'command'", "binding")
+            return None
+        timeout = raw.get("timeout_ms")
+        try:
+            if "python" in raw:
+                target = raw["python"]
+                if not isinstance(target, str):
+                    self.problem("must be a string 'module:function'", "binding.python")
+                    return None
+                if "env" in raw or "cwd" in raw:
+                    self.problem("env and cwd apply to command bindings only", "binding")
+                binding: Binding = PythonBinding(target=target, timeout_ms=timeout,
+                                                 search_path=self.search_path)
+                if self.check_imports:
+                    resolve_callable(target, self.search_path)
+                return binding
+            argv = _string_list(raw["command"])
+            if argv is None:
+                self.problem("must be a list of strings, e.g. [\"prog\", \"--flag\"]", "binding.command")
+                return None
+            env = raw.get("env", {})
+            if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+                self.problem("must be a table of strings", "binding.env")
+                return None
+            cwd = raw.get("cwd")
+            if cwd is not None and not isinstance(cwd, str):
+                self.problem("must be a string path", "binding.cwd")
+                return None
+            base = self.base_dir
+            workdir = (base / cwd if base else Path(cwd)) if cwd else base
+            kwargs: dict[str, Any] = {"argv": tuple(argv), "env": env, "cwd": workdir}
+            if timeout is not None:
+                kwargs["timeout_ms"] = timeout
+            return CommandBinding(**kwargs)
+        except AmpError as exc:
+            self.problem(exc.message, "binding")
+            return None
+
+
+def _cross_checks(out: _Collector, specs: list[tuple[int, CapabilitySpec]]) -> None:
+    seen: dict[str, int] = {}
+    names = {spec.name for _, spec in specs}
+    alias_owner: dict[str, str] = {}
+    for index, spec in specs:
+        if spec.id in seen:
+            out.add(f"duplicate id (first declared by capability[{seen[spec.id]}])", index=index, label=spec.id, key="id")
+        seen.setdefault(spec.id, index)
+        for alias in spec.aliases:
+            if alias in names:
+                out.add(f"alias {alias!r} is the name of another capability", index=index, label=spec.id, key="aliases")
+            owner = alias_owner.setdefault(alias, spec.name)
+            if owner != spec.name:
+                out.add(f"alias {alias!r} already points to {owner!r}", index=index, label=spec.id, key="aliases")
+
+
+def _collect(data: Any, *, source: str, base_dir: Path | None, text: str | None,
+             check_imports: bool) -> tuple[Manifest | None, list[ManifestProblem]]:
+    out = _Collector(source, text)
+    if not isinstance(data, dict):
+        out.add("a manifest must be a table")
+        return None, out.problems
+    for key in sorted(set(data) - _TOP_KEYS):
+        out.add("unknown top-level key (expected bundle_id and [[capability]] tables)", key=key)
+    bundle_id = data.get("bundle_id", f"local.manifest.{Path(source).stem or 'inline'}")
+    if not isinstance(bundle_id, str) or not bundle_id:
+        out.add("must be a non-empty string", key="bundle_id")
+        bundle_id = "local.manifest"
+    tables = data.get("capability")
+    if not isinstance(tables, list) or not tables:
+        out.add("declares no capabilities: add at least one [[capability]] table", key="capability")
+        return None, out.problems
+    search_path: tuple[Path, ...] = ()
+    raw_path = data.get("python_path", [])
+    if _string_list(raw_path) is None:
+        out.add("must be a list of directories (relative to the manifest)", key="python_path")
+    elif raw_path and base_dir is None:
+        out.add("python_path needs a manifest file to be relative to", key="python_path")
+    elif base_dir is not None:
+        search_path = tuple((base_dir / d).resolve() for d in raw_path)
+    artifacts: dict[str, bytes] = {}
+    reader = _CapabilityReader(out, base_dir, bundle_id, artifacts, check_imports, search_path)
+    specs = []
+    for index, table in enumerate(tables):
+        spec = reader.read(index, table)
+        if spec is not None:
+            specs.append((index, spec))
+    _cross_checks(out, specs)
+    if out.problems:
+        return None, out.problems
+    bundle = SchemaBundle(bundle_id, artifacts=artifacts, source=source)
+    return Manifest(source=source, bundle=bundle, capabilities=tuple(s for _, s in specs)), []
+
+
+def check_manifest(path: str | Path, *, check_imports: bool = False) -> tuple[Manifest | None, list[ManifestProblem]]:
+    """Load a TOML manifest, returning it or every problem found."""
+    p = Path(path)
+    source = str(p)
+    try:
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as exc:
+        return None, [ManifestProblem(source, f"cannot read manifest: {exc.strerror or exc}")]
+    if len(raw) > MAX_MANIFEST_BYTES:
+        return None, [ManifestProblem(source, f"manifest larger than {MAX_MANIFEST_BYTES} bytes")]
+    try:
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        return None, [ManifestProblem(source, f"not UTF-8: {exc}")]
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib ends its message with "(at line L, column C)".
+        m = re.search(r"at line (\d+)", str(exc))
+        return None, [ManifestProblem(source, f"TOML syntax: {exc}", line=int(m.group(1)) if m else None)]
+    return _collect(data, source=source, base_dir=p.parent, text=text, check_imports=check_imports)
+
+
+def load_manifest(path: str | Path, *, check_imports: bool = False) -> Manifest:
+    """Load a manifest or raise :class:`ManifestError` (4001) listing all problems."""
+    manifest, problems = check_manifest(path, check_imports=check_imports)
+    if manifest is None:
+        raise ManifestError(problems)
+    return manifest
+
+
+def manifest_from_data(data: Mapping[str, Any], *, source: str = "<data>", base_dir: Path | None = None,
+                       check_imports: bool = False) -> Manifest:
+    """Build a manifest from already-parsed TOML-shaped data (the demo set)."""
+    manifest, problems = _collect(dict(data), source=source, base_dir=base_dir, text=None,
+                                  check_imports=check_imports)
+    if manifest is None:
+        raise ManifestError(problems)
+    return manifest

@@ -1,0 +1,179 @@
+"""Validate invocation params against a capability's input JSON Schema.
+
+Engine choice: schemas are compiled with ``fastjsonschema`` (≈1 µs per
+check, library-notes) because params validation sits on every CAP_INVOKE.
+It implements drafts 04/06/07; a schema that declares draft 2019-09 or
+2020-12 in ``$schema`` is compiled with ``jsonschema``'s prebuilt
+``Draft202012Validator`` (≈25 µs) instead, because for those drafts
+correctness beats speed: fastjsonschema would silently ignore keywords
+such as ``prefixItems`` or ``unevaluatedProperties`` and accept params the
+schema forbids. Schemas without ``$schema`` are treated as draft-07.
+
+Remote ``$ref`` is never fetched (offline rule of §5.3): fastjsonschema is
+given handlers that refuse every scheme, jsonschema's ``referencing`` does
+not fetch.
+
+Error mapping:
+- params that violate the schema → ``AmpError(4004)`` with a short message
+  such as ``params.a: must be number`` (never the schema itself);
+- a schema that cannot be compiled → ``AmpError(5002)``: the artifact was
+  verified but is unusable, which is a registry-availability fault of the
+  provider, not of the caller (4004 is reserved for "params fail a loaded
+  schema", §5.3), and it is retryable once the provider fixes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import fastjsonschema
+import jsonschema
+
+from ..errors import AmpError
+from .bundle import SchemaStore
+from .descriptor import Descriptor, SchemaRef
+
+__all__ = ["CompiledSchema", "ParamsValidator", "compile_schema"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VIOLATION = 4004
+UNAVAILABLE = 5002
+_MAX_MESSAGE = 160
+_MODERN_DRAFTS = ("draft/2019-09", "draft/2020-12")
+
+
+def _refuse_remote(uri: str) -> Any:
+    raise fastjsonschema.JsonSchemaDefinitionException(f"remote $ref not allowed offline: {uri}")
+
+
+_NO_NETWORK = {scheme: _refuse_remote for scheme in ("http", "https", "file", "ftp", "urn", "")}
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"
+
+
+def _join(root: str, parts: list[Any] | tuple[Any, ...]) -> str:
+    out = root
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSchema:
+    """A ready-to-run validator for one verified schema."""
+
+    engine: str  # "fastjsonschema" or "jsonschema-2020-12"
+    _check: Callable[[Any, str], None]
+
+    def validate(self, value: Any, *, root: str = "params") -> None:
+        """Raise ``AmpError(4004)`` if ``value`` violates the schema."""
+        self._check(value, root)
+
+    def errors(self, value: Any, *, root: str = "result") -> list[str]:
+        """The violation (as a list, empty when valid), for tests and debug."""
+        try:
+            self._check(value, root)
+        except AmpError as exc:
+            return [exc.message]
+        return []
+
+
+def _fast(schema: Any) -> Callable[[Any, str], None]:
+    try:
+        fn = fastjsonschema.compile(schema, handlers=_NO_NETWORK, use_default=False)
+    except Exception as exc:  # any failure of a foreign schema: unusable
+        raise AmpError(UNAVAILABLE, _shorten(f"input schema does not compile: {exc}")) from None
+
+    def check(value: Any, root: str) -> None:
+        try:
+            fn(value)
+        except fastjsonschema.JsonSchemaValueException as exc:
+            # exc.name is "data.a" / "data.items[1]" and prefixes the message.
+            name = exc.name or "data"
+            where = root + name[4:] if name.startswith("data") else root
+            text = exc.message or "invalid"
+            text = text[len(name):].strip() if text.startswith(name) else text
+            raise AmpError(SCHEMA_VIOLATION, _shorten(f"{where}: {text}"), path=where) from None
+        except RecursionError:
+            raise AmpError(SCHEMA_VIOLATION, f"{root}: nested too deeply", path=root) from None
+
+    return check
+
+
+def _modern(schema: Any) -> Callable[[Any, str], None]:
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+        validator = jsonschema.Draft202012Validator(schema)
+    except Exception as exc:
+        raise AmpError(UNAVAILABLE, _shorten(f"input schema does not compile: {exc}")) from None
+
+    def check(value: Any, root: str) -> None:
+        try:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        except Exception as exc:  # unresolvable $ref at run time and the like
+            raise AmpError(UNAVAILABLE, _shorten(f"input schema unusable: {exc}")) from None
+        if error is not None:
+            where = _join(root, list(error.absolute_path))
+            # The jsonschema message embeds the instance and sometimes the
+            # schema value; name the keyword only.
+            raise AmpError(SCHEMA_VIOLATION, _shorten(f"{where}: fails '{error.validator}'"), path=where)
+
+    return check
+
+
+def compile_schema(schema: Any) -> CompiledSchema:
+    """Compile a parsed JSON Schema (5002 when it cannot be used)."""
+    if not isinstance(schema, (dict, bool)):
+        raise AmpError(UNAVAILABLE, "input schema must be a JSON object or boolean")
+    declared = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    if isinstance(declared, str) and any(d in declared for d in _MODERN_DRAFTS):
+        return CompiledSchema("jsonschema-2020-12", _modern(schema))
+    return CompiledSchema("fastjsonschema", _fast(schema))
+
+
+class ParamsValidator:
+    """Compiles each capability's schemas once and checks params with them.
+
+    The cache key is ``(descriptor id, hash_alg, hash)`` as RFC 004 §5.2
+    recommends; it is bounded (least recently used goes first) so a peer
+    declaring many descriptors cannot grow it without end.
+    """
+
+    def __init__(self, store: SchemaStore, *, max_cached: int = 1024) -> None:
+        self._store = store
+        self._max = max_cached
+        self._compiled: OrderedDict[tuple[str, str, bytes], CompiledSchema] = OrderedDict()
+
+    def compiled(self, capability_id: str, ref: SchemaRef) -> CompiledSchema:
+        key = (capability_id, ref.hash_alg, ref.hash)
+        hit = self._compiled.get(key)
+        if hit is not None:
+            self._compiled.move_to_end(key)
+            return hit
+        # load_json verifies the hash first (5002 on any fault), so 4004 can
+        # only ever come from a schema that was loaded and verified.
+        schema = self._store.load_json(ref)
+        compiled = compile_schema(schema)
+        self._compiled[key] = compiled
+        if len(self._compiled) > self._max:
+            self._compiled.popitem(last=False)
+        return compiled
+
+    def validate_params(self, descriptor: Descriptor, params: Any) -> None:
+        """RFC 004 §7.2 step 7: 4004 on violation, 5002 if the schema is unusable."""
+        self.compiled(descriptor.id, descriptor.input_schema).validate(params, root="params")
+
+    def validate_result(self, descriptor: Descriptor, result: Any) -> list[str]:
+        """Output-schema findings, for tests and debugging; not enforced on the wire."""
+        return self.compiled(descriptor.id, descriptor.output_schema).errors(result, root="result")
+
+    def __len__(self) -> int:
+        return len(self._compiled)
+

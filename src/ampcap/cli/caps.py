@@ -1,0 +1,174 @@
+"""``ampcap caps validate|list|show``: inspect a capability manifest.
+
+``validate`` prints one OK line (exit 0) or every problem with file,
+capability, key and line (exit 1). ``list`` prints an aligned table,
+``show`` one capability in full; both take ``--json``. ``--demo`` in place
+of a manifest path uses the built-in demo set of ``serve --demo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..caps.manifest import CapabilitySpec, Manifest, ManifestError, check_manifest
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("caps", help="validate, list and show capability manifests")
+    sub = parser.add_subparsers(dest="caps_command", metavar="ACTION")
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+    def source(p: argparse.ArgumentParser) -> None:
+        group = p.add_mutually_exclusive_group(required=True)
+        group.add_argument("manifest", nargs="?", metavar="MANIFEST", help="TOML manifest file")
+        group.add_argument("--demo", action="store_true", help="use the built-in demo capabilities")
+
+    p = sub.add_parser("validate", help="check a manifest and report every problem")
+    source(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("list", help="table of the capabilities a manifest declares")
+    source(p)
+    p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", help="one capability in full", usage="%(prog)s [-h] [--json] (MANIFEST | --demo) ID|NAME")
+    # Two positionals with an optional first one: argparse cannot express
+    # that, so both are collected and sorted out in cmd_show.
+    p.add_argument("operands", nargs="+", metavar="MANIFEST ID|NAME",
+                   help="manifest file (omit with --demo), then a capability id, name or alias")
+    p.add_argument("--demo", action="store_true", help="use the built-in demo capabilities")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=cmd_show)
+
+
+def _load(args: argparse.Namespace, *, check_imports: bool = False) -> Manifest:
+    if args.demo:
+        from ..caps.demo import demo_manifest
+
+        return demo_manifest()
+    manifest, problems = check_manifest(args.manifest, check_imports=check_imports)
+    if manifest is None:
+        raise ManifestError(problems)
+    return manifest
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    if args.demo:
+        manifest = _load(args, check_imports=True)
+    else:
+        manifest, problems = check_manifest(args.manifest, check_imports=True)
+        if manifest is None:
+            for problem in problems:
+                print(problem, file=sys.stdout)
+            print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found", file=sys.stdout)
+            return 1
+    names = {c.name for c in manifest.capabilities}
+    print(f"OK {manifest.source}: {len(manifest.capabilities)} capabilities, {len(names)} names, "
+          f"bundle {manifest.bundle.bundle_id}")
+    return 0
+
+
+def _row(spec: CapabilitySpec) -> dict[str, Any]:
+    d = spec.descriptor
+    return {
+        "id": spec.id,
+        "aliases": list(spec.aliases),
+        "policy": spec.policy.value,
+        "supported_ranges": [str(r) for r in d.supported_ranges or ()],
+        "stability": d.stability.value,
+        "deprecated_by": d.deprecated_by,
+        "sunset_date": d.sunset_date.isoformat() if d.sunset_date else None,
+        "binding": spec.binding.kind,
+        "target": spec.binding.describe(),
+    }
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    manifest = _load(args)
+    rows = [_row(c) for c in manifest.capabilities]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    header = ("ID", "ALIASES", "POLICY", "STABILITY", "BINDING")
+    table = [header] + [
+        (r["id"], ",".join(r["aliases"]) or "-", r["policy"], r["stability"], r["binding"]) for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def _detail(spec: CapabilitySpec) -> dict[str, Any]:
+    d = spec.descriptor
+    out = _row(spec)
+    out.update(
+        name=d.name,
+        version=str(d.version),
+        notes=d.notes,
+        deprecated_ranges=[str(r) for r in d.deprecated_ranges or ()],
+        input_schema={"source": spec.input_source, "bundle_id": d.input_schema.bundle_id,
+                      "artifact_key": d.input_schema.artifact_key, "hash_alg": d.input_schema.hash_alg,
+                      "hash": d.input_schema.hash.hex(), "schema": spec.input_schema},
+        output_schema={"source": spec.output_source, "bundle_id": d.output_schema.bundle_id,
+                       "artifact_key": d.output_schema.artifact_key, "hash_alg": d.output_schema.hash_alg,
+                       "hash": d.output_schema.hash.hex()},
+    )
+    return out
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    expected = 1 if args.demo else 2
+    if len(args.operands) != expected:
+        usage = "ampcap caps show --demo ID|NAME" if args.demo else "ampcap caps show MANIFEST ID|NAME"
+        print(f"usage: {usage}", file=sys.stderr)
+        return 2
+    args.manifest = None if args.demo else args.operands[0]
+    args.capability = args.operands[-1]
+    manifest = _load(args)
+    specs = manifest.find(args.capability)
+    if not specs:
+        print(f"ampcap caps show: no capability {args.capability!r} in {manifest.source}", file=sys.stderr)
+        return 1
+    details = [_detail(s) for s in specs]
+    if args.json:
+        print(json.dumps(details if len(details) > 1 else details[0], indent=2))
+        return 0
+    for i, info in enumerate(details):
+        if i:
+            print()
+        _print_detail(info)
+    return 0
+
+
+def _print_detail(info: dict[str, Any]) -> None:
+    lines = [
+        ("id", info["id"]),
+        ("name", info["name"]),
+        ("version", info["version"]),
+        ("aliases", ", ".join(info["aliases"]) or "-"),
+        ("policy", info["policy"]),
+        ("supported_ranges", ", ".join(info["supported_ranges"]) or "(exact version only)"),
+        ("deprecated_ranges", ", ".join(info["deprecated_ranges"]) or "-"),
+        ("stability", info["stability"]),
+        ("deprecated_by", info["deprecated_by"] or "-"),
+        ("sunset_date", info["sunset_date"] or "-"),
+        ("binding", f"{info['binding']}: {info['target']}"),
+        ("notes", info["notes"] or "-"),
+    ]
+    for which in ("input_schema", "output_schema"):
+        ref = info[which]
+        lines.append((which, f"{ref['hash_alg']}:{ref['hash']}  ({ref['bundle_id']} / {ref['artifact_key']}, "
+                             f"from {ref['source']})"))
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key.ljust(width)}  {value}")
+    print("input schema:")
+    for line in json.dumps(info["input_schema"]["schema"], indent=2, sort_keys=True).splitlines():
+        print(f"  {line}")

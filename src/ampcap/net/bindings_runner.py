@@ -1,0 +1,219 @@
+"""Run capability bindings at the trio edge.
+
+The executor (sans-I/O) decides *that* a capability runs; this module makes
+it happen:
+
+- Python callables: ``async def`` functions are awaited in the current task;
+  plain functions run in a worker thread (``trio.to_thread.run_sync``) so a
+  slow one never blocks the event loop. On cancellation a worker thread is
+  abandoned (Python threads cannot be killed); its result is discarded.
+- Commands: ``argv`` runs without a shell, params arrive on stdin as JSON,
+  the result is read from stdout as JSON. Output is capped, only the last
+  few KiB of stderr are kept, and the process is killed (SIGKILL) when the
+  invocation times out or is cancelled.
+
+Error mapping (RFC 004 §9): the binding's own ``timeout_ms`` elapsing is
+5003; a raising callable, a non-zero exit, oversized or invalid JSON output
+is 5001. ``AmpError`` raised deliberately by a callable passes through
+unchanged. Tracebacks are logged at ERROR level and never sent to the peer.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import logging
+import math
+import os
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ..caps.bindings import Binding, CommandBinding, InvocationContext, PythonBinding, resolve_callable, wants_context
+from ..errors import AmpError
+
+__all__ = ["RunnerContext", "BindingRunner", "run_binding"]
+
+log = logging.getLogger(__name__)
+
+INTERNAL_ERROR = 5001
+TIMEOUT = 5003
+STDERR_TAIL_BYTES = 2048
+
+ProgressSink = Callable[[float | None, str | None], Awaitable[None]]
+
+
+async def _no_progress(percent: float | None, message: str | None) -> None:
+    return None
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerContext:
+    """The edge's :class:`InvocationContext`: trio sleeping, the wall clock,
+    and a progress sink the executor wires to PROGRESS messages."""
+
+    capability_id: str
+    version: str
+    progress_sink: ProgressSink = _no_progress
+    clock_ms: Callable[[], int] = field(default=_wall_clock_ms)
+
+    def now_ms(self) -> int:
+        return self.clock_ms()
+
+    async def sleep(self, ms: int) -> None:
+        await trio.sleep(max(0, ms) / 1000)
+
+    async def progress(self, percent: float | None, message: str | None = None) -> None:
+        if percent is not None and not (isinstance(percent, (int, float)) and math.isfinite(percent)):
+            percent = None
+        elif percent is not None:
+            percent = min(100.0, max(0.0, float(percent)))
+        await self.progress_sink(percent, message)
+
+
+async def _kill_now(process: trio.Process) -> None:
+    # Cancellation or timeout: no grace period, the invocation is over.
+    process.kill()
+
+
+def _tail(data: bytes) -> str:
+    return data[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
+
+
+class BindingRunner:
+    """Runs bindings; caches imported callables by target."""
+
+    def __init__(self) -> None:
+        self._callables: dict[tuple[str, tuple[Any, ...]], Callable[..., Any]] = {}
+
+    async def run(self, binding: Binding, params: Any, context: InvocationContext) -> Any:
+        timeout_ms = binding.timeout_ms
+        if timeout_ms is None:
+            return await self._dispatch(binding, params, context)
+        with trio.move_on_after(timeout_ms / 1000) as scope:
+            return await self._dispatch(binding, params, context)
+        if scope.cancelled_caught:
+            raise AmpError(TIMEOUT, f"{context.capability_id} did not finish within {timeout_ms} ms")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _dispatch(self, binding: Binding, params: Any, context: InvocationContext) -> Any:
+        if isinstance(binding, CommandBinding):
+            return await self._run_command(binding, params, context)
+        return await self._run_python(binding, params, context)
+
+    def _resolve(self, binding: PythonBinding) -> Callable[..., Any]:
+        key = (binding.target, binding.search_path)
+        fn = self._callables.get(key)
+        if fn is None:
+            try:
+                fn = resolve_callable(binding.target, binding.search_path)
+            except AmpError as exc:
+                log.error("binding %s unusable: %s", binding.target, exc.message)
+                raise AmpError(INTERNAL_ERROR, "capability implementation unavailable") from None
+            self._callables[key] = fn
+        return fn
+
+    async def _run_python(self, binding: PythonBinding, params: Any, context: InvocationContext) -> Any:
+        fn = self._resolve(binding)
+        args = (params, context) if wants_context(fn) else (params,)
+        try:
+            if _is_async(fn):
+                return await fn(*args)
+            result = await trio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
+            if hasattr(result, "__await__"):  # a sync wrapper that returned a coroutine
+                return await result
+            return result
+        except AmpError:
+            raise
+        except Exception:
+            log.error("capability %s raised", context.capability_id, exc_info=True)
+            raise AmpError(INTERNAL_ERROR, "capability execution failed") from None
+
+    async def _run_command(self, binding: CommandBinding, params: Any, context: InvocationContext) -> Any:
+        try:
+            stdin = json.dumps(params, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError):
+            # CBOR params (bytes, tags, NaN) that have no JSON form.
+            raise AmpError(INTERNAL_ERROR, "params cannot be passed to a command as JSON") from None
+        env = dict(os.environ)
+        env.update(binding.env)
+        env["AMPCAP_CAPABILITY_ID"] = context.capability_id
+        limit = binding.max_output_bytes
+        stdout = bytearray()
+        stderr = bytearray()
+        too_big = False
+
+        async def feed(stream: trio.abc.SendStream) -> None:
+            try:
+                async with stream:
+                    await stream.send_all(stdin)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the command does not read its input: its business
+
+        async def drain_stdout(stream: trio.abc.ReceiveStream, process: trio.Process) -> None:
+            nonlocal too_big
+            async for chunk in stream:
+                stdout.extend(chunk)
+                if len(stdout) > limit:
+                    too_big = True
+                    process.kill()
+                    return
+
+        async def drain_stderr(stream: trio.abc.ReceiveStream) -> None:
+            async for chunk in stream:
+                stderr.extend(chunk)
+                if len(stderr) > 2 * STDERR_TAIL_BYTES:
+                    del stderr[:-STDERR_TAIL_BYTES]
+
+        start_error: OSError | None = None
+        # Errors are caught inside the nursery: trio would wrap anything
+        # leaving it in an ExceptionGroup.
+        async with trio.open_nursery() as nursery:
+            start = functools.partial(
+                trio.run_process, list(binding.argv), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
+                cwd=binding.cwd, env=env, deliver_cancel=_kill_now,
+            )
+            try:
+                process: trio.Process = await nursery.start(start)
+            except OSError as exc:
+                start_error = exc
+            else:
+                assert process.stdin and process.stdout and process.stderr
+                nursery.start_soon(feed, process.stdin)
+                nursery.start_soon(drain_stdout, process.stdout, process)
+                nursery.start_soon(drain_stderr, process.stderr)
+        if start_error is not None:
+            log.error("capability %s: cannot start %r: %s", context.capability_id, binding.argv[0], start_error)
+            raise AmpError(INTERNAL_ERROR, "capability command could not be started")
+        details = {"exit_status": process.returncode, "stderr_tail": _tail(bytes(stderr))}
+        if too_big:
+            raise AmpError(INTERNAL_ERROR, f"command output exceeds {limit} bytes", details=details)
+        if process.returncode != 0:
+            log.error("capability %s: command exited with %s", context.capability_id, process.returncode)
+            raise AmpError(INTERNAL_ERROR, f"command exited with status {process.returncode}", details=details)
+        try:
+            return json.loads(bytes(stdout))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise AmpError(INTERNAL_ERROR, "command output is not valid JSON", details=details) from None
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+_default_runner = BindingRunner()
+
+
+async def run_binding(binding: Binding, params: Any, context: InvocationContext) -> Any:
+    """Run ``binding`` with the process-wide runner (see :class:`BindingRunner`)."""
+    return await _default_runner.run(binding, params, context)

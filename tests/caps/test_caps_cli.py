@@ -1,0 +1,107 @@
+"""``ampcap caps validate|list|show``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ampcap.cli.main import main
+
+DATA = Path(__file__).parent / "data"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["caps", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_validate_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", str(DATA / "manifest_ok.toml"))
+    assert code == 0
+    assert out.startswith("OK ") and "2 capabilities" in out and out.count("\n") == 1
+
+
+def test_validate_lists_every_problem(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", str(DATA / "manifest_bad.toml"))
+    assert code == 1
+    lines = out.strip().splitlines()
+    assert lines[-1] == "6 problems found"
+    assert all("manifest_bad.toml:" in line for line in lines[:-1])
+    assert any("capability[2] (org.example.nobinding:1.0.0): key 'colour'" in line for line in lines)
+
+
+def test_validate_checks_imports(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    text = (DATA / "manifest_ok.toml").read_text().replace("ampcap.caps.demo:noop", "ampcap.caps.demo:missing")
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas/greet.input.json").write_bytes((DATA / "schemas/greet.input.json").read_bytes())
+    (tmp_path / "m.toml").write_text(text)
+    code, out, _ = run(capsys, "validate", str(tmp_path / "m.toml"))
+    assert code == 1 and "no attribute" in out
+
+
+def test_validate_demo(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", "--demo")
+    assert code == 0 and "8 capabilities" in out
+
+
+def test_list_table_is_aligned(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "list", "--demo")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["ID", "ALIASES", "POLICY", "STABILITY", "BINDING"]
+    col = lines[0].index("POLICY")
+    assert all(line[col - 2:col] == "  " for line in lines)
+    assert any(line.startswith("org.ampcap.demo.math.add:1.0.0") and "ossa:demo/add@1.0" in line for line in lines)
+    assert len(lines) == 9
+
+
+def test_list_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "list", str(DATA / "manifest_ok.toml"), "--json")
+    rows = json.loads(out)
+    assert code == 0
+    assert rows[1]["stability"] == "deprecated" and rows[1]["binding"] == "command"
+    assert rows[1]["sunset_date"] == "2027-06-30"
+
+
+def test_show_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "show", str(DATA / "manifest_ok.toml"), "org.example.test.greet:0.9.0")
+    assert code == 0
+    assert "deprecated_by      org.example.test.greet:1.2.0" in out
+    assert "sunset_date        2027-06-30" in out
+    assert "input_schema       sha-256:" in out
+    assert '"type": "object"' in out  # the pretty-printed input schema
+
+
+def test_show_by_alias_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "show", "--demo", "ossa:demo/add@1.0", "--json")
+    info = json.loads(out)
+    assert code == 0
+    assert info["id"] == "org.ampcap.demo.math.add:1.0.0"
+    assert info["input_schema"]["schema"]["required"] == ["a", "b"]
+    assert len(bytes.fromhex(info["input_schema"]["hash"])) == 32
+
+
+def test_show_name_lists_all_versions(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "show", "--demo", "org.ampcap.demo.echo", "--json")
+    assert [d["version"] for d in json.loads(out)] == ["2.0.0", "1.1.0", "1.0.0"]
+
+
+def test_show_unknown_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "show", "--demo", "org.nothing")
+    assert code == 1 and "no capability" in err
+    with pytest.raises(SystemExit) as info:  # argparse: no operands at all
+        run(capsys, "show", "--demo")
+    assert info.value.code == 2
+    code, _, err = run(capsys, "show", "--demo", "a", "b")
+    assert code == 2 and "usage" in err
+    code, _, err = run(capsys, "show", str(DATA / "manifest_ok.toml"))
+    assert code == 2
+
+
+def test_list_bad_manifest_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "list", str(DATA / "manifest_bad.toml"))
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "and 5 more" in err

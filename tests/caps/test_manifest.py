@@ -1,0 +1,187 @@
+"""TOML capability manifests: loading, schemas as a bundle, clear errors."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ampcap.caps.bindings import CommandBinding, PythonBinding
+from ampcap.caps.descriptor import Stability
+from ampcap.caps.manifest import ManifestError, Policy, canonical_json, check_manifest, load_manifest
+from ampcap.caps.params import ParamsValidator
+from ampcap.errors import AmpError
+
+DATA = Path(__file__).parent / "data"
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "m.toml"
+    p.write_text(text)
+    return p
+
+
+MINIMAL = """
+[[capability]]
+id = "org.example.t.noop:1.0.0"
+input_schema = { type = "object" }
+output_schema = { type = "null" }
+binding = { python = "ampcap.caps.demo:noop" }
+"""
+
+
+def test_ok_manifest_loads() -> None:
+    m = load_manifest(DATA / "manifest_ok.toml")
+    greet, old = m.capabilities
+    assert greet.id == "org.example.test.greet:1.2.0"
+    assert greet.aliases == ("greet", "org.example.oldgreet")
+    assert greet.policy is Policy.RANGE
+    assert [str(r) for r in greet.descriptor.supported_ranges or ()] == [">=1.0.0 <2.0.0"]
+    assert isinstance(greet.binding, PythonBinding)
+    assert old.policy is Policy.STRICT
+    assert old.descriptor.stability is Stability.DEPRECATED
+    assert old.descriptor.deprecated_by == "org.example.test.greet:1.2.0"
+    assert old.descriptor.sunset_date == datetime.date(2027, 6, 30)
+    assert isinstance(old.binding, CommandBinding)
+    assert old.binding.argv == ("cat",) and old.binding.timeout_ms == 1500
+    assert old.binding.cwd == DATA and dict(old.binding.env) == {"X": "1"}
+    assert [c.id for c in m.find("greet")] == ["org.example.test.greet:1.2.0", "org.example.test.greet:0.9.0"]
+
+
+def test_schemas_become_an_offline_bundle_with_sha256() -> None:
+    m = load_manifest(DATA / "manifest_ok.toml")
+    greet = m.capabilities[0]
+    ref = greet.descriptor.input_schema
+    assert ref.bundle_id == "test.schemas" and ref.uri is None
+    assert ref.hash == hashlib.sha256((DATA / "schemas/greet.input.json").read_bytes()).digest()
+    out = greet.descriptor.output_schema
+    assert out.hash == hashlib.sha256(canonical_json({"type": "object", "required": ["greeting"]})).digest()
+    greet.descriptor.check_offline_profile()
+    validator = ParamsValidator(m.schema_store())
+    validator.validate_params(greet.descriptor, {"name": "Ada"})
+    with pytest.raises(AmpError) as info:
+        validator.validate_params(greet.descriptor, {})
+    assert info.value.code == 4004
+
+
+def test_inline_schema_hash_ignores_key_order(tmp_path: Path) -> None:
+    a = load_manifest(write(tmp_path, MINIMAL.replace('{ type = "object" }', '{ type = "object", minProperties = 0 }')))
+    b = load_manifest(write(tmp_path, MINIMAL.replace('{ type = "object" }', '{ minProperties = 0, type = "object" }')))
+    assert a.capabilities[0].descriptor.input_schema.hash == b.capabilities[0].descriptor.input_schema.hash
+
+
+def test_bad_manifest_lists_every_problem_with_location() -> None:
+    manifest, problems = check_manifest(DATA / "manifest_bad.toml")
+    assert manifest is None
+    text = [str(p) for p in problems]
+    # capability[0]: bad version "1.0" on line 2
+    assert any("manifest_bad.toml:2: capability[0]: key 'id'" in t and "1.0" in t for t in text), text
+    # capability[1]: missing schema file, and range policy without ranges
+    assert any(":10: capability[1] (org.example.ok:1.0.0): key 'input_schema'" in t and "does-not-exist" in t for t in text), text
+    assert any(":9: capability[1] (org.example.ok:1.0.0): key 'policy'" in t for t in text), text
+    # capability[2]: bad stability, unknown key, no binding
+    assert any(":16:" in t and "key 'stability'" in t and "rock-solid" in t for t in text), text
+    assert any(":17:" in t and "key 'colour'" in t for t in text), text
+    assert any("capability[2]" in t and "key 'binding'" in t and "missing" in t for t in text), text
+    assert len(problems) == 6
+    with pytest.raises(ManifestError) as info:
+        load_manifest(DATA / "manifest_bad.toml")
+    assert info.value.code == 4001 and len(info.value.problems) == 6
+
+
+def test_toml_syntax_error_has_a_line(tmp_path: Path) -> None:
+    _, problems = check_manifest(write(tmp_path, "[[capability]]\nid = \n"))
+    assert len(problems) == 1 and problems[0].line == 2
+    assert str(problems[0]).startswith(f"{tmp_path / 'm.toml'}:2: TOML syntax")
+
+
+def test_missing_file_and_empty_manifest(tmp_path: Path) -> None:
+    _, problems = check_manifest(tmp_path / "nope.toml")
+    assert "cannot read manifest" in str(problems[0])
+    _, problems = check_manifest(write(tmp_path, "bundle_id = 'x'\n"))
+    assert "declares no capabilities" in str(problems[0])
+
+
+@pytest.mark.parametrize(
+    ("snippet", "key", "fragment"),
+    [
+        ('id = "org.example.t.noop:1.0.0"\nname = "org.example.t.noop"', "id", "not both"),
+        ('id = "noop:1.0.0"', "id", "reverse-domain"),
+        ('policy = "strict"\nsupported_ranges = [">=1.0.0"]', "supported_ranges", "strict"),
+        ('supported_ranges = [">=1.0.0 || <3.0.0"]', "supported_ranges", "bad range"),
+        ('policy = "fuzzy"', "policy", "strict, range, bridge"),
+        ('policy = "bridge"\nsupported_ranges = [">=1.0.0 <3.0.0"]', "notes", "document"),
+        ('sunset_date = "next year"', "sunset_date", "ISO 8601"),
+        ('deprecated_by = "org.example.t.noop:2.0.0"', "stability", "deprecated"),
+        ('aliases = ["a b"]', "aliases", "without spaces"),
+        ('aliases = ["org.example.t.noop"]', "aliases", "own name"),
+    ],
+)
+def test_field_problems(tmp_path: Path, snippet: str, key: str, fragment: str) -> None:
+    text = MINIMAL.replace('id = "org.example.t.noop:1.0.0"', snippet if snippet.startswith("id") else
+                           'id = "org.example.t.noop:1.0.0"\n' + snippet)
+    _, problems = check_manifest(write(tmp_path, text))
+    assert problems, text
+    assert any(p.key == key and fragment in p.message for p in problems), [str(p) for p in problems]
+
+
+@pytest.mark.parametrize(
+    ("binding", "fragment"),
+    [
+        ('{ python = "nocolon" }', "module:function"),
+        ('{ python = "x:y", command = ["a"] }', "exactly one"),
+        ('{ command = [] }', "non-empty"),
+        ('{ command = "ls -l" }', "list of strings"),
+        ('{ command = ["ls"], timeout_ms = 0 }', "timeout_ms"),
+        ('{ python = "x:y", env = { A = "1" } }', "command bindings only"),
+        ('{ python = "x:y", retries = 3 }', "unknown key"),
+    ],
+)
+def test_binding_problems(tmp_path: Path, binding: str, fragment: str) -> None:
+    text = MINIMAL.replace('{ python = "ampcap.caps.demo:noop" }', binding)
+    _, problems = check_manifest(write(tmp_path, text))
+    assert any(fragment in p.message for p in problems), [str(p) for p in problems]
+
+
+def test_import_check_is_optional(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL.replace("ampcap.caps.demo:noop", "ampcap.caps.demo:no_such_function"))
+    assert check_manifest(path)[0] is not None
+    _, problems = check_manifest(path, check_imports=True)
+    assert any("no attribute" in p.message for p in problems)
+
+
+def test_cross_capability_problems(tmp_path: Path) -> None:
+    second = MINIMAL.replace('org.example.t.noop:1.0.0', 'org.example.t.other:1.0.0')
+    text = (MINIMAL + MINIMAL).replace('binding =', 'aliases = ["x"]\nbinding =', 1)
+    _, problems = check_manifest(write(tmp_path, text))
+    assert any("duplicate id" in p.message for p in problems)
+    text = MINIMAL.replace("binding =", 'aliases = ["shared"]\nbinding =') + \
+        second.replace("binding =", 'aliases = ["shared"]\nbinding =')
+    _, problems = check_manifest(write(tmp_path, text))
+    assert any("already points to" in p.message for p in problems)
+
+
+def test_schema_that_does_not_compile_is_reported(tmp_path: Path) -> None:
+    text = MINIMAL.replace('input_schema = { type = "object" }', 'input_schema = { type = "thing" }')
+    _, problems = check_manifest(write(tmp_path, text))
+    assert any(p.key == "input_schema" and "compile" in p.message for p in problems)
+
+
+def test_schema_file_not_json(tmp_path: Path) -> None:
+    (tmp_path / "s.json").write_text("{nope")
+    text = MINIMAL.replace('input_schema = { type = "object" }', 'input_schema = "s.json"')
+    _, problems = check_manifest(write(tmp_path, text))
+    assert any("not valid JSON" in p.message for p in problems)
+
+
+def test_shipped_example_is_valid(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    m = load_manifest(tmp_path / "examples" / "manifest.toml", check_imports=True)
+    kinds = {c.binding.kind for c in m.capabilities}
+    assert kinds == {"python", "command"}
+    assert json.loads((EXAMPLES / "schemas/greet.input.json").read_text())["required"] == ["name"]
