@@ -194,7 +194,10 @@ class Connection:
         if to is None:
             raise LocalProtocolError(1001, "no recipient: the peer's DID is not known", path="to")
         ttl = out.ttl_ms if out.ttl_ms is not None else self.config.default_ttl_ms
-        env, wire = seal(self.identity, typ=out.typ, to=to, body=out.body, now_ms=now_ms,
+        # A retry reuses the original id *and* timestamp (RFC 001 §16.3), so the
+        # signed content is identical and the receiver treats it as a duplicate (R8).
+        stamp = out.ts_ms if out.ts_ms is not None else now_ms
+        env, wire = seal(self.identity, typ=out.typ, to=to, body=out.body, now_ms=stamp,
                          entropy=self._entropy, ttl=ttl, reply_to=out.reply_to, thread_id=out.thread_id,
                          v=self._major, profile=self.config.profile, message_id=out.msg_id)
         if len(wire) > self.max_msg_size:

@@ -1,0 +1,511 @@
+"""The provider side of RFC 004: CAP_QUERY and CAP_INVOKE in, replies out.
+
+One :class:`Executor` serves the whole daemon (a retry may arrive on another
+connection than the original), so every action it returns names the
+connection (``conn``, an opaque key the daemon chose) it is meant for.
+Sans-I/O: the daemon feeds it :class:`~ampcap.wire.receive.Inbound` messages,
+completions and timer ticks; it answers with a list of actions:
+
+* :class:`Send` an :class:`~ampcap.peer.outbound.Outbound` on ``conn``;
+* :class:`Execute` a validated :class:`Job` (the daemon runs the binding and
+  later calls :meth:`Executor.complete`);
+* :class:`Cancel` a running job (its terminal message is already sent);
+* :class:`Log` something worth an operator's attention.
+
+The RFC 004 §7.2 validation order lives in :meth:`Executor._validate` and
+nowhere else. Per-invoke state follows the §7.3 executor machine, written
+as a table (:data:`TRANSITIONS`). Every accepted invoke ends with exactly
+one CAP_RESULT per waiting connection, whatever happens first: completion,
+timeout (5003), or shutdown (5002); every rejected one with exactly one
+ERROR (ruling R5). Duplicates follow ruling R8 through
+:class:`~ampcap.peer.dedupe.InvokeCache`.
+
+Capability ACL and existence (ruling R10, vector A.9). Step 4 (identity
+resolution) runs in its place, but its verdict is *held back* until step 5
+(the capability-scoped ACL, decided on the canonical requested name) has
+passed. A caller without a grant therefore gets the same 3001 ERROR body
+whether the capability or version exists or not, while a caller with a
+grant still gets 4002 for a name that does not exist.
+
+What is cached for retries: every CAP_RESULT, and every rejection whose
+code is not retryable. Retryable rejections (3005, 5002, 5004) are not
+cached: the invocation never started, so a retry with the same message id
+(RFC 001 §16.3) is validated afresh and cannot run anything twice.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import AmpError, LocalProtocolError
+from ..wire.cbor import dumps
+from ..wire.envelope import Envelope
+from ..wire.receive import Inbound
+from ..wire.registry import MessageType, error_info
+from .dedupe import CacheStatus, InvokeCache, InvokeKey
+from .limits import DeadlineQueue, InFlightLimits
+from .outbound import Log, Outbound, Send, error_reply, reply_to
+from .policy import ALLOW_ALL, Policy
+from .progress import (
+    BAD_REQUEST,
+    InvokeRequest,
+    QueryRequest,
+    clamp_pct,
+    parse_invoke_body,
+    parse_query_body,
+    processing_body,
+    progress_body,
+    result_error,
+    result_success,
+)
+
+__all__ = [
+    "ExecutorConfig",
+    "InvokeState",
+    "InvokeInput",
+    "TRANSITIONS",
+    "advance",
+    "Resolved",
+    "QueryPage",
+    "CapabilityResolver",
+    "CapabilityDirectory",
+    "ParamsChecker",
+    "Job",
+    "Send",
+    "Execute",
+    "Cancel",
+    "Log",
+    "Action",
+    "Executor",
+    "delegation_violation",
+    "DENIED",
+]
+
+UNAUTHORIZED, DELEGATION_INVALID, RATE_LIMITED = 3001, 3004, 3005
+CAPABILITY_NOT_FOUND = 4002
+INTERNAL_ERROR, UNAVAILABLE, TIMEOUT = 5001, 5002, 5003
+_INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
+
+# One denial, always the same bytes: no detail, no path (R10, A.9).
+DENIED = "not authorized"
+
+
+def _denied() -> AmpError:
+    return AmpError(UNAUTHORIZED, DENIED)
+
+
+# ------------------------------------------------------------ state table
+
+
+class InvokeState(enum.Enum):
+    RECEIVED = "received"
+    VALIDATING = "validating"
+    REJECTED = "rejected"
+    EXECUTING = "executing"
+    DONE = "done"
+
+
+class InvokeInput(enum.Enum):
+    VALIDATE = "validate"
+    REJECT = "reject"  # a §7.2 step failed → ERROR
+    ACCEPT = "accept"  # all steps passed → Execute
+    PROVISIONAL = "provisional"  # PROCESSING / PROGRESS sent
+    FINISH = "finish"  # CAP_RESULT sent: completion, timeout or shutdown
+
+
+# RFC 004 §7.3, executor side. A pair missing here is a bug in the executor.
+TRANSITIONS: Mapping[tuple[InvokeState, InvokeInput], InvokeState] = {
+    (InvokeState.RECEIVED, InvokeInput.VALIDATE): InvokeState.VALIDATING,
+    (InvokeState.VALIDATING, InvokeInput.REJECT): InvokeState.REJECTED,
+    (InvokeState.VALIDATING, InvokeInput.ACCEPT): InvokeState.EXECUTING,
+    (InvokeState.EXECUTING, InvokeInput.PROVISIONAL): InvokeState.EXECUTING,
+    (InvokeState.EXECUTING, InvokeInput.FINISH): InvokeState.DONE,
+}
+
+
+def advance(state: InvokeState, event: InvokeInput) -> InvokeState:
+    try:
+        return TRANSITIONS[(state, event)]
+    except KeyError:
+        raise LocalProtocolError(INTERNAL_ERROR, f"invocation cannot {event.value} in state {state.value}") from None
+
+
+# ---------------------------------------------------------- collaborators
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """Outcome of step 6: the descriptor that will run, with params adapted
+    to it (a ``bridge`` policy may rewrite them), and the binding handle."""
+
+    descriptor: Any  # caps.descriptor.Descriptor (``.id``, ``.to_wire()``)
+    params: Any
+    binding: Any = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryPage:
+    descriptors: tuple[Any, ...]  # caps.descriptor.Descriptor
+    next_cursor: str | None = None  # R7 extension; None on the last page
+
+
+class CapabilityResolver(Protocol):
+    """Steps 4 and 6 (``caps/negotiate.py``), kept apart so the ACL can sit between them."""
+
+    def canonical_name(self, name: str) -> str:
+        """Alias or legacy ``type`` → canonical name; unknown names unchanged (never raises)."""
+        ...
+
+    def resolve_identity(self, request: InvokeRequest) -> Any:
+        """Step 4: find the capability; ``AmpError(4002)`` when unknown."""
+        ...
+
+    def check_version(self, target: Any, request: InvokeRequest) -> Resolved:
+        """Step 6: pick a compatible version (strict/range/bridge); ``AmpError(4003)``."""
+        ...
+
+
+class CapabilityDirectory(Protocol):
+    """CAP_QUERY answers (``caps/registry.py``): 4001 bad cursor, 4002, 4003."""
+
+    def query(self, request: QueryRequest, now_ms: int) -> QueryPage: ...
+
+
+class ParamsChecker(Protocol):
+    """Step 7 (``caps.params.ParamsValidator``): 4004, or 5002 for a bad artifact."""
+
+    def validate_params(self, descriptor: Any, params: Any) -> None: ...
+
+
+# ---------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """An accepted invocation, ready to run."""
+
+    key: InvokeKey  # (sender DID, invoke message id)
+    conn: Hashable  # where the invoke first arrived
+    capability_id: str  # the resolved, concrete ``name:version``
+    descriptor: Any
+    params: Any  # as adapted by step 6
+    binding: Any
+    deadline_ms: int
+    thread_id: bytes | None
+    session: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Execute:
+    job: Job
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cancel:
+    """Stop the task running ``key``; its terminal CAP_RESULT (``code``) is already sent."""
+
+    key: InvokeKey
+    code: int
+
+
+Action = Send | Execute | Cancel | Log
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutorConfig:
+    ack_on_receipt: bool = False  # RFC 001 §16.1 recipient ACK before validation
+    default_timeout_ms: int = 60_000  # RFC 001 §16.4, when the invoke names none
+    max_timeout_ms: int = 600_000  # a caller cannot pin a worker longer than this
+    shutdown_code: int = UNAVAILABLE  # see Executor.shutdown
+    cache_entries: int = 100_000
+    max_waiters: int = 16
+
+    def __post_init__(self) -> None:
+        if not 0 < self.default_timeout_ms <= self.max_timeout_ms:
+            raise ValueError("need 0 < default_timeout_ms <= max_timeout_ms")
+        if self.shutdown_code not in (UNAVAILABLE, TIMEOUT):
+            raise ValueError("shutdown_code must be 5002 or 5003")
+
+
+def delegation_violation(inbound: Inbound) -> AmpError | None:
+    """RFC 001 §4.6 / ruling R9 for *every* inbound message, as the daemon
+    sees it: delegation hints in ``ext`` → 3004; ``body.delegation`` on any
+    type but CAP_INVOKE → 4001. (CAP_INVOKE's own ``body.delegation`` is
+    step 3 of the executor.)"""
+    env = inbound.envelope
+    if _has_ext_delegation(env):
+        return AmpError(DELEGATION_INVALID, "delegation is not supported")
+    if env.typ != _INVOKE and isinstance(inbound.body, dict) and "delegation" in inbound.body:
+        return AmpError(BAD_REQUEST, "'delegation' is only allowed on CAP_INVOKE", path="body.delegation")
+    return None
+
+
+def _has_ext_delegation(env: Envelope) -> bool:
+    # Unsigned-for-authorization hints: any ext key naming delegation.
+    return bool(env.ext) and any(isinstance(k, str) and "deleg" in k.lower() for k in env.ext)  # type: ignore[union-attr]
+
+
+class _Deferred:
+    """Step 4's outcome, held until step 5 allows revealing it."""
+
+    __slots__ = ("value", "error")
+
+    def __init__(self, value: Any = None, error: AmpError | None = None) -> None:
+        self.value, self.error = value, error
+
+    def unwrap(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+@dataclass(slots=True)
+class _Running:
+    job: Job
+    state: InvokeState
+
+
+# --------------------------------------------------------------- executor
+
+
+class Executor:
+    def __init__(self, *, registry: CapabilityDirectory | None, resolver: CapabilityResolver,
+                 params: ParamsChecker, policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
+                 config: ExecutorConfig = ExecutorConfig()) -> None:
+        self._registry = registry
+        self._resolver = resolver
+        self._params = params
+        self._policy = policy
+        self._rates = policy.new_rate_limiter()
+        self._limits = limits if limits is not None else InFlightLimits()
+        self.config = config
+        self._cache = InvokeCache(max_entries=config.cache_entries, max_waiters=config.max_waiters)
+        self._running: dict[InvokeKey, _Running] = {}
+        self._deadlines = DeadlineQueue()
+        self._closing = False
+
+    # ------------------------------------------------------------ inbound
+
+    def handle(self, inbound: Inbound, conn: Hashable, now_ms: int) -> list[Action]:
+        """React to a received message. Only CAP_INVOKE and CAP_QUERY are
+        the executor's; anything else gives ``[]``."""
+        typ = inbound.envelope.typ
+        if typ == _INVOKE:
+            return self._on_invoke(inbound, conn, now_ms)
+        if typ == _QUERY:
+            return self._on_query(inbound, conn, now_ms)
+        return []
+
+    def _on_invoke(self, inbound: Inbound, conn: Hashable, now_ms: int) -> list[Action]:
+        env = inbound.envelope
+        key = InvokeKey(env.sender, env.id)
+        seen = self._cache.lookup(key, inbound.fingerprint, now_ms)
+        if seen.status is CacheStatus.CONFLICT:
+            # R8: not a retry. Reveal nothing about the cached invocation.
+            err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
+            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {env.sender}")]
+        if seen.status is CacheStatus.DONE:
+            assert seen.terminal is not None
+            return [Send(conn, seen.terminal)]
+        if seen.status is CacheStatus.RUNNING:
+            joined = self._cache.add_waiter(key, conn)
+            return [Log(logging.DEBUG, f"retry of a running invoke {'joined' if joined else 'already waiting'}")]
+
+        actions: list[Action] = []
+        if self.config.ack_on_receipt:
+            actions.append(Send(conn, reply_to(env, int(MessageType.ACK),
+                                               {"ack_source": "recipient", "received_at": now_ms})))
+        state = advance(InvokeState.RECEIVED, InvokeInput.VALIDATE)
+        try:
+            if self._closing:
+                raise AmpError(UNAVAILABLE, "daemon is shutting down")
+            request, resolved = self._validate(env, inbound.body, conn, now_ms)
+        except AmpError as err:
+            advance(state, InvokeInput.REJECT)
+            return actions + self._reject(inbound, conn, err, now_ms)
+        except Exception as exc:  # a collaborator's bug must not take the daemon down
+            advance(state, InvokeInput.REJECT)
+            actions.append(Log(logging.ERROR, f"validation crashed: {exc!r}"))
+            return actions + self._reject(inbound, conn, AmpError(INTERNAL_ERROR, "internal error"), now_ms)
+
+        state = advance(state, InvokeInput.ACCEPT)
+        timeout = request.timeout_ms if request.timeout_ms is not None else self.config.default_timeout_ms
+        job = Job(key=key, conn=conn, capability_id=str(resolved.descriptor.id), descriptor=resolved.descriptor,
+                  params=resolved.params, binding=resolved.binding,
+                  deadline_ms=now_ms + min(timeout, self.config.max_timeout_ms),
+                  thread_id=env.thread_id, session=request.session)
+        self._limits.acquire(conn)  # room was checked in step 2, nothing ran since
+        self._cache.start(key, inbound.fingerprint, conn, expires_at=env.ts + env.ttl)
+        self._running[key] = _Running(job, state)
+        self._deadlines.set(key, job.deadline_ms)
+        actions.append(Execute(job=job))
+        return actions
+
+    def _validate(self, env: Envelope, body: Any, conn: Hashable, now_ms: int) -> tuple[InvokeRequest, Resolved]:
+        """RFC 004 §7.2, in order. The first failing step's AmpError escapes."""
+        # 1. Body shape and required fields: 1001; identity-form conflicts: 4001 (R6).
+        request = parse_invoke_body(body)
+        # 2. Coarse policy, without knowing the capability: 3001, 3005, 5004.
+        self._check_caller(env.sender, now_ms)
+        self._limits.check(conn)
+        # 3. Delegation (RFC 005 not implemented, R9): body.delegation or ext hints → 3004.
+        if request.has_delegation or _has_ext_delegation(env):
+            raise AmpError(DELEGATION_INVALID, "delegation is not supported")
+        # 4. Capability identity resolution (aliases, legacy type → canonical): 4002,
+        #    held back until step 5 passed so a denied caller learns nothing (R10).
+        name = self._resolver.canonical_name(request.name)
+        found = self._defer(self._resolver.resolve_identity, request)
+        # 5. Capability-scoped ACL on the canonical requested name: 3001.
+        if not self._policy.capability_allowed(env.sender, name):
+            raise _denied()
+        target = found.unwrap()
+        # 6. Version compatibility (strict / range / bridge): 4003.
+        resolved = self._resolver.check_version(target, request)
+        # 7. Input schema: 4004; a missing or corrupt offline artifact: 5002.
+        self._params.validate_params(resolved.descriptor, resolved.params)
+        return request, resolved
+
+    def _check_caller(self, sender: str, now_ms: int) -> None:
+        if not self._policy.caller_allowed(sender):
+            raise _denied()
+        if self._rates is not None and not self._rates.allow(sender, now_ms):
+            raise AmpError(RATE_LIMITED, "rate limit exceeded; retry later")
+
+    @staticmethod
+    def _defer(step: Any, request: InvokeRequest) -> _Deferred:
+        try:
+            return _Deferred(value=step(request))
+        except AmpError as err:
+            return _Deferred(error=err)
+
+    def _reject(self, inbound: Inbound, conn: Hashable, err: AmpError, now_ms: int) -> list[Action]:
+        env = inbound.envelope
+        out = error_reply(env, err)
+        if not error_info(err.code).retry:
+            self._cache.remember(InvokeKey(env.sender, env.id), inbound.fingerprint, out,
+                                 expires_at=env.ts + env.ttl, now_ms=now_ms)
+        return [Send(conn, out)]
+
+    def _on_query(self, inbound: Inbound, conn: Hashable, now_ms: int) -> list[Action]:
+        env = inbound.envelope
+        try:
+            if self._closing:
+                raise AmpError(UNAVAILABLE, "daemon is shutting down")
+            request = parse_query_body(inbound.body)  # shape 1001; body.delegation 4001 (R9)
+            self._check_caller(env.sender, now_ms)  # 3001, 3005
+            if _has_ext_delegation(env):
+                raise AmpError(DELEGATION_INVALID, "delegation is not supported")
+            # The ACL runs before the registry is asked, so a denied caller
+            # cannot tell 4002/4003 apart (R10 holds for discovery too).
+            if not self._policy.capability_allowed(env.sender, self._resolver.canonical_name(request.name)):
+                raise _denied()
+            if self._registry is None:
+                raise AmpError(UNAVAILABLE, "no capability registry")
+            page = self._registry.query(request, now_ms)
+            if not page.descriptors:  # §6.1: never an empty CAP_DECLARE
+                raise AmpError(CAPABILITY_NOT_FOUND, "no capability matches the filter")
+            body: dict[str, Any] = {"capabilities": [d.to_wire() for d in page.descriptors]}
+            if page.next_cursor is not None:
+                body["next_cursor"] = page.next_cursor
+        except AmpError as err:
+            return [Send(conn, error_reply(env, err))]
+        except Exception as exc:
+            return [Log(logging.ERROR, f"query crashed: {exc!r}"),
+                    Send(conn, error_reply(env, AmpError(INTERNAL_ERROR, "internal error")))]
+        return [Send(conn, reply_to(env, int(MessageType.CAP_DECLARE), body))]
+
+    # ----------------------------------------------------------- executing
+
+    def complete(self, key: InvokeKey, *, result: Any = None, error: AmpError | None = None,
+                 now_ms: int) -> list[Action]:
+        """The job's outcome. Exactly one CAP_RESULT per waiting connection;
+        a completion for a job that already ended (timed out, shut down) is
+        dropped."""
+        if key not in self._running:
+            return [Log(logging.INFO, f"late completion of {key.msg_id.hex()} dropped")]
+        session = self._running[key].job.session
+        if error is not None:
+            body = result_error(error, session)
+        else:
+            body = result_success(result, session)
+        try:
+            dumps(body)  # fail here, as 5001, rather than in the connection's seal
+        except Exception:
+            body = result_error(AmpError(INTERNAL_ERROR, "result is not encodable as CBOR"), session)
+        return self._finish(key, body, now_ms)
+
+    def progress(self, key: InvokeKey, pct: float | int, text: str | None = None, *, now_ms: int) -> list[Action]:
+        """PROGRESS (RFC 006 §6.2) to everyone waiting; ``pct`` clamped to 0..100."""
+        value = clamp_pct(pct)
+        if value is None:
+            return []
+        return self._provisional(key, int(MessageType.PROGRESS), progress_body(value, text))
+
+    def processing(self, key: InvokeKey, text: str | None = None, *, eta_ms: int | None = None,
+                   now_ms: int) -> list[Action]:
+        """PROCESSING (RFC 006 §6.1) to everyone waiting."""
+        return self._provisional(key, int(MessageType.PROCESSING), processing_body(text, eta_ms))
+
+    def _provisional(self, key: InvokeKey, typ: int, body: dict[str, Any]) -> list[Action]:
+        run = self._running.get(key)
+        if run is None:
+            return []  # already ended: nothing may follow the terminal message
+        run.state = advance(run.state, InvokeInput.PROVISIONAL)
+        out = self._reply(run.job, typ, body)
+        return [Send(conn, out) for conn in self._cache.waiters(key)]
+
+    def get_timer(self) -> int | None:
+        """The earliest job deadline, for the daemon to arm."""
+        return self._deadlines.next_deadline()
+
+    def handle_timer(self, now_ms: int) -> list[Action]:
+        """Jobs past their deadline end with CAP_RESULT 5003 and are cancelled."""
+        actions: list[Action] = []
+        for key in self._deadlines.pop_due(now_ms):
+            body = result_error(AmpError(TIMEOUT, "invocation timed out"), self._running[key].job.session)
+            actions += self._finish(key, body, now_ms)
+            actions.append(Cancel(key=key, code=TIMEOUT))
+        return actions
+
+    def shutdown(self, now_ms: int) -> list[Action]:
+        """End every running job now: CAP_RESULT ``config.shutdown_code``
+        (5002 UNAVAILABLE by default: the service went away, the request did
+        not run out of time, and 5002 tells the caller a retry elsewhere or
+        later may succeed) and a Cancel each. New work is refused with 5002."""
+        self._closing = True
+        code = self.config.shutdown_code
+        actions: list[Action] = []
+        for key in list(self._running):
+            body = result_error(AmpError(code, "daemon is shutting down"), self._running[key].job.session)
+            actions += self._finish(key, body, now_ms)
+            actions.append(Cancel(key=key, code=code))
+        return actions
+
+    def connection_closed(self, conn: Hashable) -> None:
+        """Stop addressing ``conn``. Its jobs keep running: a retry on another
+        connection still gets their outcome."""
+        self._cache.drop_waiter(conn)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def state_of(self, key: InvokeKey) -> InvokeState | None:
+        run = self._running.get(key)
+        return run.state if run is not None else None
+
+    def _finish(self, key: InvokeKey, body: dict[str, Any], now_ms: int) -> list[Action]:
+        run = self._running.pop(key)
+        run.state = advance(run.state, InvokeInput.FINISH)
+        self._deadlines.discard(key)
+        self._limits.release(run.job.conn)
+        terminal = self._reply(run.job, int(MessageType.CAP_RESULT), body)
+        return [Send(conn, terminal) for conn in self._cache.finish(key, terminal, now_ms)]
+
+    @staticmethod
+    def _reply(job: Job, typ: int, body: dict[str, Any]) -> Outbound:
+        return Outbound(typ=typ, body=body, reply_to=job.key.msg_id, thread_id=job.thread_id, to=job.key.sender)

@@ -1,0 +1,87 @@
+"""What the layers above a Connection ask it to send.
+
+An :class:`Outbound` is a message *before* it is sealed: the connection adds
+``v``, ``from``, the signature and (unless given) a fresh id and ``ts``. The
+executor and the invoker produce only these, never bytes, so they stay
+independent of keys and framing.
+
+Retries (RFC 001 §16.3) must be recognisable as the *same* message by the
+receiver's idempotency check (ruling R8 compares a hash of Sig_Input), so a
+retry repeats every signed header: ``msg_id``, ``ts_ms`` and ``ttl_ms``.
+Ed25519 is deterministic, so re-sealing identical fields yields identical
+bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import AmpError
+from ..wire.envelope import Envelope
+from ..wire.registry import MessageType
+
+__all__ = ["Outbound", "Send", "Log", "reply_to", "error_reply", "ConnKey"]
+
+# The executor and invoker never look inside a connection key: the daemon
+# chooses it (a Connection object, an int...) and gets it back in actions.
+ConnKey = Hashable
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outbound:
+    """A message to seal and send on one connection."""
+
+    typ: int
+    """Message type code (RFC 001 §4.3)."""
+    body: Any
+    """The plain body; the connection encodes it deterministically."""
+    reply_to: bytes | None = None
+    """Id of the message this answers (ERROR, CAP_RESULT, PROGRESS...)."""
+    thread_id: bytes | None = None
+    """Conversation id, copied from the request when it had one."""
+    to: str | tuple[str, ...] | None = None
+    """Recipient DID(s); ``None`` means the DID the connection negotiated."""
+    msg_id: bytes | None = None
+    """Reuse an id (retries, §16.3); ``None`` lets the connection pick a fresh one."""
+    ts_ms: int | None = None
+    """Reuse a timestamp (retries: the signed content must not change); ``None`` = now."""
+    ttl_ms: int | None = None
+    """Lifetime in ms; ``None`` = the connection's default."""
+
+    def __post_init__(self) -> None:
+        if self.msg_id is not None and len(self.msg_id) != 16:
+            raise ValueError("msg_id must be 16 bytes (RFC 001 §4.2)")
+        if self.ts_ms is not None and self.ts_ms < 0:
+            raise ValueError("ts_ms must not be negative")
+        if self.ttl_ms is not None and self.ttl_ms < 0:
+            raise ValueError("ttl_ms must not be negative")
+
+
+def reply_to(request: Envelope, typ: int, body: Any) -> Outbound:
+    """A reply to ``request``: ``reply_to`` = its id, same thread, addressed
+    to its sender (not merely "the peer": over a relay they differ)."""
+    return Outbound(typ=typ, body=body, reply_to=request.id, thread_id=request.thread_id,
+                    to=request.sender)
+
+
+def error_reply(request: Envelope, error: AmpError) -> Outbound:
+    """The AMP ERROR answering ``request`` (RFC 001 §15.1)."""
+    return reply_to(request, int(MessageType.ERROR), error.to_body())
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Action: seal and send ``out`` on the connection the daemon knows as ``conn``."""
+
+    conn: ConnKey
+    out: Outbound
+
+
+@dataclass(frozen=True, slots=True)
+class Log:
+    """Action: something worth an operator's attention (``level`` from ``logging``)."""
+
+    level: int
+    message: str
