@@ -54,18 +54,10 @@ _ALG_EDDSA = -8
 _PROTECTED = cbor2.dumps({1: _ALG_EDDSA})  # h'A10127', fixed for EdDSA
 _MAX_SIG_BYTES = 4096
 
-try:  # the project's RFC 8949 encoder, once present
-    from ..wire.cbor import dumps as _dumps
-except ImportError:  # pragma: no cover - until wire.cbor lands
-    def _dumps(obj: Any) -> bytes:
-        # Descriptor maps have text keys only, where RFC 7049 canonical
-        # order (cbor2's) equals RFC 8949 bytewise order (ruling R1).
-        return cbor2.dumps(obj, canonical=True)
-
-try:
-    from ..wire.cbor import loads as _strict_loads
-except ImportError:  # pragma: no cover
-    _strict_loads = None
+# RFC 8949 deterministic encoding (ruling R1) and the strict decoder, which
+# refuses duplicate keys, indefinite lengths and trailing bytes.
+from ..wire.cbor import dumps as _dumps
+from ..wire.cbor import loads as _strict_loads
 
 # A resolver gets the capability name and returns the namespace owner's
 # public key (32 bytes) or several (key rotation); it may raise AmpError(3001)
@@ -106,7 +98,7 @@ def _decode(sig: bytes, path: str) -> list[Any]:
     if len(sig) > _MAX_SIG_BYTES:
         raise _fail("descriptor_sig too large", path)
     try:
-        obj = _strict_loads(sig) if _strict_loads is not None else cbor2.loads(sig)
+        obj = _strict_loads(sig)
     except Exception:
         raise _fail("descriptor_sig is not valid CBOR", path) from None
     if isinstance(obj, cbor2.CBORTag):

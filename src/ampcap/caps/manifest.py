@@ -242,9 +242,11 @@ class _CapabilityReader:
         for which in ("input_schema", "output_schema"):
             schemas[which] = self._schema(table, which, name, version)
         binding = self._binding(table.get("binding"))
-        if len(self.out.problems) != before or name is None or version is None or binding is None:
+        in_schema, out_schema = schemas["input_schema"], schemas["output_schema"]
+        if (len(self.out.problems) != before or name is None or version is None or binding is None
+                or in_schema is None or out_schema is None):
             return None
-        (in_ref, in_doc, in_src), (out_ref, out_doc, out_src) = schemas["input_schema"], schemas["output_schema"]
+        (in_ref, in_doc, in_src), (out_ref, out_doc, out_src) = in_schema, out_schema
         try:
             descriptor = Descriptor.build(
                 name, version, in_ref, out_ref,
@@ -378,9 +380,10 @@ class _CapabilityReader:
                 return None
             doc, source = raw, "inline"
         elif isinstance(raw, str):
-            data = self._read_schema_file(raw, which)
-            if data is None:
+            read = self._read_schema_file(raw, which)
+            if read is None:
                 return None
+            data = read
             try:
                 doc = json.loads(data)
             except (ValueError, UnicodeDecodeError) as exc:

@@ -213,7 +213,10 @@ def _parse_range(text: str) -> Range:
 
 
 def _parse_exact_token(text: str, token: str) -> Version:
-    if re.fullmatch(r"\d+(\.\d+)?", token) or re.search(r"(^|\.)[xX*](\.|$)", token):
+    # Only the core (before any pre-release or build part) can be partial or a
+    # wildcard: "1.0.0-x" is a valid pre-release whose identifier happens to be x.
+    core = re.split(r"[-+]", token, maxsplit=1)[0]
+    if re.fullmatch(r"\d+(\.\d+)?", core) or re.search(r"(^|\.)[xX*](\.|$)", core):
         raise AmpError(_BAD_REQUEST, f"{text!r}: partial and wildcard versions such as {token!r} are not supported; {_ALLOWED}")
     try:
         return _parse_version(token)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..caps.manifest import CapabilitySpec, Manifest, ManifestError, check_manifest
+if TYPE_CHECKING:  # the manifest machinery (jsonschema…) loads only when a command runs
+    from ..caps.manifest import CapabilitySpec, Manifest
 
 __all__ = ["register"]
 
@@ -48,6 +49,8 @@ def register(subparsers: Any) -> None:
 
 
 def _load(args: argparse.Namespace, *, check_imports: bool = False) -> Manifest:
+    from ..caps.manifest import ManifestError, check_manifest
+
     if args.demo:
         from ..caps.demo import demo_manifest
 
@@ -59,6 +62,9 @@ def _load(args: argparse.Namespace, *, check_imports: bool = False) -> Manifest:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from ..caps.manifest import check_manifest
+
+    manifest: Manifest | None
     if args.demo:
         manifest = _load(args, check_imports=True)
     else:

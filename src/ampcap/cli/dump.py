@@ -13,18 +13,16 @@ import io
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from typing import Any, BinaryIO, TextIO
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from ..dump.records import Inspector, Record, load_schemas
-from ..dump.render import Style, dumps_json, render_text
-from ..dump.session import DumpSession, RecordFilter
-from ..dump.streams import FramedStream, StreamEvent, Where
 from ..errors import AmpError
-from ..wire.cbor import DecodeLimits
 from ..wire.frames import DEFAULT_MAX_SIZE, Framing
-from ..wire.keyring import Keyring, default_resolver
-from ..wire.signing import Profile
+
+if TYPE_CHECKING:
+    from ..dump.records import Record
+    from ..dump.session import DumpSession
+    from ..dump.streams import StreamEvent
 
 __all__ = ["register", "run"]
 
@@ -33,8 +31,32 @@ _PCAP_MAGICS = (b"\xa1\xb2\xc3\xd4", b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\x3c\x4d", b
 _CHUNK = 1 << 16
 
 
+# Upper bounds for numeric options, so nonsense is a usage error (exit 2)
+# instead of an overflow deep inside the decoder: a frame length field is
+# 32 bits, and time checks use signed 64-bit Unix milliseconds.
+_MAX_SIZE_CAP = (1 << 32) - 1
+_MAX_NOW_MS = (1 << 63) - 1
+
+
 class _UsageError(Exception):
     pass
+
+
+def _bounded_int(low: int, high: int | None) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers in ``[low, high]``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
 
 
 def register(subparsers: Any) -> None:
@@ -49,15 +71,15 @@ def register(subparsers: Any) -> None:
                    help="rfc002 (default), raw (bare length, Rust example) or none (one bare message)")
     p.add_argument("--hex", action="store_true", help="input is hex text (whitespace ignored)")
     p.add_argument("--keyring", metavar="FILE", help="keyring JSON/TOML (public keys; secrets decrypt)")
-    p.add_argument("--now", type=int, metavar="MS",
+    p.add_argument("--now", type=_bounded_int(0, _MAX_NOW_MS), metavar="MS",
                    help="evaluate time checks at this Unix time in ms (default: packet time for "
                         "captures, the current clock otherwise)")
     p.add_argument("--compat", choices=("rust-example",),
                    help="interop profile (R15): raw framing + the Rust example's Sig_Input")
     p.add_argument("--strict", action="store_true", help="exit 1 when any finding is reported")
-    p.add_argument("--max-size", type=int, default=DEFAULT_MAX_SIZE, metavar="BYTES",
+    p.add_argument("--max-size", type=_bounded_int(1, _MAX_SIZE_CAP), default=DEFAULT_MAX_SIZE, metavar="BYTES",
                    help=f"largest payload accepted (default {DEFAULT_MAX_SIZE})")
-    p.add_argument("--port", type=int, help="pcap: only TCP connections with this port")
+    p.add_argument("--port", type=_bounded_int(0, 65535), help="pcap: only TCP connections with this port")
     p.add_argument("--listen", metavar="HOST:PORT", help="live tap: accept clients here")
     p.add_argument("--upstream", metavar="HOST:PORT", help="live tap: forward to this server")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
@@ -66,15 +88,25 @@ def register(subparsers: Any) -> None:
     p.add_argument("--capability", metavar="NAME", help="only CAP_* messages about this capability")
     p.add_argument("--summary", action=argparse.BooleanOptionalAction, default=None,
                    help="print a summary at the end (default: on in text mode)")
-    p.add_argument("--bytes", type=int, default=24, metavar="N", dest="max_bytes",
+    p.add_argument("--bytes", type=_bounded_int(0, None), default=24, metavar="N", dest="max_bytes",
                    help="shorten byte strings longer than N in text mode (0 = never)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, stdin: BinaryIO | None = None, stdout: TextIO | None = None) -> int:
     out = stdout or sys.stdout
+    if stdin is None:
+        if sys.stdin is None:
+            # Started with stdin closed (`ampcap dump <&-`): there is no
+            # stream to read, only a message to give.
+            if args.input == "-" and not args.listen:
+                print("ampcap dump: stdin is closed; give an INPUT file", file=sys.stderr)
+                return 1
+            stdin = io.BytesIO()
+        else:
+            stdin = sys.stdin.buffer
     try:
-        return _run(args, stdin or sys.stdin.buffer, out)
+        return _run(args, stdin, out)
     except _UsageError as exc:
         print(f"ampcap dump: {exc}", file=sys.stderr)
         return 2
@@ -96,6 +128,14 @@ def _now_function(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
+    # Imported here, not at module level, so `ampcap --help` stays fast.
+    from ..dump.records import Inspector, load_schemas
+    from ..dump.render import Style, dumps_json, render_text
+    from ..dump.session import DumpSession, RecordFilter
+    from ..wire.cbor import DecodeLimits
+    from ..wire.keyring import Keyring, default_resolver
+    from ..wire.signing import Profile
+
     if (args.listen is None) != (args.upstream is None):
         raise _UsageError("--listen and --upstream go together")
     if args.max_size < 1:
@@ -138,17 +178,14 @@ def _open_input(path: str, stdin: BinaryIO) -> BinaryIO:
 
 
 def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | None) -> Iterator[StreamEvent]:
+    from ..dump.streams import FramedStream, Where
+
     source = _open_input(args.input, stdin)
     fp: Any = source
     try:
         if args.hex:
-            text = fp.read()
-            try:
-                data = bytes.fromhex("".join(text.decode("ascii").split()))
-            except (UnicodeDecodeError, ValueError) as exc:
-                raise AmpError(1001, f"--hex input is not hex text: {exc}") from None
-            fp = io.BytesIO(data)
-        head = fp.read(4) if fp.seekable() or args.hex else _peek(fp)
+            fp = _HexReader(fp)
+        head = fp.read(4) if fp.seekable() else _peek(fp)
         if fp.seekable():
             fp.seek(0)
         else:
@@ -177,6 +214,58 @@ def _peek(fp: BinaryIO) -> bytes:
             break
         head += more
     return head
+
+
+class _HexReader(io.RawIOBase):
+    """Decodes hex text (whitespace ignored) chunk by chunk.
+
+    Streaming keeps memory proportional to a chunk, not to the input: a
+    50 MB hex file must not be held as text, joined text and bytes at once.
+    """
+
+    def __init__(self, source: BinaryIO) -> None:
+        self._source = source
+        self._carry = ""     # an odd trailing hex digit waiting for its pair
+        self._buffer = b""   # decoded bytes not yet handed out
+        self._offset = 0     # characters consumed, for error messages
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> bool:
+        if self._eof:
+            return False
+        raw = self._source.read(_CHUNK)
+        if not raw:
+            self._eof = True
+            if self._carry:
+                raise AmpError(1001, "--hex input is not hex text: odd number of hex digits")
+            return False
+        try:
+            text = raw.decode("ascii")
+        except UnicodeDecodeError:
+            raise AmpError(1001, f"--hex input is not hex text: non-ASCII byte near offset {self._offset}") from None
+        digits = self._carry + "".join(text.split())
+        keep = len(digits) - len(digits) % 2
+        try:
+            self._buffer += bytes.fromhex(digits[:keep])
+        except ValueError:
+            raise AmpError(1001, f"--hex input is not hex text near offset {self._offset}") from None
+        self._carry = digits[keep:]
+        self._offset += len(raw)
+        return True
+
+    def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]  # RawIOBase.read returns bytes | None
+        if n is None or n < 0:
+            while self._fill():
+                pass
+            data, self._buffer = self._buffer, b""
+            return data
+        while len(self._buffer) < n and self._fill():
+            pass
+        data, self._buffer = self._buffer[:n], self._buffer[n:]
+        return data
 
 
 class _Prefixed(io.RawIOBase):

@@ -60,6 +60,17 @@ def configure_logging(verbosity: int) -> None:
     )
 
 
+def _report(line: str) -> None:
+    """Print one error line on stderr, whatever bytes the paths in it hold.
+
+    A non-UTF-8 file name arrives as surrogate escapes; a strict stderr
+    (pipes, captured output) cannot encode those, so they become backslash
+    escapes instead of a UnicodeEncodeError traceback.
+    """
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    print(line.encode(encoding, "backslashreplace").decode(encoding, "replace"), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -70,12 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except AmpError as exc:
-        print(f"ampcap {args.command}: error {exc}", file=sys.stderr)
+        _report(f"ampcap {args.command}: error {exc}")
         return EXIT_FAILURE
     except OSError as exc:
         # Files that do not exist, ports in use, refused connections…
-        print(f"ampcap {args.command}: {exc.strerror or exc}"
-              + (f": {exc.filename}" if getattr(exc, "filename", None) else ""), file=sys.stderr)
+        _report(f"ampcap {args.command}: {exc.strerror or exc}"
+                + (f": {exc.filename}" if getattr(exc, "filename", None) else ""))
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130

@@ -142,7 +142,7 @@ class Connection:
             self._queue_frame(FrameType.HANDSHAKE, request.to_payload())
             self._go(ConnInput.SEND_HANDSHAKE)
 
-    def receive_data(self, data: bytes, now_ms: int) -> None:
+    def receive_data(self, data: bytes | bytearray, now_ms: int) -> None:
         """Feed bytes read from the peer; events become available."""
         if self.state is ConnState.CLOSED or not data:
             return

@@ -34,6 +34,7 @@ import io
 import struct
 import threading
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 import cbor2
@@ -239,34 +240,9 @@ def _classify(obj: Any) -> int:
                 if n < prev_len or (n == prev_len and k <= prev):
                     state = _CANONICAL
                 prev_len, prev = n, k
-        for v in obj.values():
-            tv = type(v)
-            if tv in _SCALARS:
-                continue
-            if tv is float:
-                state = _CANONICAL
-                continue
-            sub = _classify(v)
-            if sub > state:
-                if sub == _MIXED:
-                    return _MIXED
-                state = sub
-        return state
+        return _classify_values(obj.values(), state)
     if t is list or t is tuple:
-        state = _PLAIN
-        for v in obj:
-            tv = type(v)
-            if tv in _SCALARS:
-                continue
-            if tv is float:
-                state = _CANONICAL
-                continue
-            sub = _classify(v)
-            if sub > state:
-                if sub == _MIXED:
-                    return _MIXED
-                state = sub
-        return state
+        return _classify_values(obj, _PLAIN)
     if t in _SCALARS:
         return _PLAIN
     if t is float:
@@ -274,6 +250,24 @@ def _classify(obj: Any) -> int:
     if t is CBORTag:
         return _classify(obj.value)
     return _MIXED
+
+
+def _classify_values(values: Iterable[Any], state: int) -> int:
+    """The worst class among a container's values, starting from ``state``
+    (what the container's own keys gave); stops early at ``_MIXED``."""
+    for v in values:
+        tv = type(v)
+        if tv in _SCALARS:
+            continue
+        if tv is float:
+            state = _CANONICAL
+            continue
+        sub = _classify(v)
+        if sub > state:
+            if sub == _MIXED:
+                return _MIXED
+            state = sub
+    return state
 
 
 def dumps(obj: Any) -> bytes:

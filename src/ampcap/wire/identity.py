@@ -130,6 +130,9 @@ class Identity:
             st = source.stat()
         except FileNotFoundError as exc:
             raise AmpError(1001, f"{source}: no identity file (create one with 'ampcap keygen')") from exc
+        if not stat.S_ISREG(st.st_mode):
+            # Checked before the mode: a directory's 755 is not the problem.
+            raise AmpError(1001, f"{source}: not a regular file (an identity file was expected)")
         if not allow_insecure and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise AmpError(
                 1001,
@@ -199,21 +202,18 @@ class DidKeyResolver:
         self._x: dict[str, bytes] = {}
 
     def ed25519_for(self, did: str) -> bytes:
-        key = self._ed.get(did)
-        if key is None:
-            key = ed25519_from_did_key(did)
-            if len(self._ed) >= self._cache_size:
-                self._ed.clear()
-            self._ed[did] = key
-        return key
+        return self._memo(self._ed, did, ed25519_from_did_key)
 
     def x25519_for(self, did: str) -> bytes:
-        key = self._x.get(did)
+        return self._memo(self._x, did, x25519_from_did_key)
+
+    def _memo(self, cache: dict[str, bytes], did: str, derive: Callable[[str], bytes]) -> bytes:
+        key = cache.get(did)
         if key is None:
-            key = x25519_from_did_key(did)
-            if len(self._x) >= self._cache_size:
-                self._x.clear()
-            self._x[did] = key
+            key = derive(did)  # raises AmpError(3001): failures are not cached
+            if len(cache) >= self._cache_size:
+                cache.clear()
+            cache[did] = key
         return key
 
 

@@ -285,8 +285,8 @@ class ReceivePipeline:
         except AmpError as exc:
             fail(exc)
         if self.schemas is not None:
-            for exc in self._schema_failures(env.typ, body):
-                fail(exc)
+            for failure in self._schema_failures(env.typ, body):
+                fail(failure)
                 if report is None:  # pragma: no cover - fail() raised
                     break
 

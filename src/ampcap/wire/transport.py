@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from ..errors import AmpError
 from .cbor import DecodeLimits, dumps, loads
@@ -77,12 +77,51 @@ def _put(m: dict[str, Any], key: str, value: Any) -> None:
         m[key] = list(value) if isinstance(value, tuple) else value
 
 
+# A field's type check and how an error names what was expected.
+_Check = tuple[Callable[[Any], bool], str]
+_UINT: _Check = (_is_uint, "an unsigned integer")
+_TEXT: _Check = (lambda v: type(v) is str, "text")
+_BYTES: _Check = (lambda v: type(v) is bytes, "a byte string")
+_BOOL: _Check = (lambda v: type(v) is bool, "a boolean")
+_ID: _Check = (_is_id, "a 16-byte string")
+_TEXT_LIST: _Check = (_is_text_list, "an array of text")
+
+
+class _ControlPayload:
+    """What every control payload shares: a closed CBOR map whose keys are the
+    dataclass fields. Subclasses name the map (for errors and paths) and give
+    the check of each required and optional key; encoding leaves out optional
+    keys that are ``None``, decoding turns arrays into tuples."""
+
+    __slots__ = ()
+    _WHAT: ClassVar[str]
+    _REQUIRED: ClassVar[dict[str, _Check]]
+    _OPTIONAL: ClassVar[dict[str, _Check]]
+
+    def to_payload(self) -> bytes:
+        m: dict[str, Any] = {key: getattr(self, key) for key in self._REQUIRED}
+        for key in self._OPTIONAL:
+            _put(m, key, getattr(self, key))
+        return dumps(m)
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Self:
+        w = cls._WHAT
+        m = _map(payload, w, frozenset(cls._REQUIRED), frozenset(cls._OPTIONAL))
+        fields = {key: _field(m, w, key, *check) for key, check in (cls._REQUIRED | cls._OPTIONAL).items()}
+        return cls(**{key: tuple(v) if type(v) is list else v for key, v in fields.items()})
+
+
 # --------------------------------------------------------------- payloads
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HandshakeRequest:
+class HandshakeRequest(_ControlPayload):
     """Client → server, the first frame of every RFC 002 connection."""
+
+    _WHAT = "handshake"
+    _REQUIRED = {"version": _UINT, "max_msg_size": _UINT}
+    _OPTIONAL = {"did": _TEXT, "token": _BYTES, "extensions": _TEXT_LIST}
 
     version: int = TRANSPORT_VERSION
     max_msg_size: int
@@ -90,30 +129,14 @@ class HandshakeRequest:
     token: bytes | None = None
     extensions: tuple[str, ...] | None = None
 
-    def to_payload(self) -> bytes:
-        m: dict[str, Any] = {"version": self.version, "max_msg_size": self.max_msg_size}
-        _put(m, "did", self.did)
-        _put(m, "token", self.token)
-        _put(m, "extensions", self.extensions)
-        return dumps(m)
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> HandshakeRequest:
-        w = "handshake"
-        m = _map(payload, w, frozenset({"version", "max_msg_size"}), frozenset({"did", "token", "extensions"}))
-        ext = _field(m, w, "extensions", _is_text_list, "an array of text")
-        return cls(
-            version=_field(m, w, "version", _is_uint, "an unsigned integer"),
-            max_msg_size=_field(m, w, "max_msg_size", _is_uint, "an unsigned integer"),
-            did=_field(m, w, "did", lambda v: type(v) is str, "text"),
-            token=_field(m, w, "token", lambda v: type(v) is bytes, "a byte string"),
-            extensions=tuple(ext) if ext is not None else None,
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HandshakeResponse:
+class HandshakeResponse(_ControlPayload):
     """Server → client answer to the HANDSHAKE; ``accepted=False`` carries ``error``."""
+
+    _WHAT = "handshake"
+    _REQUIRED = {"version": _UINT, "accepted": _BOOL, "max_msg_size": _UINT}
+    _OPTIONAL = {"error": _TEXT, "extensions": _TEXT_LIST}
 
     version: int = TRANSPORT_VERSION
     accepted: bool
@@ -121,77 +144,33 @@ class HandshakeResponse:
     error: str | None = None
     extensions: tuple[str, ...] | None = None
 
-    def to_payload(self) -> bytes:
-        m: dict[str, Any] = {"version": self.version, "accepted": self.accepted,
-                             "max_msg_size": self.max_msg_size}
-        _put(m, "error", self.error)
-        _put(m, "extensions", self.extensions)
-        return dumps(m)
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> HandshakeResponse:
-        w = "handshake"
-        m = _map(payload, w, frozenset({"version", "accepted", "max_msg_size"}),
-                 frozenset({"error", "extensions"}))
-        ext = _field(m, w, "extensions", _is_text_list, "an array of text")
-        return cls(
-            version=_field(m, w, "version", _is_uint, "an unsigned integer"),
-            accepted=_field(m, w, "accepted", lambda v: type(v) is bool, "a boolean"),
-            max_msg_size=_field(m, w, "max_msg_size", _is_uint, "an unsigned integer"),
-            error=_field(m, w, "error", lambda v: type(v) is str, "text"),
-            extensions=tuple(ext) if ext is not None else None,
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GoAway:
+class GoAway(_ControlPayload):
     """RFC 002 §4.5: the sender stops taking new work; ``last_id`` is the last
     message id it will still process."""
+
+    _WHAT = "goaway"
+    _REQUIRED = {"reason": _UINT}
+    _OPTIONAL = {"message": _TEXT, "last_id": _ID}
 
     reason: int
     message: str | None = None
     last_id: bytes | None = None
 
-    def to_payload(self) -> bytes:
-        m: dict[str, Any] = {"reason": self.reason}
-        _put(m, "message", self.message)
-        _put(m, "last_id", self.last_id)
-        return dumps(m)
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> GoAway:
-        w = "goaway"
-        m = _map(payload, w, frozenset({"reason"}), frozenset({"message", "last_id"}))
-        return cls(
-            reason=_field(m, w, "reason", _is_uint, "an unsigned integer"),
-            message=_field(m, w, "message", lambda v: type(v) is str, "text"),
-            last_id=_field(m, w, "last_id", _is_id, "a 16-byte string"),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TransportError:
+class TransportError(_ControlPayload):
     """RFC 002 §4.5 transport ERROR frame payload (``msg_id`` names the message
     that caused it, when there was one)."""
+
+    _WHAT = "error"
+    _REQUIRED = {"code": _UINT, "message": _TEXT}
+    _OPTIONAL = {"msg_id": _ID}
 
     code: int
     message: str
     msg_id: bytes | None = None
-
-    def to_payload(self) -> bytes:
-        m: dict[str, Any] = {"code": self.code, "message": self.message}
-        _put(m, "msg_id", self.msg_id)
-        return dumps(m)
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> TransportError:
-        w = "error"
-        m = _map(payload, w, frozenset({"code", "message"}), frozenset({"msg_id"}))
-        return cls(
-            code=_field(m, w, "code", _is_uint, "an unsigned integer"),
-            message=_field(m, w, "message", lambda v: type(v) is str, "text"),
-            msg_id=_field(m, w, "msg_id", _is_id, "a 16-byte string"),
-        )
 
 
 def decode_handshake(payload: bytes) -> HandshakeRequest | HandshakeResponse:

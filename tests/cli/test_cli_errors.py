@@ -1,0 +1,131 @@
+"""Each class of bad command-line or file input: one clear line on stderr,
+a non-zero exit (2 for usage), never a traceback.
+
+Complements test_cli_bad_input.py (which runs the command as a subprocess)
+with in-process runs of ``main([...])`` and the cases that need a real process
+(closed stdin, a port in use).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ampcap.cli.main import main
+
+AMPCAP = [sys.executable, "-m", "ampcap.cli.main"]
+
+
+def _one_line_failure(capsys: pytest.CaptureFixture[str], code: int, argv: list[str], expected: int) -> str:
+    out, err = capsys.readouterr()
+    assert code == expected, (argv, err)
+    assert "Traceback" not in out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines, f"{argv}: a failure must say what went wrong"
+    return lines[-1]
+
+
+@pytest.mark.parametrize(
+    "option,value",
+    [("--port", "99999999"), ("--port", "-1"), ("--bytes", "-1"), ("--now", "-5"), ("--now", "soon"),
+     ("--max-size", "0"), ("--max-size", str(1 << 40))],
+)
+def test_out_of_range_numbers_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               option: str, value: str) -> None:
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    argv = ["dump", option, value, str(empty)]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    line = _one_line_failure(capsys, int(exc.value.code or 0), argv, 2)
+    assert option in line
+
+
+def test_directory_as_identity_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["id", "--identity", str(tmp_path)]
+    line = _one_line_failure(capsys, main(argv), argv, 1)
+    assert "not a regular file" in line and "chmod" not in line
+
+
+def test_hex_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = {"odd.hex": b"a1 b2\n c", "text.hex": b"zz not hex\n", "binary.hex": bytes(range(128, 256))}
+    for name, data in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        argv = ["dump", "--hex", str(path)]
+        line = _one_line_failure(capsys, main(argv), argv, 1)
+        assert "--hex input is not hex text" in line, line
+
+
+def test_hex_input_is_decoded_in_chunks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Whitespace, including line breaks that split a byte's two digits across
+    # read chunks, is ignored; the result equals the binary input's dump.
+    raw = os.urandom(300_000)
+    binary, hexed = tmp_path / "in.bin", tmp_path / "in.hex"
+    binary.write_bytes(raw)
+    text = raw.hex()
+    hexed.write_text("\n".join(text[i:i + 77] for i in range(0, len(text), 77)))
+    assert main(["dump", "--json", "--no-summary", str(binary)]) == 0
+    expected = capsys.readouterr().out
+    assert main(["dump", "--json", "--no-summary", "--hex", str(hexed)]) == 0
+    assert capsys.readouterr().out == expected
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "empty", "garbage", "malformed"])
+def test_bad_keyring_and_manifest_files(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    path = tmp_path / "input"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "garbage":
+        path.write_bytes(bytes(range(256)))
+    elif kind == "malformed":
+        path.write_text("{bad = [\n")
+    target = tmp_path / "target"
+    target.write_bytes(b"")
+    for argv in (["dump", "--keyring", str(path), str(target)], ["caps", "list", str(path)],
+                 ["caps", "show", str(path), "x"], ["id", "--identity", str(path)]):
+        if kind == "empty" and argv[0] == "dump":
+            continue  # an empty keyring file is valid (no keys)
+        _one_line_failure(capsys, main(argv), argv, 1)
+
+
+def test_non_utf8_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/missing\xff")
+    for argv in (["dump", name], ["dump", "--keyring", name, name], ["caps", "list", name],
+                 ["id", "--identity", name]):
+        _one_line_failure(capsys, main(argv), argv, 1)
+
+
+def test_closed_stdin_is_one_line() -> None:
+    proc = subprocess.run(AMPCAP + ["dump", "-"], capture_output=False, stdin=None, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60,
+                          preexec_fn=lambda: os.close(0))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == ["ampcap dump: stdin is closed; give an INPUT file"]
+
+
+def test_listen_port_in_use_is_one_line() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = subprocess.run(AMPCAP + ["dump", "--listen", f"127.0.0.1:{port}", "--upstream", "127.0.0.1:9"],
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "in use" in proc.stderr
+
+
+@pytest.mark.parametrize("hostport", ["nohost", "127.0.0.1:99999", "127.0.0.1:abc", "::"])
+def test_bad_listen_hostport_is_usage(capsys: pytest.CaptureFixture[str], hostport: str) -> None:
+    argv = ["dump", "--listen", hostport, "--upstream", "127.0.0.1:9"]
+    line = _one_line_failure(capsys, main(argv), argv, 2)
+    assert "HOST:PORT" in line
