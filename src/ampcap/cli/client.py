@@ -1,0 +1,152 @@
+"""``ampcap query`` and ``ampcap invoke``: call a daemon from the shell.
+
+Readable output by default, ``--json`` for scripts (one JSON document on
+stdout). While a long invoke runs, PROGRESS updates are shown on stderr.
+Failures exit 1 and print ``error <code> <NAME>: <message>`` on stderr (with
+``--json`` also ``{"error": {...}}`` on stdout), so ``4003`` is as easy to
+grep as to parse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..caps.descriptor import Descriptor
+from ..errors import AmpError
+from ..wire.identity import default_identity_path
+from .serve import load_or_create_identity
+
+__all__ = ["register", "run_query", "run_invoke"]
+
+EXIT_OK, EXIT_ERROR = 0, 1
+
+
+def register(subparsers: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
+    common.add_argument("--identity", type=Path, default=None, metavar="FILE",
+                        help=f"identity key file (default {default_identity_path()}, created if missing)")
+    common.add_argument("--peer-did", default=None, metavar="DID",
+                        help="refuse the connection unless the daemon proves this DID")
+    common.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds to wait for the answer")
+    common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+
+    q = subparsers.add_parser("query", parents=[common], help="CAP_QUERY: list a capability's versions",
+                              description="Ask a daemon which versions of a capability it offers (CAP_QUERY).")
+    q.add_argument("name", metavar="NAME", help="capability name, alias or legacy type")
+    q.add_argument("--range", default=None, metavar="R", help="version range, e.g. '>=1.0.0 <2.0.0'")
+    q.add_argument("--limit", type=int, default=None, metavar="N", help="page size")
+    q.add_argument("--cursor", default=None, help="continue from a previous page's next_cursor")
+    q.add_argument("--order", choices=("newest-first", "oldest-first"), default=None)
+    q.set_defaults(func=run_query)
+
+    i = subparsers.add_parser("invoke", parents=[common], help="CAP_INVOKE: run a capability",
+                              description="Invoke a capability by id (name:version) or by name with "
+                                          "--version or --range (CAP_INVOKE).")
+    i.add_argument("target", metavar="ID|NAME", help="org.x.y:1.0.0, or a name with --version/--range")
+    which = i.add_mutually_exclusive_group()
+    which.add_argument("--version", default=None, metavar="V", help="exact version")
+    which.add_argument("--range", default=None, metavar="R", help="negotiate within this range")
+    i.add_argument("--params", default="{}", metavar="JSON", help="params as JSON (default {})")
+    i.add_argument("--retry", action="store_true", help="resend (same message id) on retryable errors")
+    i.set_defaults(func=run_invoke)
+
+
+def _fail(exc: AmpError, as_json: bool) -> int:
+    print(f"error {exc.code} {exc.name}: {exc.message}", file=sys.stderr)
+    if as_json:
+        err: dict[str, Any] = {"code": exc.code, "name": exc.name, "message": exc.message}
+        if exc.details is not None:
+            err["details"] = exc.details
+        print(json.dumps({"error": err}, default=_jsonable))
+    return EXIT_ERROR
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return {"$bytes": bytes(value).hex()}
+    return str(value)
+
+
+def _run(args: argparse.Namespace, call: Any) -> int:
+    from ..net.peer import Peer
+
+    if args.timeout is not None and not args.timeout > 0:
+        raise AmpError(1001, "--timeout must be positive")
+    identity = load_or_create_identity(args.identity)
+    try:
+        from ..net.url import UrlError, parse_url
+
+        parse_url(args.url)
+    except UrlError as exc:
+        raise AmpError(1001, str(exc)) from None
+
+    async def main() -> int:
+        async with Peer(identity).connect(args.url, peer_did=args.peer_did) as remote:
+            return int(await call(remote))
+
+    try:
+        return trio.run(main)
+    except AmpError as exc:
+        return _fail(exc, args.json)
+    except OSError as exc:
+        return _fail(AmpError(5002, f"cannot reach {args.url}: {exc.strerror or exc}"), args.json)
+
+
+def run_query(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 0:
+        raise AmpError(1001, "--limit must not be negative")
+
+    async def call(remote: Any) -> int:
+        page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,
+                                  order=args.order, timeout=args.timeout or 30.0)
+        if args.json:
+            doc = {"capabilities": [d.to_wire() for d in page.capabilities], "next_cursor": page.next_cursor}
+            print(json.dumps(doc, default=_jsonable))
+        else:
+            for d in page.capabilities:
+                print(_describe(d))
+            if page.next_cursor:
+                print(f"(more: --cursor {page.next_cursor})")
+        return EXIT_OK
+
+    return _run(args, call)
+
+
+def _describe(d: Descriptor) -> str:
+    extra = []
+    if d.supported_ranges:
+        extra.append("supports " + ", ".join(str(r) for r in d.supported_ranges))
+    if d.notes:
+        extra.append(d.notes)
+    return d.id + (f"  ({'; '.join(extra)})" if extra else "")
+
+
+def run_invoke(args: argparse.Namespace) -> int:
+    try:
+        params = json.loads(args.params)
+    except ValueError as exc:
+        raise AmpError(1001, f"--params is not valid JSON: {exc}") from None
+    if args.version is None and args.range is None and ":" not in args.target:
+        raise AmpError(1001, f"{args.target!r}: give a full id (name:version), or --version / --range")
+
+    def show_progress(pct: int | None, text: str | None) -> None:
+        print(f"progress {pct if pct is not None else '?'}%" + (f" {text}" if text else ""),
+              file=sys.stderr, flush=True)
+
+    async def call(remote: Any) -> int:
+        result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
+                                     timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry)
+        if args.json:
+            print(json.dumps({"result": result}, default=_jsonable))
+        else:
+            print(json.dumps(result, indent=2, default=_jsonable, ensure_ascii=False))
+        return EXIT_OK
+
+    return _run(args, call)

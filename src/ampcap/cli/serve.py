@@ -1,0 +1,199 @@
+"""``ampcap serve``: run a capability daemon.
+
+On start it prints exactly one stdout line, ``<amp url> <did:key>``, and
+flushes it *before* accepting connections, so scripts can read the URL
+(``--listen :0`` picks a free port; the line shows the real one). SIGTERM or
+Ctrl-C drains: GOAWAY to every peer, running invokes get up to
+``--drain-timeout`` seconds, whatever still runs gets its one terminal
+CAP_RESULT, and the exit status is 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..caps.catalog import Catalog
+from ..caps.manifest import Manifest, load_manifest
+from ..caps.params import ParamsValidator
+from ..errors import AmpError
+from ..peer.config import ConnectionConfig
+from ..peer.policy import ALLOW_ALL, load_policy
+from ..wire.frames import Framing
+from ..wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver, default_identity_path
+from ..wire.signing import Profile
+
+__all__ = ["register", "run_serve", "load_or_create_identity", "parse_listen", "DEFAULT_LISTEN"]
+
+DEFAULT_LISTEN = "127.0.0.1:7700"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="run a capability daemon (prints its amp:// URL and did:key on one line)",
+        description=("Serve capabilities over AMP. Prints one line '<amp-url> <did:key>' on stdout "
+                     "before accepting; SIGTERM/Ctrl-C drains and exits 0."),
+    )
+    p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                   help=f"address to listen on (default {DEFAULT_LISTEN}; ':0' = 127.0.0.1, any free port)")
+    p.add_argument("--identity", type=Path, default=None, metavar="FILE",
+                   help=f"identity key file (default {default_identity_path()}, created if missing)")
+    p.add_argument("--manifest", type=Path, action="append", default=[], metavar="FILE",
+                   help="capability manifest (TOML); may be repeated")
+    p.add_argument("--demo", action="store_true", help="serve the built-in demo capabilities")
+    p.add_argument("--policy", type=Path, default=None, metavar="FILE", help="access policy file (TOML)")
+    p.add_argument("--keyring", type=Path, default=None, metavar="FILE",
+                   help="keyring (JSON/TOML) resolving non-did:key senders")
+    p.add_argument("--framing", choices=("rfc002", "raw"), default=None,
+                   help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
+    p.add_argument("--compat", choices=("rust-example",), default=None,
+                   help="talk to the public Rust example (raw framing + its Sig_Input variant)")
+    p.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="serve amps:// with this certificate")
+    p.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="private key for --tls-cert")
+    p.add_argument("--drain-timeout", type=float, default=10.0, metavar="S",
+                   help="on SIGTERM, how long running invokes may finish (default 10)")
+    p.add_argument("--max-in-flight", type=int, default=1024, metavar="N",
+                   help="running invokes for the whole daemon (default 1024; beyond: 5004)")
+    p.add_argument("--max-in-flight-per-connection", type=int, default=64, metavar="N",
+                   help="running invokes per connection (default 64; beyond: 5004)")
+    p.add_argument("--max-connections", type=int, default=10_000, metavar="N",
+                   help="open connections (default 10000)")
+    p.set_defaults(func=run_serve)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` (127.0.0.1) or ``[v6]:PORT``; AmpError(1001) otherwise."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise AmpError(1001, f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:7700 or :0")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port_text)
+
+
+def load_or_create_identity(path: Path | None) -> Identity:
+    """Load ``path`` (or the default identity file); create the default one if missing."""
+    if path is not None:
+        return Identity.load(path)
+    default = default_identity_path()
+    if default.exists():
+        return Identity.load(default)
+    identity = Identity.generate(os.urandom)
+    try:
+        identity.save(default)
+    except AmpError:  # created by a concurrent first run: use that one
+        return Identity.load(default)
+    print(f"ampcap: created identity {identity.did} in {default}", file=sys.stderr)
+    return identity
+
+
+def _resolver(keyring: Path | None) -> KeyResolver:
+    if keyring is None:
+        return DidKeyResolver()
+    from ..wire.keyring import Keyring
+
+    return ChainResolver(DidKeyResolver(), Keyring.load(keyring))
+
+
+def _manifests(args: argparse.Namespace) -> list[Manifest]:
+    found: list[Manifest] = []
+    if args.demo:
+        from ..caps.demo import demo_manifest
+
+        found.append(demo_manifest())
+    found.extend(load_manifest(path) for path in args.manifest)
+    if not found:
+        raise AmpError(1001, "nothing to serve: pass --demo and/or --manifest FILE")
+    return found
+
+
+def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
+    """Everything ``serve`` needs, built before the event loop starts (so
+    every configuration error is one clear line, not a traceback)."""
+    from ..net.daemon import Daemon, DaemonConfig
+
+    host, port = parse_listen(args.listen)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise AmpError(1001, "--tls-cert and --tls-key go together")
+    for name in ("drain_timeout", "max_in_flight", "max_in_flight_per_connection", "max_connections"):
+        if getattr(args, name) <= 0:
+            raise AmpError(1001, f"--{name.replace('_', '-')} must be positive")
+    identity = load_or_create_identity(args.identity)
+    manifests = _manifests(args)
+    if len(manifests) == 1:
+        store = manifests[0].schema_store()
+    else:
+        from ..caps.bundle import SchemaStore
+
+        store = SchemaStore([m.bundle for m in manifests], offline=True)
+    catalog = Catalog([spec for m in manifests for spec in m.capabilities], cursor_key=os.urandom(32))
+    framing = Framing.RAW if args.framing == "raw" else Framing.RFC002
+    profile = Profile.RFC
+    if args.compat == "rust-example":
+        framing, profile = Framing.RAW, Profile.RUST_EXAMPLE
+    config = DaemonConfig(
+        connection=ConnectionConfig(framing=framing, profile=profile),
+        max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
+        max_connections=args.max_connections, drain_timeout_s=args.drain_timeout, profile=profile)
+    ssl_context = None
+    if args.tls_cert is not None:
+        from ..net.tls import server_context
+
+        ssl_context = server_context(args.tls_cert, args.tls_key)
+    policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
+    daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
+                    resolver=_resolver(args.keyring), ssl_context=ssl_context)
+    return daemon, host, port
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    daemon, host, port = build_daemon(args)
+    try:
+        trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None)
+    except BaseExceptionGroup as group:
+        # Errors from inside the nurseries (a port in use...) arrive wrapped;
+        # the dispatcher reports a bare AmpError / OSError as one line.
+        plain = _plain_error(group)
+        if plain is None:
+            raise
+        raise plain from None
+    return 0
+
+
+def _plain_error(group: BaseExceptionGroup[Any]) -> BaseException | None:
+    leaves = list(_leaves(group))
+    if len(leaves) == 1 and isinstance(leaves[0], (AmpError, OSError)):
+        return leaves[0]
+    return None
+
+
+def _leaves(exc: BaseException) -> Any:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool) -> None:
+    """Listen, print the URL line, serve until SIGTERM/SIGINT, then drain."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(daemon.run)
+            listeners = await daemon.listen(host, port)
+            sockname = listeners[0].socket.getsockname()
+            bound_host, bound_port = sockname[0], sockname[1]
+            shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+            # The one line scripts wait for; flushed before anything can be served.
+            sys.stdout.write(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}\n")
+            sys.stdout.flush()
+            async for _ in signals:
+                break
+            await daemon.drain()
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,527 @@
+"""The daemon: every sans-I/O piece of ampcap composed over trio.
+
+One :class:`Daemon` owns
+
+* a :class:`~ampcap.net.listener.Listener` (inbound connections) and any
+  connections it dials itself (:meth:`Daemon.connect`); each connection is a
+  :class:`~ampcap.net.stream.ConnectionDriver` with its own tasks, so a slow
+  or silent peer never stalls another;
+* ONE :class:`~ampcap.peer.executor.Executor` (provider side; a retry may
+  arrive on another connection than the original) and ONE
+  :class:`~ampcap.peer.invoker.Invoker` (requester side). Both connection
+  roles carry both directions: a client that declared capabilities can be
+  invoked by the server it dialled;
+* the running jobs (one trio task each, cancelled through their scope) and
+  ONE timer task armed from ``executor.get_timer()`` / ``invoker.get_timer()``.
+
+The core returns *actions*; :meth:`Daemon._apply` is the only place that
+turns them into effects. Logging: one line per connection opened/closed and
+per invoke received/completed (id, capability, code, latency), through
+stdlib ``logging`` under ``ampcap.daemon``.
+
+Shutdown (:meth:`Daemon.drain`): GOAWAY everywhere (new work is refused with
+5002 by the connections themselves), wait for running jobs up to the drain
+timeout, end whatever still runs with its one terminal CAP_RESULT
+(``executor.shutdown``), fail our own pending calls locally, flush, close.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import trio
+
+from ..caps.catalog import Catalog
+from ..errors import AmpError, LocalProtocolError
+from ..net.bindings_runner import BindingRunner, RunnerContext
+from ..peer.config import ConnectionConfig
+from ..peer.connection import Connection, Role
+from ..peer.dedupe import InvokeKey
+from ..peer.events import ConnectionTerminated, Event, GoAwayReceived, MessageReceived, MessageRejected, Negotiated
+from ..peer.executor import Cancel, Execute, Executor, ExecutorConfig, Job, delegation_violation
+from ..peer.invoker import (
+    InvokeFailed,
+    InvokeProgress,
+    Invoker,
+    InvokerConfig,
+    InvokeRetrying,
+    InvokeSucceeded,
+    InvokeTimedOut,
+    QueryAnswered,
+    QueryFailed,
+    RetryPolicy,
+    Target,
+)
+from ..peer.limits import InFlightLimits
+from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to
+from ..peer.policy import ALLOW_ALL, Policy
+from ..wire.identity import DidKeyResolver, Identity, KeyResolver
+from ..wire.receive import ReceivePipeline
+from ..wire.registry import MessageType
+from ..wire.signing import Profile
+from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
+from .listener import Listener
+from .stream import ConnectionDriver, open_stream
+from .url import AmpUrl, parse_url
+
+__all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler", "CallOutcome"]
+
+log = logging.getLogger("ampcap.daemon")
+
+_INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
+_PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
+_REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
+                                      MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
+UNAVAILABLE, TIMEOUT, INTERNAL = 5002, 5003, 5001
+
+# A capability implemented in-process (the Python API): params + context in,
+# result out. Manifest bindings go through the BindingRunner instead.
+LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonConfig:
+    """Everything about a daemon that is not a collaborator."""
+
+    connection: ConnectionConfig = field(default_factory=ConnectionConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    invoker: InvokerConfig = field(default_factory=InvokerConfig)
+    max_in_flight: int = 1024  # running invokes, whole daemon → 5004 beyond
+    max_in_flight_per_connection: int = 64  # → 5004 beyond
+    max_connections: int = 10_000
+    drain_timeout_s: float = 10.0  # SIGTERM: how long running invokes may finish
+    profile: Profile = Profile.RFC  # Sig_Input variant accepted (R15)
+
+
+@dataclass(eq=False, slots=True)
+class Link:
+    """One connection as the daemon sees it (also its executor/invoker key)."""
+
+    driver: ConnectionDriver
+    outbound: bool  # we dialled it
+    ready: trio.Event = field(default_factory=trio.Event)  # Negotiated or terminated
+    calls: set[bytes] = field(default_factory=set)  # our pending call handles on it
+    opened_ms: int = 0
+
+    @property
+    def peer_did(self) -> str | None:
+        return self.driver.conn.peer_did
+
+    @property
+    def open(self) -> bool:
+        return self.driver.terminated is None and self.driver.conn.peer_did is not None
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """What one of our calls ended with (set by the invoker's outcome event)."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    result: Any = None
+    error: AmpError | None = None
+    on_progress: Callable[[int | None, str | None], Any] | None = None
+    link: Link | None = None
+
+
+@dataclass(slots=True)
+class _RunningJob:
+    job: Job
+    scope: trio.CancelScope
+    started_ms: int
+
+
+class Daemon:
+    """Listener + connections + executor + invoker + jobs + timers.
+
+    Use inside a nursery: ``async with daemon.running(): ...`` (or ``run``).
+    """
+
+    def __init__(self, identity: Identity, catalog: Catalog, *, config: DaemonConfig = DaemonConfig(),
+                 policy: Policy = ALLOW_ALL, params: Any = None, resolver: KeyResolver | None = None,
+                 handlers: Mapping[str, LocalHandler] | None = None, clock: Clock = SYSTEM_CLOCK,
+                 entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.identity = identity
+        self.catalog = catalog
+        self.config = config
+        self.clock = clock
+        self._entropy = entropy
+        self._handlers = dict(handlers or {})
+        self._runner = BindingRunner()
+        # One pipeline (so one replay cache) for every connection: a message
+        # replayed on another connection is still recognised.
+        self.pipeline = ReceivePipeline(resolver or DidKeyResolver(), profile=config.profile)
+        if params is None:
+            from ..caps.params import ParamsValidator
+            from ..caps.bundle import SchemaStore
+
+            params = ParamsValidator(SchemaStore([], offline=True))
+        limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
+        self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
+                                 limits=limits, config=config.executor)
+        rng = random.Random(entropy(16))
+        self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
+        # The connection must outlive our drain period, or it would close by itself first.
+        drain_ms = int(config.drain_timeout_s * 1000) + 5_000
+        self._conn_config = replace(config.connection, drain_timeout_ms=max(config.connection.drain_timeout_ms,
+                                                                            drain_ms))
+        self.listener = Listener(self._new_server_connection, handler=self._serve_link,
+                                 max_connections=config.max_connections, ssl_context=ssl_context,
+                                 clock_ms=clock.wall_ms)
+        self.links: set[Link] = set()
+        self._jobs: dict[InvokeKey, _RunningJob] = {}
+        self._calls: dict[bytes, CallOutcome] = {}
+        self._nursery: trio.Nursery | None = None
+        self._timer_kick = trio.Event()
+        self._armed: int | None = None
+        self._closing = False
+        self.stats = {"invokes": 0, "completed": 0}
+
+    # ================================================================ life
+
+    async def run(self, *, task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run until cancelled: the timer task plus every connection's tasks."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._timer_loop)
+            task_status.started(self)
+            await trio.sleep_forever()
+
+    async def listen(self, host: str, port: int) -> list[trio.SocketListener]:
+        """Start accepting on ``host:port`` (0 = a free port); returns the bound listeners."""
+        assert self._nursery is not None, "start the daemon first"
+        listeners: list[trio.SocketListener] = await self._nursery.start(
+            lambda task_status: self.listener.serve_tcp(port, host, task_status=task_status))
+        return listeners
+
+    async def drain(self, timeout_s: float | None = None) -> None:
+        """Graceful stop (see the module docstring). Idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        timeout = self.config.drain_timeout_s if timeout_s is None else timeout_s
+        log.info("draining: %d invokes running, %d connections", self.executor.running, len(self.links))
+        self.listener.stop(0, "server shutting down")
+        for link in list(self.links):
+            if link.outbound:
+                link.driver.start_drain(0, "shutting down")
+        with trio.move_on_after(timeout):
+            while self.executor.running:
+                await trio.sleep(0.01)
+        if self.executor.running:
+            log.warning("drain timeout: ending %d running invokes with 5002", self.executor.running)
+        self._apply(self.executor.shutdown(self.clock.wall_ms()))
+        for handle in list(self._calls):
+            self.invoker.abandon(handle)
+            self._finish_call(handle, error=AmpError(UNAVAILABLE, "local daemon shutting down"))
+        for link in list(self.links):
+            link.driver.close()
+        with trio.move_on_after(5):
+            for link in list(self.links):
+                await link.driver.closed.wait()
+
+    # =========================================================== connections
+
+    def _new_server_connection(self) -> Connection:
+        return Connection(role=Role.SERVER, identity=self.identity, pipeline=self.pipeline,
+                          config=self._conn_config, entropy=self._entropy)
+
+    async def _serve_link(self, driver: ConnectionDriver) -> None:
+        await self._run_link(Link(driver=driver, outbound=False))
+
+    async def _run_link(self, link: Link) -> None:
+        link.opened_ms = self.clock.monotonic_ms()
+        link.driver.on_event = lambda event: self._on_event(link, event)
+        self.links.add(link)
+        try:
+            await link.driver.run()
+        finally:
+            self.links.discard(link)
+            link.ready.set()
+            self._link_gone(link)
+
+    async def connect(self, url: str | AmpUrl, *, peer_did: str | None = None,
+                      ssl_context: ssl.SSLContext | None = None, timeout_s: float = 10.0) -> Link:
+        """Dial ``url`` and negotiate; ``AmpError`` if that fails (5003 on timeout)."""
+        assert self._nursery is not None, "start the daemon first"
+        target = parse_url(url) if isinstance(url, str) else url
+        with trio.move_on_after(timeout_s) as scope:
+            stream = await open_stream(target, ssl_context=ssl_context)
+        if scope.cancelled_caught:
+            raise AmpError(TIMEOUT, f"connecting to {target} timed out")
+        try:
+            return await self.connect_stream(stream, peer_did=peer_did, timeout_s=timeout_s)
+        except AmpError as exc:
+            raise AmpError(exc.code, f"{target}: {exc.message}") from None
+
+    async def serve_stream(self, stream: trio.abc.Stream) -> None:
+        """Serve one already-open stream (any transport: a memory stream in
+        tests, a socket accepted elsewhere) until the connection ends."""
+        driver = ConnectionDriver(self._new_server_connection(), stream, clock_ms=self.clock.wall_ms)
+        await self._serve_link(driver)
+
+    async def connect_stream(self, stream: trio.abc.Stream, *, peer_did: str | None = None,
+                             timeout_s: float = 10.0) -> Link:
+        """Like :meth:`connect` over an already-open stream."""
+        assert self._nursery is not None, "start the daemon first"
+        conn = Connection(role=Role.CLIENT, identity=self.identity, pipeline=self.pipeline,
+                          config=self._conn_config, entropy=self._entropy, peer_did=peer_did)
+        link = Link(driver=ConnectionDriver(conn, stream, clock_ms=self.clock.wall_ms), outbound=True)
+        self._nursery.start_soon(self._run_link, link)
+        with trio.move_on_after(timeout_s):
+            await link.ready.wait()
+        if not link.open:
+            term = link.driver.terminated
+            link.driver.close()
+            reason = term.reason if term else "no HELLO_ACK in time"
+            raise AmpError(term.code if term and term.code else UNAVAILABLE, f"cannot open connection: {reason}")
+        return link
+
+    def _link_gone(self, link: Link) -> None:
+        self.executor.connection_closed(link)
+        for handle in list(link.calls):
+            self.invoker.abandon(handle)
+            self._finish_call(handle, error=AmpError(UNAVAILABLE, "connection closed before the reply"))
+
+    # ================================================================ events
+
+    async def _on_event(self, link: Link, event: Event) -> None:
+        if type(event) is MessageReceived:
+            self._on_message(link, event)
+        elif type(event) is Negotiated:
+            log.info("connection opened %s peer=%s version=%s", "to" if link.outbound else "from",
+                     event.peer_did, event.version)
+            link.ready.set()
+        elif type(event) is ConnectionTerminated:
+            lasted = self.clock.monotonic_ms() - link.opened_ms
+            log.info("connection closed peer=%s code=%s reason=%s after=%dms", link.peer_did, event.code,
+                     event.reason, lasted)
+            link.ready.set()
+        elif type(event) is MessageRejected:
+            log.info("message rejected peer=%s id=%s: %s", link.peer_did,
+                     event.message_id.hex() if event.message_id else "-", event.error)
+        elif type(event) is GoAwayReceived:
+            log.info("GOAWAY from peer=%s reason=%s", link.peer_did, event.reason)
+
+    def _on_message(self, link: Link, event: MessageReceived) -> None:
+        inbound = event.inbound
+        env = inbound.envelope
+        typ = env.typ
+        now = self.clock.wall_ms()
+        if typ == _INVOKE:
+            self._apply(self.executor.handle(inbound, link, now))
+            return
+        violation = delegation_violation(inbound)  # R9 for every other type
+        if violation is not None:
+            if typ != int(MessageType.ERROR):
+                self._send(link, error_reply(env, violation))
+            return
+        if typ == _QUERY:
+            self._apply(self.executor.handle(inbound, link, now))
+        elif typ in _REPLIES:
+            self._apply_invoker(self.invoker.on_reply(inbound, link, now))
+        elif typ == _PING:  # RFC 001 §4.4 application-level liveness
+            self._send(link, reply_to(env, _PONG, None))
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug("ignored %s from %s", MessageType(typ).name, env.sender)
+
+    # =============================================================== actions
+
+    def _send(self, link: Any, out: Outbound) -> None:
+        if not isinstance(link, Link):
+            return
+        try:
+            link.driver.send_nowait(out)
+        except LocalProtocolError as exc:  # closed meanwhile, or draining and not a reply
+            log.debug("not sent to %s: %s", link.peer_did, exc)
+
+    def _apply(self, actions: list[Any]) -> None:
+        for action in actions:
+            kind = type(action)
+            if kind is Send:
+                self._send(action.conn, action.out)
+            elif kind is Execute:
+                self._start_job(action.job)
+            elif kind is Cancel:
+                running = self._jobs.pop(action.key, None)
+                if running is not None:
+                    running.scope.cancel()
+                    self._log_done(running, action.code)
+            elif kind is Log:
+                log.log(action.level, action.message)
+        self._rearm()
+
+    def _apply_invoker(self, actions: list[Any]) -> None:
+        for action in actions:
+            kind = type(action)
+            if kind is Send:
+                self._send(action.conn, action.out)
+            elif kind is Log:
+                log.log(action.level, action.message)
+            elif kind is InvokeSucceeded:
+                self._finish_call(action.handle, result=action.result)
+            elif kind is InvokeFailed:
+                self._finish_call(action.handle, error=action.error)
+            elif kind is InvokeTimedOut:
+                self._finish_call(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline"))
+            elif kind is QueryAnswered:
+                self._finish_call(action.handle, result=action)
+            elif kind is QueryFailed:
+                self._finish_call(action.handle, error=action.error)
+            elif kind is InvokeProgress:
+                self._progress_call(action)
+            elif kind is InvokeRetrying:
+                log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt, action.reason)
+        self._rearm()
+
+    # ================================================================== jobs
+
+    def _start_job(self, job: Job) -> None:
+        assert self._nursery is not None
+        scope = trio.CancelScope()
+        running = _RunningJob(job=job, scope=scope, started_ms=self.clock.monotonic_ms())
+        self._jobs[job.key] = running
+        self.stats["invokes"] += 1
+        if log.isEnabledFor(logging.INFO):
+            log.info("invoke received id=%s cap=%s from=%s", job.key.msg_id.hex(), job.capability_id,
+                     job.key.sender)
+        self._nursery.start_soon(self._run_job, running)
+
+    async def _run_job(self, running: _RunningJob) -> None:
+        job = running.job
+        key = job.key
+
+        async def progress(pct: float | None, text: str | None) -> None:
+            if pct is not None and key in self._jobs:
+                self._apply(self.executor.progress(key, pct, text, now_ms=self.clock.wall_ms()))
+
+        context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
+                                progress_sink=progress, clock_ms=self.clock.wall_ms)
+        result: Any = None
+        error: AmpError | None = None
+        with running.scope:
+            try:
+                handler = self._handlers.get(job.capability_id)
+                if handler is not None:
+                    result = await handler(job.params, context)
+                else:
+                    result = await self._runner.run(job.binding, job.params, context)
+            except AmpError as exc:
+                error = exc
+            except Exception:  # a capability's bug is the caller's 5001, never ours to crash on
+                log.error("capability %s raised", job.capability_id, exc_info=True)
+                error = AmpError(INTERNAL, "capability execution failed")
+        if running.scope.cancelled_caught or self._jobs.get(key) is not running:
+            return  # its terminal CAP_RESULT was already sent (timeout / shutdown)
+        del self._jobs[key]
+        self._log_done(running, error.code if error else None)
+        self._apply(self.executor.complete(key, result=result, error=error, now_ms=self.clock.wall_ms()))
+
+    def _log_done(self, running: _RunningJob, code: int | None) -> None:
+        self.stats["completed"] += 1
+        if log.isEnabledFor(logging.INFO):
+            log.info("invoke completed id=%s cap=%s code=%s latency=%dms", running.job.key.msg_id.hex(),
+                     running.job.capability_id, code if code is not None else "ok",
+                     self.clock.monotonic_ms() - running.started_ms)
+
+    # ================================================================ timers
+
+    def _rearm(self) -> None:
+        deadline = _earliest(self.executor.get_timer(), self.invoker.get_timer())
+        if deadline is not None and (self._armed is None or deadline < self._armed):
+            self._timer_kick.set()
+
+    async def _timer_loop(self) -> None:
+        while True:
+            self._timer_kick = trio.Event()
+            self._armed = _earliest(self.executor.get_timer(), self.invoker.get_timer())
+            with trio.move_on_at(to_trio_deadline(self._armed, self.clock)):
+                await self._timer_kick.wait()
+                continue
+            now = self.clock.wall_ms()
+            self._armed = None
+            self._apply(self.executor.handle_timer(now))
+            self._apply_invoker(self.invoker.handle_timer(now))
+
+    # ============================================================ our calls
+
+    def _register_call(self, link: Link, handle: bytes, out: Outbound,
+                       on_progress: Callable[[int | None, str | None], Any] | None) -> CallOutcome:
+        outcome = CallOutcome(on_progress=on_progress, link=link)
+        self._calls[handle] = outcome
+        link.calls.add(handle)
+        try:
+            link.driver.send_nowait(out)
+        except LocalProtocolError as exc:
+            self.invoker.abandon(handle)
+            self._finish_call(handle, error=AmpError(UNAVAILABLE, f"cannot send: {exc.message}"))
+        self._rearm()
+        return outcome
+
+    async def call_invoke(self, link: Link, target: Target, params: Any, *, timeout_ms: int,
+                          retry: RetryPolicy | None = None,
+                          on_progress: Callable[[int | None, str | None], Any] | None = None) -> Any:
+        """Send a CAP_INVOKE on ``link`` and wait for its one outcome."""
+        if self._closing:
+            raise AmpError(UNAVAILABLE, "local daemon shutting down")
+        handle, out = self.invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
+                                                to=link.peer_did, now_ms=self.clock.wall_ms())
+        return await self._await_call(handle, self._register_call(link, handle, out, on_progress))
+
+    async def call_query(self, link: Link, filter: Mapping[str, Any], *, limit: int | None, cursor: str | None,
+                         order: str | None, timeout_ms: int) -> QueryAnswered:
+        """Send a CAP_QUERY on ``link`` and wait for the CAP_DECLARE (or raise)."""
+        if self._closing:
+            raise AmpError(UNAVAILABLE, "local daemon shutting down")
+        handle, out = self.invoker.start_query(link, filter, limit=limit, cursor=cursor, order=order,
+                                               timeout_ms=timeout_ms, to=link.peer_did, now_ms=self.clock.wall_ms())
+        answer: QueryAnswered = await self._await_call(handle, self._register_call(link, handle, out, None))
+        return answer
+
+    async def _await_call(self, handle: bytes, outcome: CallOutcome) -> Any:
+        try:
+            await outcome.done.wait()
+        finally:
+            if not outcome.done.is_set():  # cancelled by our caller: forget the call
+                self.invoker.abandon(handle)
+                self._calls.pop(handle, None)
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.result
+
+    def _finish_call(self, handle: bytes, *, result: Any = None, error: AmpError | None = None) -> None:
+        outcome = self._calls.pop(handle, None)
+        if outcome is None:
+            return
+        if outcome.link is not None:
+            outcome.link.calls.discard(handle)
+        outcome.result, outcome.error = result, error
+        outcome.done.set()
+
+    def _progress_call(self, event: InvokeProgress) -> None:
+        outcome = self._calls.get(event.handle)
+        if outcome is None or outcome.on_progress is None or event.kind != "progress":
+            return
+        try:
+            maybe = outcome.on_progress(event.pct, event.text)
+            if hasattr(maybe, "__await__") and self._nursery is not None:
+                async def _await_it() -> None:
+                    await maybe
+
+                self._nursery.start_soon(_await_it)
+        except Exception:  # the caller's callback must not break the connection
+            log.warning("on_progress callback raised", exc_info=True)
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None or a < b else b

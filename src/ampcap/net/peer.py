@@ -1,0 +1,459 @@
+"""The Python API: serve capabilities and call other agents' capabilities.
+
+::
+
+    import ampcap
+
+    peer = ampcap.Peer()                      # the default identity file (created if missing)
+
+    @peer.capability("org.example.greet", version="1.0.0")
+    async def greet(name: str, excited: bool = False) -> dict:
+        return {"greeting": f"Hello, {name}{'!' if excited else '.'}"}
+
+    async with peer.serve("amp://127.0.0.1:7700") as server:
+        print(server.url, server.did)
+        ...
+
+    async with ampcap.connect("amp://127.0.0.1:7700") as remote:
+        out = await remote.invoke("org.example.greet", version="1.0.0", params={"name": "Ada"})
+
+A capability's input JSON Schema is derived from the function's type hints
+(through ``msgspec``), or given with ``schema={...}``. Plain functions run in
+a worker thread, ``async def`` ones in the event loop. A parameter named
+``ctx`` receives an :class:`InvocationContext` with ``await ctx.progress(pct,
+text)`` (RFC 006 PROGRESS to the caller) and ``await ctx.sleep(ms)``.
+
+Every connection carries both directions: a :class:`Remote` obtained from
+``peer.connect()`` may be invoked *by* the other side too, with the
+capabilities this peer declared.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar, get_type_hints
+
+import msgspec
+import trio
+
+from ..caps.catalog import Catalog
+from ..caps.descriptor import Descriptor
+from ..caps.manifest import Manifest, manifest_from_data
+from ..caps.params import ParamsValidator
+from ..errors import AmpError
+from ..peer.invoker import RetryPolicy, Target
+from ..peer.policy import ALLOW_ALL, Policy
+from ..wire.identity import Identity, KeyResolver, default_identity_path
+from .bindings_runner import RunnerContext
+from .clock import SYSTEM_CLOCK, Clock
+from .daemon import Daemon, DaemonConfig, Link
+from .url import parse_url
+
+__all__ = ["Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationContext", "capability", "connect"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+ProgressCallback = Callable[[int | None, str | None], Any]
+InvocationContext = RunnerContext  # what a ``ctx`` parameter receives
+_CONTEXT_PARAM = "ctx"
+_DRAFT7 = "http://json-schema.org/draft-07/schema#"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Negotiate:
+    """RFC 004 §6.3 hints: the preferred version, then acceptable ones in
+    order, then the highest provider version inside ``range``."""
+
+    preferred: str | None = None
+    acceptable: Sequence[str] = ()
+    range: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        hints: dict[str, Any] = {}
+        if self.preferred is not None:
+            hints["preferred"] = self.preferred
+        if self.acceptable:
+            hints["acceptable"] = list(self.acceptable)
+        if self.range is not None:
+            hints["range"] = self.range
+        if not hints:
+            raise ValueError("Negotiate needs preferred, acceptable or range")
+        return hints
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """A CAP_DECLARE page: the descriptors, and the cursor for the next page."""
+
+    capabilities: tuple[Descriptor, ...]
+    next_cursor: str | None
+
+    def __iter__(self) -> Any:
+        return iter(self.capabilities)
+
+    def __len__(self) -> int:
+        return len(self.capabilities)
+
+
+@dataclass(frozen=True, slots=True)
+class _Registered:
+    name: str
+    version: str
+    schema: Any
+    output_schema: Any
+    notes: str | None
+    aliases: tuple[str, ...]
+    handler: Callable[[Any, RunnerContext], Awaitable[Any]]
+
+
+def _load_identity(identity: Identity | str | os.PathLike[str] | None) -> Identity:
+    if isinstance(identity, Identity):
+        return identity
+    if identity is not None:
+        return Identity.load(identity)
+    path = default_identity_path()
+    if path.exists():
+        return Identity.load(path)
+    created = Identity.generate(os.urandom)
+    try:
+        created.save(path)
+    except AmpError:  # another process created it first
+        return Identity.load(path)
+    return created
+
+
+def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
+    """A closed JSON Schema (draft-07) object for ``fn``'s keyword parameters
+    (``ctx`` excluded), derived with ``msgspec`` from the type hints."""
+    hints = get_type_hints(fn)
+    fields: list[Any] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.name == _CONTEXT_PARAM or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            raise TypeError(f"{fn.__name__}: positional-only parameter {param.name!r} cannot take a named param")
+        annotation = hints.get(param.name, Any)
+        if param.default is param.empty:
+            fields.append((param.name, annotation))
+        else:
+            fields.append((param.name, annotation, param.default))
+    struct = msgspec.defstruct(f"{fn.__name__}_params", fields)
+    generated = msgspec.json.schema(struct)
+    defs = dict(generated.get("$defs", {}))
+    body = dict(defs.pop(f"{fn.__name__}_params", {"type": "object"}))
+    body.pop("title", None)
+    schema: dict[str, Any] = {"$schema": _DRAFT7, **body, "additionalProperties": False}
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def _adapt(fn: Callable[..., Any]) -> Callable[[Any, RunnerContext], Awaitable[Any]]:
+    """Turn ``fn(**params[, ctx=...])`` into the daemon's (params, context) handler."""
+    wants_ctx = _CONTEXT_PARAM in inspect.signature(fn).parameters
+    is_async = inspect.iscoroutinefunction(fn)
+
+    async def handler(params: Any, context: RunnerContext) -> Any:
+        kwargs = dict(params) if isinstance(params, Mapping) else {}
+        if wants_ctx:
+            kwargs[_CONTEXT_PARAM] = context
+        if is_async:
+            return await fn(**kwargs)
+        # A plain function may block: keep it off the event loop.
+        return await trio.to_thread.run_sync(functools.partial(fn, **kwargs), abandon_on_cancel=True)
+
+    return handler
+
+
+def _local_only(params: Any) -> Any:  # pragma: no cover - never called: the daemon uses the handler
+    raise AmpError(5001, "capability registered through the Python API has no importable binding")
+
+
+class Peer:
+    """An agent: an identity, the capabilities it offers, and its connections.
+
+    :param identity: an :class:`~ampcap.wire.identity.Identity`, a key file
+        path, or ``None`` for the default identity file (created if missing).
+    :param policy: who may query/invoke what (``peer.policy.load_policy``).
+    :param resolver: resolves non-``did:key`` senders (a keyring).
+    :param config: limits, timeouts and framing (:class:`DaemonConfig`).
+    """
+
+    def __init__(self, identity: Identity | str | os.PathLike[str] | None = None, *,
+                 policy: Policy = ALLOW_ALL, resolver: KeyResolver | None = None,
+                 config: DaemonConfig = DaemonConfig(), clock: Clock = SYSTEM_CLOCK,
+                 manifest: Manifest | None = None) -> None:
+        self.identity = _load_identity(identity)
+        self.policy = policy
+        self.resolver = resolver
+        self.config = config
+        self.clock = clock
+        self._manifest = manifest
+        self._registered: list[_Registered] = []
+        self._daemon: Daemon | None = None
+
+    @property
+    def did(self) -> str:
+        """This peer's DID (``did:key:z…``)."""
+        return self.identity.did
+
+    # --------------------------------------------------------- capabilities
+
+    def capability(self, name: str, version: str = "1.0.0", *, schema: Mapping[str, Any] | None = None,
+                   output_schema: Mapping[str, Any] | bool = True, notes: str | None = None,
+                   aliases: Sequence[str] = ()) -> Callable[[F], F]:
+        """Decorator: offer ``fn`` as capability ``name:version``.
+
+        The function is called with the invoke's params as keyword arguments
+        (and ``ctx`` if it declares one); its return value (CBOR-encodable)
+        is the result. Raise :class:`~ampcap.AmpError` to fail with a chosen
+        code; any other exception becomes 5001 for the caller.
+        """
+
+        def decorate(fn: F) -> F:
+            if self._daemon is not None:
+                raise RuntimeError("register capabilities before serving or connecting")
+            input_schema = dict(schema) if schema is not None else schema_from_signature(fn)
+            out = dict(output_schema) if isinstance(output_schema, Mapping) else output_schema
+            self._registered.append(_Registered(name=name, version=version, schema=input_schema,
+                                                output_schema=out, notes=notes or _first_line(fn.__doc__),
+                                                aliases=tuple(aliases), handler=_adapt(fn)))
+            return fn
+
+        return decorate
+
+    def include(self, *functions: Callable[..., Any]) -> None:
+        """Register functions marked with the module-level :func:`capability`."""
+        for fn in functions:
+            spec = getattr(fn, "__ampcap_capability__", None)
+            if spec is None:
+                raise TypeError(f"{fn!r} is not marked with @ampcap.capability")
+            name, version, kwargs = spec
+            self.capability(name, version, **kwargs)(fn)
+
+    def _build_daemon(self) -> Daemon:
+        specs: list[Any] = []
+        bundles = []
+        handlers: dict[str, Callable[[Any, RunnerContext], Awaitable[Any]]] = {}
+        if self._registered:
+            data = {"bundle_id": "ampcap.local.api", "capability": [
+                {"name": r.name, "version": r.version, "input_schema": r.schema, "output_schema": r.output_schema,
+                 "binding": {"python": f"{__name__}:_local_only"},
+                 **({"notes": r.notes} if r.notes else {}), **({"aliases": list(r.aliases)} if r.aliases else {})}
+                for r in self._registered]}
+            local = manifest_from_data(data, source="<python api>")
+            specs.extend(local.capabilities)
+            bundles.append(local.bundle)
+            for reg, spec in zip(self._registered, local.capabilities):
+                handlers[spec.id] = reg.handler
+        if self._manifest is not None:
+            specs.extend(self._manifest.capabilities)
+            bundles.append(self._manifest.bundle)
+        from ..caps.bundle import SchemaStore
+
+        catalog = Catalog(specs, cursor_key=os.urandom(32))
+        return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
+                      params=ParamsValidator(SchemaStore(bundles, offline=True)), resolver=self.resolver,
+                      handlers=handlers, clock=self.clock)
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[Daemon]:
+        """The peer's daemon, started by the outermost ``serve``/``connect``."""
+        if self._daemon is not None:
+            yield self._daemon
+            return
+        daemon = self._build_daemon()
+        self._daemon = daemon
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(daemon.run)
+                try:
+                    yield daemon
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await daemon.drain()
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # An error raised in the caller's block (say AmpError from invoke)
+            # should leave the block as itself, not wrapped by our nursery.
+            only = _sole_error(group)
+            if only is None:
+                raise
+            raise only from None
+        finally:
+            self._daemon = None
+
+    # ----------------------------------------------------------- serving
+
+    @asynccontextmanager
+    async def serve(self, url: str = "amp://127.0.0.1:7700", *, drain_timeout: float | None = None
+                    ) -> AsyncIterator[Server]:
+        """Listen on ``url`` (port 0 = any free port) while the block runs;
+        on exit, GOAWAY to every peer and drain (see :meth:`Daemon.drain`)."""
+        if url.endswith(":0"):  # parse_url refuses port 0; here it means "any free port"
+            host, port, tls = _host_of(url), 0, url.startswith("amps:")
+        else:
+            target = parse_url(url)
+            host, port, tls = target.host, target.port, target.tls
+        if tls:
+            raise AmpError(1001, "serve amps:// through `ampcap serve --tls-cert/--tls-key`")
+        async with self._running() as daemon:
+            listeners = await daemon.listen(host, port)
+            bound = listeners[0].socket.getsockname()
+            shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+            server = Server(url=f"amp://{shown}:{bound[1]}", did=self.did, daemon=daemon)
+            try:
+                yield server
+            finally:
+                if drain_timeout is not None:
+                    with trio.CancelScope(shield=True):
+                        await daemon.drain(drain_timeout)
+
+    async def serve_forever(self, url: str = "amp://127.0.0.1:7700",
+                            *, task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled (``nursery.start(peer.serve_forever, url)`` reports the :class:`Server`)."""
+        async with self.serve(url) as server:
+            task_status.started(server)
+            await trio.sleep_forever()
+
+    # ----------------------------------------------------------- calling
+
+    @asynccontextmanager
+    async def connect(self, url: str, *, peer_did: str | None = None, timeout: float = 10.0
+                      ) -> AsyncIterator[Remote]:
+        """Open a connection to ``url`` for the duration of the block.
+
+        ``peer_did`` pins whom we expect to reach (3001 if someone else answers).
+        """
+        async with self._running() as daemon:
+            link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout)
+            try:
+                yield Remote(daemon, link)
+            finally:
+                link.driver.close()
+                with trio.CancelScope(shield=True), trio.move_on_after(2):
+                    await link.driver.closed.wait()
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    """A listening peer: the URL it is reachable at and its DID."""
+
+    url: str
+    did: str
+    daemon: Daemon
+
+    @property
+    def connections(self) -> int:
+        return len(self.daemon.links)
+
+
+class Remote:
+    """One open connection to another agent, seen from the caller's side."""
+
+    def __init__(self, daemon: Daemon, link: Link) -> None:
+        self._daemon = daemon
+        self._link = link
+
+    @property
+    def did(self) -> str:
+        """The DID the other side proved in HELLO / HELLO_ACK."""
+        assert self._link.peer_did is not None
+        return self._link.peer_did
+
+    async def query(self, name: str, *, range: str | None = None, limit: int | None = None,
+                    cursor: str | None = None, order: str | None = None, timeout: float = 30.0) -> QueryResult:
+        """CAP_QUERY: descriptors of ``name`` (an alias or legacy type works too),
+        optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…)."""
+        flt: dict[str, Any] = {"capability": name}
+        if range is not None:
+            flt["version"] = range
+        answer = await self._daemon.call_query(self._link, flt, limit=limit, cursor=cursor, order=order,
+                                               timeout_ms=_ms(timeout))
+        return QueryResult(answer.descriptors, answer.next_cursor)
+
+    async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
+                     negotiate: Negotiate | None = None, params: Any = None, timeout: float = 60.0,
+                     on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False) -> Any:
+        """CAP_INVOKE and wait for the one outcome; returns the result.
+
+        ``capability`` is a full id (``name:version``) or a name combined
+        with exactly one of ``version``, ``range`` or ``negotiate``. Raises
+        :class:`AmpError` with the remote code, or 5003 when ``timeout``
+        seconds pass without a terminal reply. ``on_progress(pct, text)``
+        (plain or async) sees every PROGRESS. ``retry=True`` resends the same
+        message on retryable failures (RFC 001 §16.3; the provider runs it once).
+        """
+        target = _target(capability, version, range, negotiate)
+        policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
+        return await self._daemon.call_invoke(self._link, target, {} if params is None else params,
+                                              timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress)
+
+    async def aclose(self) -> None:
+        self._link.driver.close()
+        await self._link.driver.closed.wait()
+
+
+@asynccontextmanager
+async def connect(url: str, *, identity: Identity | str | os.PathLike[str] | None = None,
+                  peer_did: str | None = None, timeout: float = 10.0,
+                  config: DaemonConfig = DaemonConfig()) -> AsyncIterator[Remote]:
+    """Connect to ``url`` as a peer that offers no capabilities (a pure caller)."""
+    async with Peer(identity, config=config).connect(url, peer_did=peer_did, timeout=timeout) as remote:
+        yield remote
+
+
+def capability(name: str, version: str = "1.0.0", **kwargs: Any) -> Callable[[F], F]:
+    """Mark a module-level function as a capability without a :class:`Peer`
+    at hand (same arguments as :meth:`Peer.capability`); register it later
+    with ``peer.include(fn)``."""
+
+    def mark(fn: F) -> F:
+        fn.__ampcap_capability__ = (name, version, kwargs)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def _target(capability: str, version: str | None, range: str | None, negotiate: Negotiate | None) -> Target:
+    chosen = sum(x is not None for x in (version, range, negotiate))
+    if chosen > 1:
+        raise ValueError("pass at most one of version, range, negotiate")
+    if chosen == 0:
+        if ":" not in capability:
+            raise ValueError("pass a full id 'name:version', or version=/range=/negotiate=")
+        return capability
+    if version is not None:
+        return (capability, version)
+    if range is not None:
+        return (capability, {"range": range})
+    assert negotiate is not None
+    return (capability, negotiate.to_wire())
+
+
+def _sole_error(group: BaseExceptionGroup[Any]) -> BaseException | None:
+    """The one ordinary exception inside (possibly nested) groups, else None."""
+    while len(group.exceptions) == 1 and isinstance(group.exceptions[0], BaseExceptionGroup):
+        group = group.exceptions[0]
+    if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+        return group.exceptions[0]
+    return None
+
+
+def _ms(seconds: float) -> int:
+    if not seconds > 0:
+        raise ValueError("timeout must be positive")
+    return max(1, int(seconds * 1000))
+
+
+def _host_of(url: str) -> str:
+    rest = url.split("://", 1)[-1].rsplit(":", 1)[0]
+    return rest.strip("[]") or "127.0.0.1"
+
+
+def _first_line(doc: str | None) -> str | None:
+    return doc.strip().splitlines()[0] if doc and doc.strip() else None

@@ -1,0 +1,83 @@
+"""``ampcap query`` / ``ampcap invoke`` against ``ampcap serve --demo``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
+from amp_helpers import ServeProcess, serve_process  # noqa: E402
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    with serve_process(tmp_path_factory.mktemp("client")) as proc:
+        yield proc
+
+
+def ampcap(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp / "config"))
+    return subprocess.run([PY, "-m", "ampcap.cli.main", *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_query_readable_and_json(daemon: ServeProcess, tmp_path: Path) -> None:
+    out = ampcap(tmp_path, "query", daemon.url, "org.ampcap.demo.echo")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].startswith("org.ampcap.demo.echo:2.0.0")
+    out = ampcap(tmp_path, "query", daemon.url, "echo", "--range", ">=1.0.0 <2.0.0", "--json")
+    doc = json.loads(out.stdout)
+    assert [c["id"] for c in doc["capabilities"]] == ["org.ampcap.demo.echo:1.1.0", "org.ampcap.demo.echo:1.0.0"]
+    assert doc["next_cursor"] is None
+
+
+def test_query_not_found(daemon: ServeProcess, tmp_path: Path) -> None:
+    out = ampcap(tmp_path, "query", daemon.url, "org.agentries.nonexistent", "--json")
+    assert out.returncode == 1
+    assert "error 4002 CAPABILITY_NOT_FOUND" in out.stderr
+    assert json.loads(out.stdout)["error"]["code"] == 4002
+
+
+def test_invoke_by_id_range_and_version(daemon: ServeProcess, tmp_path: Path) -> None:
+    out = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.math.add:1.0.0", "--params", '{"a": 1, "b": 2}',
+                 "--json")
+    assert out.returncode == 0 and json.loads(out.stdout) == {"result": {"sum": 3}}
+    out = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.echo", "--range", ">=1.0.0 <2.0.0",
+                 "--params", '{"message": "hi"}')
+    assert out.returncode == 0 and json.loads(out.stdout) == {"message": "hi", "version": "1.1.0"}
+    out = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.echo", "--version", "3.0.0",
+                 "--params", '{"message": "hi"}')
+    assert out.returncode == 1 and "error 4003 VERSION_MISMATCH" in out.stderr
+
+
+def test_invoke_shows_progress_on_stderr(daemon: ServeProcess, tmp_path: Path) -> None:
+    out = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.sleep:1.0.0", "--params", '{"ms": 400}')
+    assert out.returncode == 0 and json.loads(out.stdout) == {"slept_ms": 400}
+    assert "progress 100%" in out.stderr
+
+
+def test_invoke_errors(daemon: ServeProcess, tmp_path: Path) -> None:
+    fail = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.fail:1.0.0")
+    assert fail.returncode == 1 and "error 5001 INTERNAL_ERROR" in fail.stderr
+    slow = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.sleep:1.0.0", "--params", '{"ms": 5000}',
+                  "--timeout", "0.3")
+    assert slow.returncode == 1 and "error 5003 TIMEOUT" in slow.stderr
+    bad = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.echo:1.0.0", "--params", "{not json")
+    assert bad.returncode != 0 and "--params" in bad.stderr and "Traceback" not in bad.stderr
+    schema = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.echo:1.0.0", "--params", "{}")
+    assert schema.returncode == 1 and "error 4004 SCHEMA_VIOLATION" in schema.stderr
+    noversion = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.echo")
+    assert noversion.returncode != 0 and "--version" in noversion.stderr
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:1", "amp://127.0.0.1:1"])
+def test_unreachable_or_bad_url(tmp_path: Path, url: str) -> None:
+    out = ampcap(tmp_path, "query", url, "x.y")
+    assert out.returncode != 0 and "Traceback" not in out.stderr and out.stderr.strip()

@@ -1,0 +1,77 @@
+"""``ampcap serve``: the URL line contract, configuration errors, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
+from amp_helpers import serve_process  # noqa: E402
+
+from ampcap.wire.identity import Identity  # noqa: E402
+
+PY = sys.executable
+LINE = re.compile(r"^amp://127\.0\.0\.1:(\d+) (did:key:z[1-9A-HJ-NP-Za-km-z]+)$")
+
+
+def run(tmp: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp / "config"))
+    return subprocess.run([PY, "-m", "ampcap.cli.main", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def test_prints_one_url_line_and_reuses_the_default_identity(tmp_path: Path) -> None:
+    with serve_process(tmp_path) as first:
+        match = LINE.match(f"{first.url} {first.did}")
+        assert match and int(match.group(1)) > 0
+        assert first.terminate() == 0
+        assert first.proc.stdout is not None and first.proc.stdout.read() == ""  # exactly one line
+    identity_file = tmp_path / "config" / "ampcap" / "identity.json"
+    assert identity_file.exists() and identity_file.stat().st_mode & 0o077 == 0
+    with serve_process(tmp_path) as second:
+        assert second.did == first.did  # created once, then reused
+        assert second.url != "" and second.terminate() == 0
+
+
+def test_explicit_identity_file(tmp_path: Path) -> None:
+    ident = Identity.generate(os.urandom)
+    path = ident.save(tmp_path / "id.json")
+    with serve_process(tmp_path, "--identity", str(path)) as proc:
+        assert proc.did == ident.did
+
+
+def test_sigint_also_drains_and_exits_zero(tmp_path: Path) -> None:
+    with serve_process(tmp_path) as proc:
+        proc.proc.send_signal(signal.SIGINT)
+        assert proc.proc.wait(10) == 0
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["serve"], "nothing to serve"),
+    (["serve", "--demo", "--listen", "nonsense"], "HOST:PORT"),
+    (["serve", "--demo", "--drain-timeout", "0"], "--drain-timeout"),
+    (["serve", "--demo", "--tls-cert", "x.pem"], "--tls-key"),
+    (["serve", "--demo", "--policy", "/nonexistent/policy.toml"], "policy"),
+    (["serve", "--manifest", "/nonexistent/m.toml"], "m.toml"),
+    (["serve", "--demo", "--identity", "/nonexistent/id.json"], "identity"),
+])
+def test_bad_configuration_is_one_clear_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    result = run(tmp_path, *args)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert needle in result.stderr, result.stderr
+    assert result.stdout == ""
+
+
+def test_port_in_use_is_reported(tmp_path: Path) -> None:
+    with serve_process(tmp_path) as proc:
+        port = proc.url.rsplit(":", 1)[1]
+        result = run(tmp_path, "serve", "--demo", "--listen", f"127.0.0.1:{port}")
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert "in use" in result.stderr.lower() or "address" in result.stderr.lower(), result.stderr

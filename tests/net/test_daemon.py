@@ -1,0 +1,112 @@
+"""The daemon in-process, over ``trio.testing.memory_stream_pair``.
+
+RFC 004 Appendix A scenarios (shared with the loopback-TCP integration
+tests), policy (A.9, 3005), in-flight limits (5004), isolation of a stalled
+peer, and one terminal reply per invoke.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+sys.path.insert(0, str(Path(__file__).parent))
+from amp_helpers import ECHO, ERROR, INVOKE, RESULT, demo_daemon, memory_peer, new_identity  # noqa: E402
+from amp_scenarios import SCENARIOS, error_code  # noqa: E402
+
+from ampcap.net.daemon import DaemonConfig  # noqa: E402
+from ampcap.peer.policy import parse_policy  # noqa: E402
+from ampcap.wire.registry import MessageType  # noqa: E402
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+async def test_scenario_in_process(name: str) -> None:
+    async with demo_daemon() as daemon, memory_peer(daemon) as peer:
+        await SCENARIOS[name](peer)
+
+
+@pytest.mark.trio
+async def test_a9_denied_caller_learns_nothing() -> None:
+    friend = new_identity()
+    policy = parse_policy({"capability": [{"match": "org.ampcap.demo.*", "allow": [friend.did]}]})
+    async with demo_daemon(policy=policy) as daemon, memory_peer(daemon) as stranger:
+        bodies = []
+        for body in ({"id": f"{ECHO}:1.0.0", "params": {"message": "x"}},  # exists
+                     {"id": f"{ECHO}:7.0.0", "params": {"message": "x"}},  # version does not
+                     {"id": "org.ampcap.demo.nope:1.0.0", "params": {}}):  # name does not
+            reply = await stranger.invoke(body)
+            assert reply.envelope.typ == ERROR and error_code(reply) == 3001
+            bodies.append(reply.body)
+        assert bodies[0] == bodies[1] == bodies[2]
+        async with memory_peer(daemon, friend) as allowed:
+            ok = await allowed.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "x"}})
+            assert ok.body["status"] == "success"
+            missing = await allowed.invoke({"id": "org.ampcap.demo.nope:1.0.0", "params": {}})
+            assert error_code(missing) == 4002
+
+
+@pytest.mark.trio
+async def test_rate_limit_3005() -> None:
+    policy = parse_policy({"rate_limit": {"rate": 0.001, "burst": 2}})
+    async with demo_daemon(policy=policy) as daemon, memory_peer(daemon) as peer:
+        codes = []
+        for _ in range(3):
+            reply = await peer.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "x"}})
+            codes.append(None if reply.envelope.typ == RESULT else error_code(reply))
+        assert codes == [None, None, 3005]
+
+
+@pytest.mark.trio
+async def test_in_flight_limit_5004_per_connection() -> None:
+    config = DaemonConfig(max_in_flight_per_connection=2, max_in_flight=100)
+    async with demo_daemon(config=config) as daemon, memory_peer(daemon) as peer:
+        ids = [peer.send(INVOKE, {"id": "org.ampcap.demo.sleep:1.0.0", "params": {"ms": 300}}).id for _ in range(3)]
+        replies = [await peer.terminal(i) for i in ids]
+        assert [r.envelope.typ for r in replies] == [RESULT, RESULT, ERROR]
+        assert error_code(replies[2]) == 5004
+        # Another connection is not affected by this one's cap.
+        async with memory_peer(daemon) as other:
+            ok = await other.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "x"}})
+            assert ok.envelope.typ == RESULT
+
+
+@pytest.mark.trio
+async def test_stalled_peer_does_not_stall_others() -> None:
+    async with demo_daemon() as daemon:
+        # A peer that connects and never says anything (not even HANDSHAKE)...
+        silent_client, silent_server = trio.testing.memory_stream_pair()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(daemon.serve_stream, silent_server)
+            # ...and one that sends a lot and then stops reading.
+            async with memory_peer(daemon) as greedy, memory_peer(daemon) as normal:
+                for _ in range(50):
+                    greedy.send(INVOKE, {"id": f"{ECHO}:1.0.0", "params": {"message": "x" * 1000}})
+                with trio.fail_after(5):
+                    reply = await normal.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "y"}})
+                assert reply.body["result"]["message"] == "y"
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_amp_ping_is_answered_with_pong() -> None:
+    async with demo_daemon() as daemon, memory_peer(daemon) as peer:
+        env = peer.send(int(MessageType.PING), None)
+        await peer.wait_for(lambda: peer.replies(env.id, int(MessageType.PONG)))
+
+
+@pytest.mark.trio
+async def test_drain_ends_running_invokes_with_one_5002() -> None:
+    async with demo_daemon() as daemon, memory_peer(daemon) as peer:
+        ids = [peer.send(INVOKE, {"id": "org.ampcap.demo.sleep:1.0.0", "params": {"ms": 10_000}}).id
+               for _ in range(5)]
+        await peer.wait_for(lambda: daemon.executor.running == 5)
+        await daemon.drain(0.2)
+        for i in ids:
+            terminals = peer.terminals(i)
+            assert len(terminals) == 1 and error_code(terminals[0]) == 5002
+        assert daemon.executor.running == 0

@@ -1,0 +1,201 @@
+"""The Python API (``ampcap.net.peer``): declaring, serving, calling.
+
+Also RFC 004 A.12 / A.13 from the caller's side: a test provider that
+answers with a wrong ``reply_to`` gets ERROR 4001 and the call is not
+resolved by that answer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+sys.path.insert(0, str(Path(__file__).parent))
+from amp_helpers import DECLARE, ERROR, QUERY, RESULT, new_identity  # noqa: E402
+
+from ampcap import AmpError  # noqa: E402
+from ampcap.caps.catalog import Catalog  # noqa: E402
+from ampcap.net.daemon import Daemon  # noqa: E402
+from ampcap.net.peer import Negotiate, Peer, Remote, capability, connect, schema_from_signature  # noqa: E402
+from ampcap.net.stream import ConnectionDriver  # noqa: E402
+from ampcap.peer.connection import Connection, Role  # noqa: E402
+from ampcap.peer.events import Event, MessageReceived  # noqa: E402
+from ampcap.peer.outbound import Outbound  # noqa: E402
+from ampcap.wire.identity import DidKeyResolver  # noqa: E402
+from ampcap.wire.receive import Inbound, ReceivePipeline  # noqa: E402
+from ampcap.wire.registry import MessageType  # noqa: E402
+
+
+def test_schema_from_type_hints() -> None:
+    def greet(name: str, times: int = 1, loud: bool = False, ctx: Any = None) -> dict:
+        return {}
+
+    schema = schema_from_signature(greet)
+    assert schema["type"] == "object"
+    assert schema["required"] == ["name"]
+    assert schema["properties"]["name"] == {"type": "string"}
+    assert schema["properties"]["times"]["type"] == "integer"
+    assert "ctx" not in schema["properties"]
+    assert schema["additionalProperties"] is False
+
+
+def make_peer() -> Peer:
+    peer = Peer(new_identity())
+
+    @peer.capability("org.example.greet", version="1.0.0")
+    async def greet(name: str, excited: bool = False) -> dict:
+        """Greets somebody."""
+        return {"greeting": f"Hello, {name}{'!' if excited else '.'}"}
+
+    @peer.capability("org.example.greet", version="1.1.0", schema={"type": "object"})
+    def greet_v11(**params: Any) -> dict:
+        return {"greeting": "v1.1", "params": params}
+
+    @peer.capability("org.example.slow", version="1.0.0")
+    async def slow(steps: int, ctx: Any) -> dict:
+        for i in range(steps):
+            await ctx.sleep(10)
+            await ctx.progress(100 * (i + 1) / steps, f"step {i + 1}")
+        return {"steps": steps}
+
+    @peer.capability("org.example.broken", version="1.0.0")
+    def broken() -> None:
+        raise ValueError("internal detail that must not leak")
+
+    @peer.capability("org.example.picky", version="1.0.0")
+    def picky(n: int) -> int:
+        if n < 0:
+            raise AmpError(4001, "n must not be negative")
+        return n * 2
+
+    return peer
+
+
+@pytest.mark.trio
+async def test_serve_and_invoke_over_loopback() -> None:
+    peer = make_peer()
+    async with peer.serve("amp://127.0.0.1:0") as server:
+        assert server.url.startswith("amp://127.0.0.1:") and server.did == peer.did
+        async with connect(server.url, identity=new_identity()) as remote:
+            assert await remote.invoke("org.example.greet", version="1.0.0", params={"name": "Ada"}) == \
+                {"greeting": "Hello, Ada."}
+            assert (await remote.invoke("org.example.greet:1.1.0", params={"x": 1}))["params"] == {"x": 1}
+            newest = await remote.invoke("org.example.greet", range=">=1.0.0 <2.0.0", params={})
+            assert newest["greeting"] == "v1.1"
+            chosen = await remote.invoke("org.example.greet", negotiate=Negotiate(preferred="1.0.0"),
+                                         params={"name": "Bo", "excited": True})
+            assert chosen == {"greeting": "Hello, Bo!"}
+
+            seen: list[tuple[int | None, str | None]] = []
+
+            async def on_progress(pct: int | None, text: str | None) -> None:
+                seen.append((pct, text))
+
+            assert await remote.invoke("org.example.slow:1.0.0", params={"steps": 4},
+                                       on_progress=on_progress) == {"steps": 4}
+            assert [p for p, _ in seen] == [25, 50, 75, 100]
+
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.broken:1.0.0")
+            assert info.value.code == 5001 and "internal detail" not in info.value.message
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.picky:1.0.0", params={"n": -1})
+            assert info.value.code == 4001 and "negative" in info.value.message
+            assert await remote.invoke("org.example.picky:1.0.0", params={"n": 21}) == 42
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.picky:1.0.0", params={"n": "x"})
+            assert info.value.code == 4004
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.greet", version="1.0.0", params={"name": "A", "typo": 1})
+            assert info.value.code == 4004
+
+            page = await remote.query("org.example.greet")
+            assert [d.id for d in page] == ["org.example.greet:1.1.0", "org.example.greet:1.0.0"]
+            assert page.capabilities[1].notes == "Greets somebody."
+
+
+def test_invoke_argument_errors_are_caught_before_sending() -> None:
+    from ampcap.net.peer import _target
+
+    with pytest.raises(ValueError):
+        _target("org.x", "1.0.0", ">=1.0.0", None)
+    with pytest.raises(ValueError):
+        _target("org.x", None, None, None)
+    assert _target("org.x:1.0.0", None, None, None) == "org.x:1.0.0"
+
+
+@pytest.mark.trio
+async def test_module_level_capability_marker() -> None:
+    @capability("org.example.double", version="2.0.0")
+    def double(x: float) -> float:
+        return 2 * x
+
+    peer = Peer(new_identity())
+    peer.include(double)
+    async with peer.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=new_identity()) as remote:
+        assert await remote.invoke("org.example.double:2.0.0", params={"x": 1.5}) == 3.0
+
+
+@pytest.mark.trio
+async def test_connect_refused_is_an_oserror_not_a_hang() -> None:
+    with trio.fail_after(10), pytest.raises(OSError):
+        async with connect("amp://127.0.0.1:1", identity=new_identity()):
+            pass
+
+
+# -------------------------------------------- A.12 / A.13: wrong reply_to
+
+
+class MisroutingProvider:
+    """Answers every CAP_INVOKE / CAP_QUERY with a reply whose reply_to is wrong."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.identity = new_identity()
+        conn = Connection(role=Role.SERVER, identity=self.identity, pipeline=ReceivePipeline(DidKeyResolver()),
+                          entropy=os.urandom)
+        self.driver = ConnectionDriver(conn, stream, on_event=self.on_event)
+        self.received: list[Inbound] = []
+        self.sent_ids: list[bytes] = []
+
+    async def on_event(self, event: Event) -> None:
+        if not isinstance(event, MessageReceived):
+            return
+        inbound = event.inbound
+        self.received.append(inbound)
+        typ = inbound.envelope.typ
+        wrong = os.urandom(16)
+        if typ == int(MessageType.CAP_INVOKE):
+            env = self.driver.send_nowait(Outbound(typ=RESULT, body={"status": "success", "result": 1},
+                                                   reply_to=wrong))
+            self.sent_ids.append(env.id)
+        elif typ == int(MessageType.CAP_QUERY):
+            env = self.driver.send_nowait(Outbound(typ=DECLARE, body={"capabilities": []}, reply_to=wrong))
+            self.sent_ids.append(env.id)
+
+
+@pytest.mark.trio
+async def test_a12_a13_wrong_reply_to_rejected_with_4001() -> None:
+    daemon = Daemon(new_identity(), Catalog([], cursor_key=os.urandom(32)))
+    ours, theirs = trio.testing.memory_stream_pair()
+    provider = MisroutingProvider(theirs)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run)
+        nursery.start_soon(provider.driver.run)
+        remote = Remote(daemon, await daemon.connect_stream(ours))
+        with pytest.raises(AmpError) as info:
+            await remote.invoke("org.x.y:1.0.0", params={}, timeout=0.5)
+        assert info.value.code == 5003  # the misrouted CAP_RESULT did not complete the call
+        with pytest.raises(AmpError) as info:
+            await remote.query("org.x.y", timeout=0.5)
+        assert info.value.code == 5003
+        errors = [m for m in provider.received if m.envelope.typ == ERROR]
+        assert [e.body["code"] for e in errors] == [4001, 4001]
+        assert [e.envelope.reply_to for e in errors] == provider.sent_ids
+        await daemon.drain(0.1)
+        nursery.cancel_scope.cancel()

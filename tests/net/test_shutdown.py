@@ -1,0 +1,87 @@
+"""SIGTERM on ``ampcap serve`` with invokes in flight: every invoke gets
+exactly one terminal reply and the process exits 0 (ruling R5).
+
+Sized by ``AMPCAP_SOAK_SCALE``: ``small`` (CI) 200 invokes, ``full`` 1,000.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+sys.path.insert(0, str(Path(__file__).parent))
+from amp_helpers import INVOKE, PROGRESS, RESULT, RawPeer, raw_peer, serve_process, soak_scale  # noqa: E402
+from amp_scenarios import error_code  # noqa: E402
+
+CONNECTIONS = 10
+
+
+async def _flood_then_sigterm(url: str, total: int, ms: int, proc: object) -> list[list[object]]:
+    """Send ``total`` sleep invokes over CONNECTIONS connections, wait until
+    each has reported progress (so it is really running), SIGTERM the
+    daemon, and collect every reply until the connections close."""
+    per_conn = total // CONNECTIONS
+    outcome: list[list[object]] = []
+    async with trio.open_nursery() as nursery:
+        peers: list[RawPeer] = []
+        ids: list[list[bytes]] = []
+        ready = trio.Semaphore(0)
+
+        async def one(index: int) -> None:
+            async with raw_peer(url) as peer:
+                peers.append(peer)
+                mine = [peer.send(INVOKE, {"id": "org.ampcap.demo.sleep:1.0.0", "params": {"ms": ms}}).id
+                        for _ in range(per_conn)]
+                ids.append(mine)
+                await peer.wait_for(lambda: all(peer.replies(i, PROGRESS) for i in mine), timeout=60)
+                ready.release()
+                with trio.fail_after(60):
+                    while peer.terminated is None:
+                        await trio.sleep(0.05)
+                outcome.append([peer.terminals(i) for i in mine])
+
+        for index in range(CONNECTIONS):
+            nursery.start_soon(one, index)
+        for _ in range(CONNECTIONS):
+            await ready.acquire()
+        proc.proc.send_signal(15)  # type: ignore[attr-defined]
+    return outcome
+
+
+@pytest.mark.slow
+def test_sigterm_drains_in_flight_invokes(tmp_path: Path) -> None:
+    total = soak_scale(200, 1000)
+    # Invokes of 1.5 s, drain budget 10 s: all finish during the drain → success.
+    with serve_process(tmp_path, "--max-in-flight", "5000", "--max-in-flight-per-connection", "5000",
+                       "--drain-timeout", "10") as proc:
+        outcome = trio.run(_flood_then_sigterm, proc.url, total, 1500, proc)
+        assert proc.proc.wait(30) == 0
+    flat = [t for conn in outcome for t in conn]
+    assert len(flat) == total
+    assert all(len(t) == 1 for t in flat), [len(t) for t in flat if len(t) != 1][:5]
+    assert all(t[0].envelope.typ == RESULT and t[0].body["status"] == "success" for t in flat)
+
+
+@pytest.mark.slow
+def test_sigterm_past_drain_timeout_ends_each_invoke_once_with_5002(tmp_path: Path) -> None:
+    total = soak_scale(200, 1000)
+    with serve_process(tmp_path, "--max-in-flight", "5000", "--max-in-flight-per-connection", "5000",
+                       "--drain-timeout", "0.5") as proc:
+        outcome = trio.run(_flood_then_sigterm, proc.url, total, 60_000, proc)
+        assert proc.proc.wait(30) == 0
+    flat = [t for conn in outcome for t in conn]
+    assert len(flat) == total
+    assert all(len(t) == 1 for t in flat)
+    assert all(t[0].envelope.typ == RESULT and error_code(t[0]) == 5002 for t in flat)
+
+
+def test_sigterm_when_idle_exits_zero_quickly(tmp_path: Path) -> None:
+    import time
+
+    with serve_process(tmp_path) as proc:
+        start = time.monotonic()
+        assert proc.terminate(10) == 0
+        assert time.monotonic() - start < 5

@@ -1,0 +1,110 @@
+"""Helpers shared by the benchmark scripts (not product code).
+
+A benchmark server runs in its own process, prints ``READY <port>`` on
+stdout, and serves until SIGTERM. The client side (this process) measures
+throughput and latency; the server's CPU time is read from
+``/proc/<pid>/stat`` (utime + stime) before and after each run, so every
+server is measured the same way, whatever language runtime it uses.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Result", "ServerProcess", "cpu_seconds", "summarize", "rss_kib"]
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (clock-tick resolution)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+@dataclass
+class Result:
+    name: str
+    in_flight: int
+    calls: int
+    seconds: float
+    latencies_us: list[float]
+    server_cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.seconds
+
+    def pct(self, q: float) -> float:
+        data = sorted(self.latencies_us)
+        return data[min(len(data) - 1, int(q * len(data)))] if data else float("nan")
+
+    @property
+    def cpu_us_per_call(self) -> float:
+        return 1e6 * self.server_cpu_s / self.calls if self.calls else float("nan")
+
+    def row(self) -> str:
+        return (f"{self.name:<28} {self.in_flight:>3} {self.rate:>10,.0f} {self.pct(0.5):>9,.0f} "
+                f"{self.pct(0.99):>9,.0f} {self.cpu_us_per_call:>9,.0f}")
+
+
+HEADER = f"{'system':<28} {'inf':>3} {'calls/s':>10} {'p50 µs':>9} {'p99 µs':>9} {'srv µs/c':>9}"
+
+
+def summarize(results: Sequence[Result]) -> str:
+    lines = [HEADER, "-" * len(HEADER)]
+    lines += [r.row() for r in results]
+    return "\n".join(lines)
+
+
+class ServerProcess:
+    """``argv`` in a subprocess; waits for its ``READY <port>`` line."""
+
+    def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=sys.stderr, text=True,
+                                     env={**os.environ, **(env or {})})
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().split()
+        if len(line) < 2 or line[0] != "READY":
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line}")
+        self.port = int(line[1])
+        self.extra = line[2:]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")

@@ -1,0 +1,186 @@
+"""How fast is ampcap? Signed invokes against ``ampcap serve --demo``.
+
+Client (this process, the Python API) and daemon (``ampcap serve`` in its
+own process) on loopback; every message is signed and verified on both
+sides. Measured in the same run, side by side:
+
+* ampcap: invokes/s with 1 and with 64 in flight, p50/p99 latency, and the
+  daemon's CPU time per invoke (``/proc/<pid>/stat`` of the daemon);
+* the trio echo ceiling (``tools/echo_baseline.py``), same frame size;
+* the grpcio baseline (``tools/grpc_baseline.py``), ~200-byte params;
+* the daemon's memory per idle connection (RSS delta over N connections).
+
+Targets (issue 5): 64-in-flight throughput ≥ 1.5× grpcio, sequential p50
+≤ 0.5× grpcio, daemon CPU ≤ 150 µs per invoke, ≤ 64 KiB per idle connection.
+
+    python tools/bench_daemon.py [--seconds 3] [--capability org.ampcap.demo.echo:1.0.0]
+    python tools/bench_daemon.py --only ampcap --profile /tmp/daemon.prof   # cProfile the daemon
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_common import Result, cpu_seconds, rss_kib, summarize  # noqa: E402
+
+from ampcap.net.peer import Remote, connect  # noqa: E402
+from ampcap.wire.identity import Identity  # noqa: E402
+
+PARAMS = {"message": "x" * 160}  # a CAP_INVOKE of ~450 bytes once signed
+
+
+class Daemon:
+    """``ampcap serve --demo`` in a subprocess (optionally under cProfile)."""
+
+    def __init__(self, profile: str | None) -> None:
+        self.home = tempfile.mkdtemp(prefix="ampcap-bench-")
+        serve = ["-m", "ampcap.cli.main", "serve", "--demo", "--listen", "127.0.0.1:0",
+                 "--max-in-flight-per-connection", "256"]
+        argv = [sys.executable, *serve]
+        if profile:  # the CLI under cProfile; SIGTERM drains, main() returns, the profile is written
+            code = "import cProfile, sys; from ampcap.cli.main import main; cProfile.run('main(sys.argv[2:])', sys.argv[1])"
+            argv = [sys.executable, "-c", code, profile, *serve[2:]]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True,
+                                     env={**os.environ, "XDG_CONFIG_HOME": self.home})
+        assert self.proc.stdout is not None
+        self.url, self.did = self.proc.stdout.readline().split()
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(30)
+
+
+async def _invokes(url: str, in_flight: int, seconds: float, capability: str) -> tuple[int, float, list[float]]:
+    latencies: list[float] = []
+    async with connect(url, identity=Identity.generate(os.urandom)) as remote:
+        for _ in range(20):  # warm-up: imports, schema compilation, caches
+            await remote.invoke(capability, params=PARAMS)
+        start = time.perf_counter()
+        deadline = start + seconds
+
+        async def worker(r: Remote) -> None:
+            while True:
+                t0 = time.perf_counter()
+                if t0 >= deadline:
+                    return
+                await r.invoke(capability, params=PARAMS)
+                latencies.append((time.perf_counter() - t0) * 1e6)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(in_flight):
+                nursery.start_soon(worker, remote)
+        elapsed = time.perf_counter() - start
+    return len(latencies), elapsed, latencies
+
+
+async def _idle_connections(url: str, count: int, pid: int) -> float:
+    from ampcap.net.stream import ConnectionDriver, open_stream
+    from ampcap.net.url import parse_url
+    from ampcap.peer.connection import Connection, Role
+    from ampcap.peer.events import Negotiated
+    from ampcap.wire.identity import DidKeyResolver
+    from ampcap.wire.receive import ReceivePipeline
+
+    before = rss_kib(pid)
+    ident = Identity.generate(os.urandom)
+    pipeline = ReceivePipeline(DidKeyResolver())
+    opened = 0
+    all_open, release = trio.Event(), trio.Event()
+
+    async def one() -> None:
+        nonlocal opened
+        ready = trio.Event()
+
+        async def on_event(event: object) -> None:
+            if isinstance(event, Negotiated):
+                ready.set()
+
+        conn = Connection(role=Role.CLIENT, identity=ident, pipeline=pipeline, entropy=os.urandom)
+        driver = ConnectionDriver(conn, await open_stream(parse_url(url)), on_event=on_event)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(driver.run)
+            await ready.wait()
+            opened += 1
+            if opened == count:
+                all_open.set()
+            await release.wait()
+            driver.close()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(count):
+            nursery.start_soon(one)
+        await all_open.wait()
+        await trio.sleep(0.5)
+        during = rss_kib(pid)
+        release.set()
+    return (during - before) / count
+
+
+def run_ampcap(seconds: float, capability: str, profile: str | None, idle: int) -> tuple[list[Result], float]:
+    daemon = Daemon(profile)
+    results = []
+    try:
+        for n in (1, 64):
+            cpu0 = cpu_seconds(daemon.proc.pid)
+            calls, elapsed, lat = trio.run(_invokes, daemon.url, n, seconds, capability)
+            results.append(Result("ampcap signed CAP_INVOKE", n, calls, elapsed, lat,
+                                  cpu_seconds(daemon.proc.pid) - cpu0))
+        per_conn = trio.run(_idle_connections, daemon.url, idle, daemon.proc.pid) if idle else float("nan")
+    finally:
+        daemon.stop()
+    return results, per_conn
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement (default 3)")
+    parser.add_argument("--capability", default="org.ampcap.demo.echo:1.0.0")
+    parser.add_argument("--only", choices=("ampcap", "all"), default="all")
+    parser.add_argument("--idle-connections", type=int, default=500, help="for the memory figure (0 = skip)")
+    parser.add_argument("--profile", default=None, metavar="FILE", help="cProfile the daemon into FILE")
+    args = parser.parse_args()
+
+    ours, per_conn = run_ampcap(args.seconds, args.capability, args.profile, args.idle_connections)
+    results = list(ours)
+    echo = grpc = None
+    if args.only == "all":
+        import echo_baseline
+
+        echo = echo_baseline.run(seconds=args.seconds)
+        results += echo
+        try:
+            import grpc_baseline
+
+            grpc = grpc_baseline.run(seconds=args.seconds)
+            results += grpc
+        except ImportError:
+            print("grpcio not installed: pip install 'ampcap[bench]' for the baseline", file=sys.stderr)
+    print(f"capability {args.capability}, {args.seconds:.0f} s per row, loopback, CPython {sys.version.split()[0]}")
+    print(summarize(results))
+    seq, par = ours
+    print()
+    print(f"daemon CPU per invoke: {seq.cpu_us_per_call:,.0f} µs (1 in flight), "
+          f"{par.cpu_us_per_call:,.0f} µs (64 in flight)   target ≤ 150")
+    print(f"daemon memory per idle connection: {per_conn:.1f} KiB ({args.idle_connections} connections)"
+          "   target ≤ 64")
+    if grpc:
+        g1, g64 = grpc
+        print(f"64 in flight: ampcap/grpcio throughput = {par.rate / g64.rate:.2f}×   target ≥ 1.5")
+        print(f"sequential:   ampcap/grpcio p50 latency = {seq.pct(0.5) / g1.pct(0.5):.2f}×   target ≤ 0.5")
+    if echo:
+        e1, e64 = echo
+        print(f"vs trio echo ceiling: {seq.rate / e1.rate:.2f}× (1 in flight), {par.rate / e64.rate:.2f}× (64)")
+
+
+if __name__ == "__main__":
+    main()
