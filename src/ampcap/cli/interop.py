@@ -1,0 +1,174 @@
+"""``ampcap interop``: run the interop vectors against another implementation.
+
+    ampcap interop amp://host:port [--compat rust-example] [--capability ID]
+                   [--params JSON] [--report FILE] [--json] [--timeout S]
+    ampcap interop --self
+
+Prints a pass/fail/skip table (or, with ``--json``, the report itself),
+writes ``interop-report.json`` (valid against the suite schema) and exits
+1 when any vector failed, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+import trio
+
+from ..errors import AmpError
+from ..interop.probe import ProbeSettings
+from ..interop.report import build_report, render_table, write_report
+from ..interop.runner import RunResult, run_vectors
+from ..interop.vectors import DEMO_SUBJECT, Subject, demo_subject, vector_ids
+from ..net.url import AmpUrl, UrlError, parse_url
+from ..wire.frames import Framing
+from ..wire.signing import Profile
+
+__all__ = ["register", "run"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "interop", help="run the AMP interop vectors against an amp:// or amps:// endpoint",
+        description="Drive RFC 001/002/004 scenario vectors against a target and write interop-report.json.")
+    p.add_argument("target", nargs="?", help="amp://host:port or amps://host:port")
+    p.add_argument("--self", dest="self_test", action="store_true",
+                   help="start an in-process ampcap daemon with the demo capabilities and test it")
+    p.add_argument("--compat", choices=["rust-example"],
+                   help="talk like the public Rust example: raw 4-byte framing and its Sig_Input variant")
+    p.add_argument("--capability", metavar="ID",
+                   help=f"capability name or name:version the RFC 004 vectors use (default {DEMO_SUBJECT})")
+    p.add_argument("--params", metavar="JSON", help="valid params for --capability")
+    p.add_argument("--invalid-params", metavar="JSON",
+                   help="params missing a required field, for vector 004:A.6 (default {})")
+    p.add_argument("--alias", metavar="TYPE", help="a legacy type alias of --capability (vector 004:A.7)")
+    p.add_argument("--target-did", metavar="DID",
+                   help="the target's DID (needed with --compat, where no HELLO tells it)")
+    p.add_argument("--vector", action="append", metavar="ID", choices=vector_ids(),
+                   help="run only this vector (repeatable)")
+    p.add_argument("--report", metavar="FILE", default="interop-report.json",
+                   help="where to write the report (default ./interop-report.json; '-' for none)")
+    p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for each reply")
+    p.add_argument("--ca-file", metavar="FILE", help="CA bundle to verify an amps:// target")
+    p.add_argument("--insecure", action="store_true", help="do not verify an amps:// target's certificate")
+    p.set_defaults(func=run)
+
+
+def _json_arg(text: str | None, flag: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+
+
+class UsageError(ValueError):
+    pass
+
+
+def subject_from_args(args: argparse.Namespace) -> Subject:
+    params = _json_arg(args.params, "--params")
+    invalid = _json_arg(args.invalid_params, "--invalid-params")
+    if args.capability is None or args.capability.partition(":")[0] == DEMO_SUBJECT:
+        subject = demo_subject()
+        if args.capability is not None and ":" in args.capability:
+            subject.pinned_version = args.capability.partition(":")[2]
+    else:
+        name, _, version = args.capability.partition(":")
+        if not name:
+            raise UsageError("--capability needs a name (name or name:version)")
+        subject = Subject(name=name, pinned_version=version or None, invalid_params={})
+    if params is not None:
+        subject.params = params
+    if invalid is not None:
+        subject.invalid_params = invalid
+    if args.alias is not None:
+        subject.alias = args.alias
+    return subject
+
+
+def settings_from_args(args: argparse.Namespace, url: AmpUrl | None) -> ProbeSettings:
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise UsageError("--timeout must be a positive number of seconds")
+    ssl_context = None
+    if url is not None and url.tls:
+        from ..net.tls import client_context
+
+        try:
+            ssl_context = client_context(ca_file=args.ca_file, insecure=args.insecure)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if args.compat == "rust-example":
+        return ProbeSettings(framing=Framing.RAW, profile=Profile.RUST_EXAMPLE, hello_versions=("0.30.0",),
+                             timeout_s=args.timeout, ssl_context=ssl_context)
+    return ProbeSettings(timeout_s=args.timeout, ssl_context=ssl_context)
+
+
+async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] | None) -> RunResult:
+    from ..interop.selftarget import serve_self
+
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(serve_self)
+        try:
+            return await run_vectors(url, settings, subject, only=only)
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+def _first_amp_error(group: BaseExceptionGroup) -> AmpError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, AmpError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup) and (inner := _first_amp_error(exc)) is not None:
+            return inner
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.self_test == bool(args.target):
+            raise UsageError("give exactly one of TARGET or --self")
+        if args.self_test and args.compat:
+            raise UsageError("--self tests ampcap in its default profile; --compat needs a TARGET")
+        if args.compat and not args.target_did:
+            raise UsageError("--compat rust-example needs --target-did: without HELLO nothing names the peer")
+        url = parse_url(args.target) if args.target else None
+        settings = settings_from_args(args, url)
+        subject = subject_from_args(args)
+    except (UsageError, UrlError) as exc:
+        print(f"ampcap interop: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if url is None:
+            result = trio.run(_run_self, settings, subject, args.vector)
+        else:
+            result = trio.run(lambda: run_vectors(url, settings, subject, target_did=args.target_did,
+                                                  only=args.vector))
+    except BaseExceptionGroup as group:  # trio nurseries wrap errors; report the AMP one plainly
+        amp = _first_amp_error(group)
+        if amp is None:
+            raise
+        raise amp from None
+    note = f"framing {settings.framing.value}, Sig_Input profile {settings.profile.value}, " \
+           f"capability {subject.name}"
+    report = build_report(result, settings_note=note)
+    if args.report != "-":
+        try:
+            write_report(report, args.report)
+        except OSError as exc:
+            raise AmpError(5001, f"cannot write the report to {args.report}: {exc.strerror or exc}") from None
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(render_table(result))
+        if args.report != "-":
+            print(f"report written to {args.report}")
+    return EXIT_FAILED if result.failures else EXIT_OK

@@ -1,0 +1,1 @@
+"""``ampcap interop``: scenario vectors driven against another implementation."""

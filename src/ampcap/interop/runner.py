@@ -1,0 +1,141 @@
+"""Run the interop vectors against one target and collect their outcomes.
+
+Vectors run one after another, each on its own connection, each under a hard
+deadline: a target that never answers costs at most that deadline per vector,
+and nothing a target sends can raise out of the runner (a probe failure or an
+AMP error becomes that vector's ``fail`` with the reason as its note).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ..caps.semver import Version
+from ..errors import AmpError
+from ..net.url import AmpUrl
+from ..wire.registry import MessageType
+from .probe import ProbeError, ProbeSettings
+from .judge import Outcome, Status, failed
+from .vectors import VECTORS, Context, Subject, Vector
+
+__all__ = ["VectorResult", "RunResult", "run_vectors", "discover"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorResult:
+    vector_id: str
+    title: str
+    status: Status
+    notes: str
+    seconds: float
+
+
+@dataclass(slots=True, kw_only=True)
+class RunResult:
+    target: str
+    target_did: str | None
+    target_info: dict[str, Any] | None
+    subject: Subject
+    results: list[VectorResult] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[VectorResult]:
+        return [r for r in self.results if r.status is Status.FAIL]
+
+    def by_id(self) -> dict[str, VectorResult]:
+        return {r.vector_id: r for r in self.results}
+
+
+async def discover(ctx: Context) -> None:
+    """Learn the target's DID, agent_info and the subject's declared versions
+    (one HELLO and one CAP_QUERY). Failures only leave things unknown: the
+    vectors that need them then skip, and the vectors that test the same
+    things report the fault."""
+    try:
+        async with ctx.session() as probe:
+            if ctx.target_did is None:
+                ctx.target_did = probe.peer_did
+            if probe.peer_info is not None:
+                ctx.target_info = probe.peer_info
+            env = await probe.send_message(MessageType.CAP_QUERY, {"filter": {"capability": ctx.subject.name}})
+            ex = await probe.collect(env, frozenset({MessageType.CAP_DECLARE}))
+    except (ProbeError, AmpError) as exc:
+        ctx.subject.discovery_note = f"discovery failed: {exc}"
+        return
+    declares = [t for t in ex.terminals if t.typ == MessageType.CAP_DECLARE]
+    if not declares:
+        ctx.subject.discovery_note = f"CAP_QUERY answered with {ex.summary()}"
+        return
+    body = declares[0].envelope.body if declares[0].envelope is not None else None
+    caps = body.get("capabilities") if type(body) is dict else None
+    versions: set[Version] = set()
+    for item in caps if type(caps) is list else ():
+        if type(item) is dict and item.get("name") == ctx.subject.name and type(item.get("version")) is str:
+            try:
+                versions.add(Version.parse(item["version"]))
+            except (AmpError, ValueError):
+                continue
+    # A first page may hold only some versions: follow next_cursor (R7) a few times.
+    cursor = body.get("next_cursor") if type(body) is dict else None
+    pages = 0
+    while type(cursor) is str and pages < 32:
+        pages += 1
+        try:
+            async with ctx.session() as probe:
+                env = await probe.send_message(MessageType.CAP_QUERY, {
+                    "filter": {"capability": ctx.subject.name}, "cursor": cursor})
+                ex = await probe.collect(env, frozenset({MessageType.CAP_DECLARE}))
+        except (ProbeError, AmpError):
+            break
+        page = [t for t in ex.terminals if t.typ == MessageType.CAP_DECLARE]
+        if not page or page[0].envelope is None or type(page[0].envelope.body) is not dict:
+            break
+        for item in page[0].envelope.body.get("capabilities") or ():
+            if type(item) is dict and type(item.get("version")) is str:
+                try:
+                    versions.add(Version.parse(item["version"]))
+                except (AmpError, ValueError):
+                    continue
+        cursor = page[0].envelope.body.get("next_cursor")
+    ctx.subject.versions = sorted(versions)
+
+
+async def _run_one(vector: Vector, ctx: Context, limit_s: float) -> Outcome:
+    try:
+        with trio.move_on_after(limit_s) as scope:
+            return await vector.run(ctx)
+        if scope.cancelled_caught:
+            return failed(f"the vector did not finish within {limit_s:.1f} s")
+    except ProbeError as exc:
+        return failed(str(exc))
+    except AmpError as exc:
+        return failed(f"could not build or read traffic: {exc}")
+    return failed("the vector returned no outcome")  # pragma: no cover - unreachable
+
+
+async def run_vectors(url: AmpUrl, settings: ProbeSettings, subject: Subject, *,
+                      target_did: str | None = None, only: Sequence[str] | None = None) -> RunResult:
+    """Discover, then run every vector (or those named in ``only``)."""
+    ctx = Context(url=url, settings=settings, subject=subject, target_did=target_did)
+    await discover(ctx)
+    run = RunResult(target=str(url), target_did=ctx.target_did, target_info=ctx.target_info, subject=subject)
+    # Generous but finite: a few reply windows per vector (A.14 does several round trips).
+    limit_s = settings.timeout_s * 4 + settings.settle_s * 8 + 5
+    for vector in VECTORS:
+        if only is not None and vector.id not in only:
+            continue
+        started = trio.current_time()
+        outcome = await _run_one(vector, ctx, limit_s)
+        took = trio.current_time() - started
+        log.info("%s %s (%.2f s) %s", vector.id, outcome.status.value, took, outcome.notes)
+        run.results.append(VectorResult(vector.id, vector.title, outcome.status, outcome.notes, took))
+    run.target_did = ctx.target_did
+    run.target_info = ctx.target_info
+    return run

@@ -1,0 +1,231 @@
+"""The interop harness against a correct target, deliberately broken
+targets, the suite's report schema, and the ``ampcap interop`` command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+import trio
+
+sys.path.insert(0, str(Path(__file__).parent))
+from demo_target import EchoProvider, Faults, serve_target  # noqa: E402
+
+from ampcap.cli.main import main  # noqa: E402
+from ampcap.interop.probe import ProbeSettings  # noqa: E402
+from ampcap.interop.report import REPORT_SCHEMA, build_report, validate_report  # noqa: E402
+from ampcap.interop.runner import RunResult, run_vectors  # noqa: E402
+from ampcap.interop.vectors import Status, demo_subject, vector_ids  # noqa: E402
+from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.wire.identity import Identity  # noqa: E402
+from ampcap.wire.registry import MessageType  # noqa: E402
+
+SCHEMA_FILE = Path("/work/shared/conformance/interop-report.schema.json")
+if not SCHEMA_FILE.exists():  # the suite's own copy
+    SCHEMA_FILE = Path("/tmp/rfcs/conformance/2026-02-07-draft-v1/interop-report.schema.json")
+
+FAST = ProbeSettings(timeout_s=1.0, settle_s=0.05)
+RESULT_VECTORS = {"004:A.2", "004:A.3", "004:A.5", "004:A.20"}  # each expects one CAP_RESULT
+PROVIDER_ERROR_VECTORS = {"004:A.4", "004:A.6", "004:A.8", "004:A.15", "004:A.16", "004:A.17", "004:A.23"}
+
+
+async def _run_against(faults: Faults) -> RunResult:
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_target, EchoProvider(faults), Identity.generate(os.urandom))
+        result = await run_vectors(parse_url(f"amp://127.0.0.1:{port}"), FAST, demo_subject())
+        nursery.cancel_scope.cancel()
+    return result
+
+
+def _failed(result: RunResult) -> set[str]:
+    return {r.vector_id for r in result.results if r.status is Status.FAIL}
+
+
+@pytest.mark.trio
+async def test_correct_target_passes_every_vector_and_the_report_validates() -> None:
+    result = await _run_against(Faults())
+    assert [r.vector_id for r in result.results] == vector_ids()
+    assert {r.vector_id: r.notes for r in result.results if r.status is not Status.PASS} == {}
+    report = build_report(result)
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text())).validate(report)
+    assert report["implementation"]["id"] == result.target_did  # ampcap's HELLO_ACK has no agent_info
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize(("faults", "expected"), [
+    (Faults(wrong_reply_to=frozenset({MessageType.CAP_RESULT})), RESULT_VECTORS),
+    (Faults(skip=frozenset({MessageType.CAP_RESULT})), RESULT_VECTORS),
+    (Faults(duplicate=frozenset({MessageType.CAP_RESULT})), RESULT_VECTORS),
+    (Faults(duplicate=frozenset({MessageType.ERROR})), PROVIDER_ERROR_VECTORS),
+], ids=["wrong-reply_to", "missing-result", "two-results", "two-errors"])
+async def test_broken_target_fails_exactly_the_faulted_vectors(faults: Faults, expected: set[str]) -> None:
+    result = await _run_against(faults)
+    assert _failed(result) == expected
+    assert not [r for r in result.results if r.status is Status.SKIP]
+    notes = {r.vector_id: r.notes for r in result.results if r.status is Status.FAIL}
+    if faults.duplicate:
+        assert all("2 terminal replies" in n for n in notes.values())
+    else:
+        assert all("no terminal reply" in n for n in notes.values())
+    validate_report(build_report(result))
+
+
+def test_embedded_schema_is_the_suites_schema() -> None:
+    assert REPORT_SCHEMA == json.loads(SCHEMA_FILE.read_text())
+
+
+def test_report_validation_refuses_a_bad_report() -> None:
+    from ampcap.errors import AmpError
+
+    with pytest.raises(AmpError) as info:
+        validate_report({"suite_version": "2026-02-07-draft-v1", "implementation": {"id": "x", "version": "1"},
+                         "run": {"executed_at": "now", "environment": {"os": "a", "arch": "b", "runtime": "c"}},
+                         "results": [{"vector_id": "002:A.1", "status": "maybe"}]})
+    assert info.value.code == 1001
+
+
+@pytest.mark.trio
+async def test_silent_target_times_out_as_failures_not_a_hang() -> None:
+    async def swallow(stream: trio.SocketStream) -> None:
+        while await stream.receive_some(65536):
+            pass
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, swallow, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        settings = ProbeSettings(timeout_s=0.3, settle_s=0.05)
+        with trio.fail_after(30):
+            result = await run_vectors(parse_url(f"amp://127.0.0.1:{port}"), settings, demo_subject(),
+                                       only=["001:hello", "002:A.1", "004:A.17"])
+        nursery.cancel_scope.cancel()
+    assert [(r.vector_id, r.status) for r in result.results] == [
+        ("001:hello", Status.FAIL), ("002:A.1", Status.FAIL), ("004:A.17", Status.FAIL)]
+    assert all("HANDSHAKE" in r.notes for r in result.results)
+
+
+# ------------------------------------------------------------- command line
+
+
+@pytest.fixture
+def target_port() -> Iterator[int]:
+    """A correct demo target in its own thread (the CLI runs its own trio loop)."""
+    ready: list[int] = []
+    started = threading.Event()
+    cancel: list[trio.CancelScope] = []
+    token: list[trio.lowlevel.TrioToken] = []
+
+    async def serve() -> None:
+        with trio.CancelScope() as scope:
+            cancel.append(scope)
+            token.append(trio.lowlevel.current_trio_token())
+            async with trio.open_nursery() as nursery:
+                ready.append(await nursery.start(serve_target, EchoProvider(), Identity.generate(os.urandom)))
+                started.set()
+
+    thread = threading.Thread(target=trio.run, args=(serve,), daemon=True)
+    thread.start()
+    assert started.wait(10)
+    yield ready[0]
+    token[0].run_sync_soon(cancel[0].cancel)
+    thread.join(10)
+
+
+def test_cli_runs_vectors_writes_a_valid_report_and_exits_0(target_port: int, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "interop-report.json"
+    code = main(["interop", f"amp://127.0.0.1:{target_port}", "--timeout", "1", "--report", str(out),
+                 "--vector", "001:hello", "--vector", "004:A.5"])
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "001:hello" in table and "2 passed, 0 failed, 0 skipped" in table
+    report = json.loads(out.read_text())
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text())).validate(report)
+    assert [r["status"] for r in report["results"]] == ["pass", "pass"]
+
+
+def test_cli_json_output_and_failure_exit_code(target_port: int, capsys: pytest.CaptureFixture[str]) -> None:
+    # An alias the target does not know makes 004:A.7 fail (4002 instead of
+    # a CAP_DECLARE), so the exit code is 1.
+    code = main(["interop", f"amp://127.0.0.1:{target_port}", "--timeout", "1", "--report", "-", "--json",
+                 "--alias", "no-such-alias", "--vector", "004:A.7", "--vector", "004:A.17"])
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert {r["vector_id"]: r["status"] for r in report["results"]} == {"004:A.7": "fail", "004:A.17": "pass"}
+
+
+@pytest.mark.parametrize("argv", [
+    ["interop"],
+    ["interop", "http://example.com"],
+    ["interop", "amp://127.0.0.1:1", "--self"],
+    ["interop", "amp://127.0.0.1:1", "--params", "{not json"],
+    ["interop", "amp://127.0.0.1:1", "--timeout", "0"],
+    ["interop", "--self", "--compat", "rust-example"],
+    ["interop", "amp://127.0.0.1:1", "--compat", "rust-example"],
+])
+def test_cli_bad_arguments_exit_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ampcap interop: ")
+
+
+def test_cli_unreachable_target_fails_every_vector(capsys: pytest.CaptureFixture[str]) -> None:
+    sock_port = _free_port()  # bound and released: nobody listens there
+    code = main(["interop", f"amp://127.0.0.1:{sock_port}", "--timeout", "0.5", "--report", "-",
+                 "--vector", "004:A.17"])
+    assert code == 1
+    assert "cannot connect" in capsys.readouterr().out
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_self_passes_every_vector_it_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ampcap interop --self``: the real daemon with the demo set, every vector."""
+    import importlib.util
+
+    if importlib.util.find_spec("ampcap.net.daemon") is None:
+        pytest.skip("ampcap.net.daemon (the in-process daemon) has not landed in this tree yet")
+    out = tmp_path / "self-report.json"
+    code = main(["interop", "--self", "--timeout", "2", "--report", str(out)])
+    report = json.loads(out.read_text())
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text())).validate(report)
+    problems = {r["vector_id"]: r.get("notes") for r in report["results"]
+                if r["status"] == "fail" or (r["status"] == "skip" and not r.get("notes"))}
+    assert problems == {} and code == 0, capsys.readouterr().out
+
+
+@pytest.mark.trio
+async def test_amps_target_over_tls(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from ampcap.net.tls import client_context, server_context
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl CLI to create a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    settings = ProbeSettings(timeout_s=2.0, settle_s=0.05, ssl_context=client_context(ca_file=cert))
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(functools.partial(
+                serve_target, EchoProvider(), Identity.generate(os.urandom), ssl_context=server_context(cert, key)))
+            result = await run_vectors(parse_url(f"amps://127.0.0.1:{port}"), settings, demo_subject(),
+                                       only=["001:hello", "002:A.5", "004:A.5"])
+            nursery.cancel_scope.cancel()
+    assert {r.vector_id: r.status for r in result.results} == {
+        "001:hello": Status.PASS, "002:A.5": Status.PASS, "004:A.5": Status.PASS}, result.results
