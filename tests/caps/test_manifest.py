@@ -140,6 +140,9 @@ def test_field_problems(tmp_path: Path, snippet: str, key: str, fragment: str) -
         ('{ command = ["ls"], timeout_ms = 0 }', "timeout_ms"),
         ('{ python = "x:y", env = { A = "1" } }', "command bindings only"),
         ('{ python = "x:y", retries = 3 }', "unknown key"),
+        ('{ python = "x:y", inline = "yes" }', "true or false"),
+        ('{ python = "x:y", inline = true, timeout_ms = 5 }', "cannot be timed out"),
+        ('{ command = ["ls"], inline = true }', "python bindings only"),
     ],
 )
 def test_binding_problems(tmp_path: Path, binding: str, fragment: str) -> None:
@@ -185,3 +188,10 @@ def test_shipped_example_is_valid(tmp_path: Path) -> None:
     kinds = {c.binding.kind for c in m.capabilities}
     assert kinds == {"python", "command"}
     assert json.loads((EXAMPLES / "schemas/greet.input.json").read_text())["required"] == ["name"]
+
+
+def test_inline_binding_is_parsed(tmp_path: Path) -> None:
+    text = MINIMAL.replace('{ python = "ampcap.caps.demo:noop" }', '{ python = "ampcap.caps.demo:noop", inline = true }')
+    manifest, problems = check_manifest(write(tmp_path, text))
+    assert not problems and manifest is not None
+    assert manifest.capabilities[0].binding == PythonBinding(target="ampcap.caps.demo:noop", inline=True)

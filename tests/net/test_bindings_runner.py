@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,33 @@ async def test_progress_is_clamped() -> None:
     for value in (150, -3, float("nan"), None, 42.5):
         await c.progress(value)
     assert seen == [100.0, 0.0, None, None, 42.5]
+
+
+def _which_thread(params: Any) -> str:
+    return threading.current_thread().name
+
+
+@pytest.mark.trio
+async def test_inline_binding_runs_on_the_event_loop_thread() -> None:
+    runner = BindingRunner()
+    target = f"{__name__}:_which_thread"
+    inline, threaded = PythonBinding(target=target, inline=True), PythonBinding(target=target)
+    main = threading.current_thread().name
+    assert runner.is_inline(inline) and not runner.is_inline(threaded)
+    assert runner.run_inline(inline, {}, ctx()) == main
+    assert await runner.run(inline, {}, ctx()) == main
+    assert await runner.run(threaded, {}, ctx()) != main
+
+
+def _raises(params: Any) -> None:
+    raise KeyError("secret detail")
+
+
+@pytest.mark.trio
+async def test_inline_binding_errors_are_5001() -> None:
+    runner = BindingRunner()
+    with pytest.raises(AmpError) as info:
+        runner.run_inline(PythonBinding(target=f"{__name__}:_raises", inline=True), {}, ctx())
+    assert info.value.code == 5001 and "secret" not in info.value.message
+    # An async function is never inline, whatever the flag says.
+    assert not runner.is_inline(PythonBinding(target="ampcap.caps.demo:sleep", inline=True))

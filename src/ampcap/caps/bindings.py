@@ -80,6 +80,10 @@ class PythonBinding:
     timeout_ms: int | None = None
     # Directories (the manifest's ``python_path``) to make importable first.
     search_path: tuple[Path, ...] = ()
+    # A quick plain function that never blocks (pure computation) may run on
+    # the event loop itself: no worker-thread handoff, which costs more than
+    # such a function does. It cannot be timed out or cancelled mid-call.
+    inline: bool = False
 
     kind = "python"
 
@@ -90,7 +94,7 @@ class PythonBinding:
         _check_timeout(self.timeout_ms)
 
     def describe(self) -> str:
-        return self.target
+        return f"{self.target} (inline)" if self.inline else self.target
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -126,10 +126,13 @@ def _echo_out(with_length: bool) -> dict[str, Any]:
 
 
 def _cap(name: str, version: str, binding: str, input_schema: dict[str, Any],
-         output_schema: Any, **extra: Any) -> dict[str, Any]:
+         output_schema: Any, *, inline: bool = False, **extra: Any) -> dict[str, Any]:
+    call: dict[str, Any] = {"python": f"{__name__}:{binding}"}
+    if inline:  # pure and quick: a worker thread would cost more than the call
+        call["inline"] = True
     return {"name": f"{DEMO_NAMESPACE}.{name}", "version": version,
             "input_schema": input_schema, "output_schema": output_schema,
-            "binding": {"python": f"{__name__}:{binding}"}, **extra}
+            "binding": call, **extra}
 
 
 def demo_manifest_data() -> dict[str, Any]:
@@ -138,17 +141,17 @@ def demo_manifest_data() -> dict[str, Any]:
     return {
         "bundle_id": f"{DEMO_NAMESPACE}.schemas",
         "capability": [
-            _cap("echo", "1.0.0", "echo", _ECHO_IN, _echo_out(False), **echo_minor,
+            _cap("echo", "1.0.0", "echo", _ECHO_IN, _echo_out(False), inline=True, **echo_minor,
                  notes="Returns the message and the version that ran."),
-            _cap("echo", "1.1.0", "echo", _ECHO_IN, _echo_out(False), **echo_minor,
+            _cap("echo", "1.1.0", "echo", _ECHO_IN, _echo_out(False), inline=True, **echo_minor,
                  notes="Returns the message and the version that ran."),
-            _cap("echo", "2.0.0", "echo", _ECHO_IN, _echo_out(True), aliases=["echo"],
+            _cap("echo", "2.0.0", "echo", _ECHO_IN, _echo_out(True), inline=True, aliases=["echo"],
                  policy="range", supported_ranges=[">=2.0.0 <3.0.0"],
                  notes="Major 2: also returns the message length."),
             _cap("math.add", "1.0.0", "add",
                  _closed({"a": {"type": "number"}, "b": {"type": "number"}}, ["a", "b"]),
                  _closed({"sum": {"type": "number"}}, ["sum"]),
-                 aliases=["ossa:demo/add@1.0"], policy="range", supported_ranges=[">=1.0.0 <2.0.0"],
+                 inline=True, aliases=["ossa:demo/add@1.0"], policy="range", supported_ranges=[">=1.0.0 <2.0.0"],
                  notes="Adds two numbers; also declared as OSSA ossa:demo/add@1.0."),
             _cap("sleep", "1.0.0", "sleep",
                  _closed({"ms": {"type": "integer", "minimum": 0, "maximum": MAX_SLEEP_MS}}, ["ms"]),
@@ -161,7 +164,7 @@ def demo_manifest_data() -> dict[str, Any]:
                           "format": {"enum": ["iso8601", "unix", "human"]}}, []),
                  _closed({"time": {"type": ["string", "integer"]}}, ["time"]),
                  notes="Current time; timezone is an IANA name (default UTC)."),
-            _cap("noop", "1.0.0", "noop", _closed({}, []), {"type": "null"}, notes="Does nothing."),
+            _cap("noop", "1.0.0", "noop", _closed({}, []), {"type": "null"}, inline=True, notes="Does nothing."),
         ],
     }
 

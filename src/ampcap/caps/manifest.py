@@ -67,7 +67,7 @@ _CAP_KEYS = frozenset({
     "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding",
 })
 _TOP_KEYS = frozenset({"bundle_id", "python_path", "capability"})
-_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd"})
+_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd", "inline"})
 
 
 class Policy(enum.Enum):
@@ -430,7 +430,7 @@ class _CapabilityReader:
             self.problem("must be a table", "binding")
             return None
         for key in sorted(set(raw) - _BINDING_KEYS):
-            self.problem(f"unknown key (expected python, command, timeout_ms, env, cwd)", f"binding.{key}")
+            self.problem("unknown key (expected python, command, timeout_ms, env, cwd, inline)", f"binding.{key}")
         if ("python" in raw) == ("command" in raw):
             self.problem("needs exactly one of 'python' or 'command'", "binding")
             return None
@@ -443,11 +443,21 @@ class _CapabilityReader:
                     return None
                 if "env" in raw or "cwd" in raw:
                     self.problem("env and cwd apply to command bindings only", "binding")
+                inline = raw.get("inline", False)
+                if not isinstance(inline, bool):
+                    self.problem("must be true or false", "binding.inline")
+                    return None
+                if inline and timeout is not None:
+                    self.problem("an inline function cannot be timed out: drop timeout_ms or inline",
+                                 "binding")
+                    return None
                 binding: Binding = PythonBinding(target=target, timeout_ms=timeout,
-                                                 search_path=self.search_path)
+                                                 search_path=self.search_path, inline=inline)
                 if self.check_imports:
                     resolve_callable(target, self.search_path)
                 return binding
+            if "inline" in raw:
+                self.problem("inline applies to python bindings only", "binding.inline")
             argv = _string_list(raw["command"])
             if argv is None:
                 self.problem("must be a list of strings, e.g. [\"prog\", \"--flag\"]", "binding.command")

@@ -5,7 +5,8 @@ it happen:
 
 - Python callables: ``async def`` functions are awaited in the current task;
   plain functions run in a worker thread (``trio.to_thread.run_sync``) so a
-  slow one never blocks the event loop. On cancellation a worker thread is
+  slow one never blocks the event loop, unless the binding says ``inline``
+  (quick pure functions, called directly: see :meth:`BindingRunner.run_inline`). On cancellation a worker thread is
   abandoned (Python threads cannot be killed); its result is discarded.
 - Commands: ``argv`` runs without a shell, params arrive on stdin as JSON,
   the result is read from stdout as JSON. Output is capped, only the last
@@ -93,7 +94,7 @@ class BindingRunner:
     """Runs bindings; caches imported callables by target."""
 
     def __init__(self) -> None:
-        self._callables: dict[tuple[str, tuple[Any, ...]], Callable[..., Any]] = {}
+        self._callables: dict[tuple[str, tuple[Any, ...]], tuple[Callable[..., Any], bool, bool]] = {}
 
     async def run(self, binding: Binding, params: Any, context: InvocationContext) -> Any:
         timeout_ms = binding.timeout_ms
@@ -110,25 +111,50 @@ class BindingRunner:
             return await self._run_command(binding, params, context)
         return await self._run_python(binding, params, context)
 
-    def _resolve(self, binding: PythonBinding) -> Callable[..., Any]:
+    def _resolve(self, binding: PythonBinding) -> tuple[Callable[..., Any], bool, bool]:
+        """The callable, whether it takes the context, whether it is async:
+        inspected once per target, not per call (inspect.signature is slow)."""
         key = (binding.target, binding.search_path)
-        fn = self._callables.get(key)
-        if fn is None:
+        entry = self._callables.get(key)
+        if entry is None:
             try:
                 fn = resolve_callable(binding.target, binding.search_path)
             except AmpError as exc:
                 log.error("binding %s unusable: %s", binding.target, exc.message)
                 raise AmpError(INTERNAL_ERROR, "capability implementation unavailable") from None
-            self._callables[key] = fn
-        return fn
+            entry = self._callables[key] = (fn, wants_context(fn), _is_async(fn))
+        return entry
+
+    def is_inline(self, binding: Binding) -> bool:
+        """True when ``binding`` can run synchronously on the event loop."""
+        if not isinstance(binding, PythonBinding) or not binding.inline:
+            return False
+        try:
+            return not self._resolve(binding)[2]
+        except AmpError:
+            return False  # let the normal path report it
+
+    def run_inline(self, binding: PythonBinding, params: Any, context: InvocationContext) -> Any:
+        """Call an ``inline`` plain function right here (see PythonBinding)."""
+        fn, with_context, _ = self._resolve(binding)
+        try:
+            return fn(params, context) if with_context else fn(params)
+        except AmpError:
+            raise
+        except Exception:
+            log.error("capability %s raised", context.capability_id, exc_info=True)
+            raise AmpError(INTERNAL_ERROR, "capability execution failed") from None
 
     async def _run_python(self, binding: PythonBinding, params: Any, context: InvocationContext) -> Any:
-        fn = self._resolve(binding)
-        args = (params, context) if wants_context(fn) else (params,)
+        fn, with_context, is_async = self._resolve(binding)
+        args = (params, context) if with_context else (params,)
         try:
-            if _is_async(fn):
+            if is_async:
                 return await fn(*args)
-            result = await trio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
+            if binding.inline:
+                result = fn(*args)
+            else:
+                result = await trio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
             if hasattr(result, "__await__"):  # a sync wrapper that returned a coroutine
                 return await result
             return result

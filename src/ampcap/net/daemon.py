@@ -130,6 +130,9 @@ class CallOutcome:
     error: AmpError | None = None
     on_progress: Callable[[int | None, str | None], Any] | None = None
     link: Link | None = None
+    # Async on_progress callbacks still running: the caller gets its outcome
+    # only after they finished, so it never sees progress after the result.
+    callbacks: list[trio.Event] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -386,6 +389,9 @@ class Daemon:
 
     def _start_job(self, job: Job) -> None:
         assert self._nursery is not None
+        if job.capability_id not in self._handlers and self._runner.is_inline(job.binding):
+            self._run_inline(job)
+            return
         scope = trio.CancelScope()
         running = _RunningJob(job=job, scope=scope, started_ms=self.clock.monotonic_ms())
         self._jobs[job.key] = running
@@ -424,6 +430,26 @@ class Daemon:
         del self._jobs[key]
         self._log_done(running, error.code if error else None)
         self._apply(self.executor.complete(key, result=result, error=error, now_ms=self.clock.wall_ms()))
+
+    def _run_inline(self, job: Job) -> None:
+        """A quick pure function: call it now and answer, with no task, no
+        thread and no cancel scope (it cannot be interrupted anyway)."""
+        self.stats["invokes"] += 1
+        context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
+                                clock_ms=self.clock.wall_ms)
+        result: Any = None
+        error: AmpError | None = None
+        try:
+            result = self._runner.run_inline(job.binding, job.params, context)
+        except AmpError as exc:
+            error = exc
+        self.stats["completed"] += 1
+        if log.isEnabledFor(logging.INFO):  # the same two lines as a task-run job
+            log.info("invoke received id=%s cap=%s from=%s", job.key.msg_id.hex(), job.capability_id,
+                     job.key.sender)
+            log.info("invoke completed id=%s cap=%s code=%s latency=0ms (inline)", job.key.msg_id.hex(),
+                     job.capability_id, error.code if error else "ok")
+        self._apply(self.executor.complete(job.key, result=result, error=error, now_ms=self.clock.wall_ms()))
 
     def _log_done(self, running: _RunningJob, code: int | None) -> None:
         self.stats["completed"] += 1
@@ -489,6 +515,8 @@ class Daemon:
     async def _await_call(self, handle: bytes, outcome: CallOutcome) -> Any:
         try:
             await outcome.done.wait()
+            for finished in outcome.callbacks:
+                await finished.wait()
         finally:
             if not outcome.done.is_set():  # cancelled by our caller: forget the call
                 self.invoker.abandon(handle)
@@ -513,8 +541,17 @@ class Daemon:
         try:
             maybe = outcome.on_progress(event.pct, event.text)
             if hasattr(maybe, "__await__") and self._nursery is not None:
+                finished = trio.Event()
+                outcome.callbacks = [e for e in outcome.callbacks if not e.is_set()]  # stays short
+                outcome.callbacks.append(finished)
+
                 async def _await_it() -> None:
-                    await maybe
+                    try:
+                        await maybe
+                    except Exception:
+                        log.warning("on_progress callback raised", exc_info=True)
+                    finally:
+                        finished.set()
 
                 self._nursery.start_soon(_await_it)
         except Exception:  # the caller's callback must not break the connection

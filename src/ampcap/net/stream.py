@@ -73,6 +73,7 @@ class ConnectionDriver:
         self._close_timeout = close_timeout_s
         self._writer_kick = trio.Event()
         self._timer_kick = trio.Event()
+        self._timer_armed_ms: int | None = None  # what _timer sleeps until (None: no deadline)
         self._space = trio.Event()  # set whenever the writer made progress
         self._in_flight = 0
         self._deliver_lock = trio.StrictFIFOLock()
@@ -192,7 +193,7 @@ class ConnectionDriver:
         conn = self.conn
         while conn.state is not ConnState.CLOSED:
             self._timer_kick = trio.Event()
-            deadline_ms = conn.get_timer()
+            deadline_ms = self._timer_armed_ms = conn.get_timer()
             if deadline_ms is None:
                 trio_deadline = math.inf
             else:
@@ -208,7 +209,14 @@ class ConnectionDriver:
 
     def _kick(self) -> None:
         self._writer_kick.set()
-        self._timer_kick.set()
+        # Wake the timer task only for an earlier deadline. Most traffic only
+        # pushes the keepalive deadline later; the timer notices that when it
+        # wakes, so waking it on every message would be pure overhead.
+        deadline = self.conn.get_timer()
+        if deadline is not None and (self._timer_armed_ms is None or deadline < self._timer_armed_ms):
+            self._timer_kick.set()
+        elif deadline is None and self.conn.state is ConnState.CLOSED:
+            self._timer_kick.set()
 
     async def _wait_space(self) -> None:
         # Re-check the backlog after every writer step (or a close).

@@ -199,7 +199,8 @@ class Connection:
         stamp = out.ts_ms if out.ts_ms is not None else now_ms
         env, wire = seal(self.identity, typ=out.typ, to=to, body=out.body, now_ms=stamp,
                          entropy=self._entropy, ttl=ttl, reply_to=out.reply_to, thread_id=out.thread_id,
-                         v=self._major, profile=self.config.profile, message_id=out.msg_id)
+                         v=self._major, profile=self.config.profile, message_id=out.msg_id,
+                         body_bytes=out.body_cbor)
         if len(wire) > self.max_msg_size:
             raise LocalProtocolError(1001, f"message of {len(wire)} bytes exceeds the effective maximum "
                                            f"{self.max_msg_size}", path="body")

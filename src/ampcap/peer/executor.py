@@ -433,10 +433,11 @@ class Executor:
         else:
             body = result_success(result, session)
         try:
-            dumps(body)  # fail here, as 5001, rather than in the connection's seal
+            encoded: bytes | None = dumps(body)  # fail here, as 5001, rather than in the connection's seal
         except Exception:
             body = result_error(AmpError(INTERNAL_ERROR, "result is not encodable as CBOR"), session)
-        return self._finish(key, body, now_ms)
+            encoded = None
+        return self._finish(key, body, now_ms, encoded)
 
     def progress(self, key: InvokeKey, pct: float | int, text: str | None = None, *, now_ms: int) -> list[Action]:
         """PROGRESS (RFC 006 §6.2) to everyone waiting; ``pct`` clamped to 0..100."""
@@ -498,14 +499,16 @@ class Executor:
         run = self._running.get(key)
         return run.state if run is not None else None
 
-    def _finish(self, key: InvokeKey, body: dict[str, Any], now_ms: int) -> list[Action]:
+    def _finish(self, key: InvokeKey, body: dict[str, Any], now_ms: int,
+                encoded: bytes | None = None) -> list[Action]:
         run = self._running.pop(key)
         run.state = advance(run.state, InvokeInput.FINISH)
         self._deadlines.discard(key)
         self._limits.release(run.job.conn)
-        terminal = self._reply(run.job, int(MessageType.CAP_RESULT), body)
+        terminal = self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded)
         return [Send(conn, terminal) for conn in self._cache.finish(key, terminal, now_ms)]
 
     @staticmethod
-    def _reply(job: Job, typ: int, body: dict[str, Any]) -> Outbound:
-        return Outbound(typ=typ, body=body, reply_to=job.key.msg_id, thread_id=job.thread_id, to=job.key.sender)
+    def _reply(job: Job, typ: int, body: dict[str, Any], encoded: bytes | None = None) -> Outbound:
+        return Outbound(typ=typ, body=body, reply_to=job.key.msg_id, thread_id=job.thread_id, to=job.key.sender,
+                        body_cbor=encoded)

@@ -49,6 +49,9 @@ class Outbound:
     """Reuse a timestamp (retries: the signed content must not change); ``None`` = now."""
     ttl_ms: int | None = None
     """Lifetime in ms; ``None`` = the connection's default."""
+    body_cbor: bytes | None = None
+    """``body`` already encoded deterministically by whoever built this (it
+    had to check that the body encodes at all); saves encoding it twice."""
 
     def __post_init__(self) -> None:
         if self.msg_id is not None and len(self.msg_id) != 16:

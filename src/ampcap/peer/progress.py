@@ -212,7 +212,8 @@ def parse_query_body(body: Any) -> QueryRequest:
 
 
 def result_success(result: Any, session: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"status": "success", "result": result}
+    # Keys in RFC 8949 order already, so encoding needs no sorting pass.
+    body: dict[str, Any] = {"result": result, "status": "success"}
     if session is not None:
         body["session"] = dict(session)
     return body
@@ -220,11 +221,12 @@ def result_success(result: Any, session: Mapping[str, Any] | None = None) -> dic
 
 def result_error(error: AmpError, session: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``cap-result-error``: code, registry name, message, details when any."""
-    err: dict[str, Any] = {"code": error.code, "name": error_info(error.code).name, "message": error.message}
+    err: dict[str, Any] = {"code": error.code, "name": error_info(error.code).name}
     details = error.details if error.details is not None else ({"path": error.path} if error.path else None)
     if details is not None:
         err["details"] = details
-    body: dict[str, Any] = {"status": "error", "error": err}
+    err["message"] = error.message
+    body: dict[str, Any] = {"error": err, "status": "error"}
     if session is not None:
         body["session"] = dict(session)
     return body

@@ -234,17 +234,19 @@ def seal(identity: Any, *, typ: int, to: str | tuple[str, ...] | list[str], body
          entropy: Entropy, ttl: int = DEFAULT_TTL_MS, reply_to: bytes | None = None,
          thread_id: bytes | None = None, v: int = 1, encrypt_to: bytes | None = None,
          ext: dict[str, Any] | None = None, profile: Profile = Profile.RFC,
-         message_id: bytes | None = None) -> tuple[Envelope, bytes]:
+         message_id: bytes | None = None, body_bytes: bytes | None = None) -> tuple[Envelope, bytes]:
     """Build, sign and (with ``encrypt_to``, the recipient's X25519 public key)
     authcrypt a message from ``identity``; return it and its wire bytes.
 
     Sign-then-encrypt (§8.6): the signature covers the deterministic plaintext
-    body, and exactly those bytes are encrypted.
+    body, and exactly those bytes are encrypted. ``body_bytes``, when given,
+    must be ``dumps(body)`` (a caller that already encoded it).
     """
     if isinstance(to, list):
         to = tuple(to)
     mid = message_id if message_id is not None else new_message_id(now_ms, entropy)
-    body_bytes = dumps(body)
+    if body_bytes is None:
+        body_bytes = dumps(body)
     signed = sig_input_from_fields(
         id=mid, typ=typ, ts=now_ms, ttl=ttl, sender=identity.did, to=to, reply_to=reply_to,
         thread_id=thread_id, body_bytes=body_bytes, profile=profile,
