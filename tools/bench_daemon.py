@@ -141,6 +141,30 @@ def run_ampcap(seconds: float, capability: str, profile: str | None, idle: int) 
     return results, per_conn
 
 
+def crypto_floor_us(rounds: int = 2000) -> float:
+    """Median µs of one Ed25519 sign plus one verify of a ~450-byte Sig_Input
+    here, now: the part of a daemon's per-invoke CPU no code of ours can
+    remove. The issue's 150 µs target was set where this cost ≈ 63 µs."""
+    import statistics
+
+    ident = Identity.generate(os.urandom)
+    message = os.urandom(450)
+    key = ident.public_key
+    from ampcap.wire.signing import verify_signature
+
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        sig = ident.sign(message)
+        verify_signature(key, message, sig)
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(samples)
+
+
+ISSUE_CRYPTO_US = 63.0  # sign + verify where the issue's targets were measured
+CPU_TARGET_US = 150.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0, help="per measurement (default 3)")
@@ -148,7 +172,10 @@ def main() -> None:
     parser.add_argument("--only", choices=("ampcap", "all"), default="all")
     parser.add_argument("--idle-connections", type=int, default=500, help="for the memory figure (0 = skip)")
     parser.add_argument("--profile", default=None, metavar="FILE", help="cProfile the daemon into FILE")
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (0.5 s rows, 20 idle connections)")
     args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.idle_connections = 0.5, min(args.idle_connections, 20)
 
     ours, per_conn = run_ampcap(args.seconds, args.capability, args.profile, args.idle_connections)
     results = list(ours)
@@ -168,9 +195,15 @@ def main() -> None:
     print(f"capability {args.capability}, {args.seconds:.0f} s per row, loopback, CPython {sys.version.split()[0]}")
     print(summarize(results))
     seq, par = ours
+    floor = crypto_floor_us()
+    scaled = CPU_TARGET_US * floor / ISSUE_CRYPTO_US
     print()
+    print(f"Ed25519 sign+verify here: {floor:.0f} µs (issue's machine: {ISSUE_CRYPTO_US:.0f} µs), "
+          f"so the 150 µs CPU target scales to {scaled:.0f} µs")
     print(f"daemon CPU per invoke: {seq.cpu_us_per_call:,.0f} µs (1 in flight), "
-          f"{par.cpu_us_per_call:,.0f} µs (64 in flight)   target ≤ 150")
+          f"{par.cpu_us_per_call:,.0f} µs (64 in flight)   target ≤ 150 (scaled ≤ {scaled:.0f}); "
+          f"64 in flight = {par.cpu_us_per_call / floor:.1f}× the crypto floor (target ≤ "
+          f"{CPU_TARGET_US / ISSUE_CRYPTO_US:.1f}×)")
     print(f"daemon memory per idle connection: {per_conn:.1f} KiB ({args.idle_connections} connections)"
           "   target ≤ 64")
     if grpc:

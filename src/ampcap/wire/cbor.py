@@ -213,7 +213,7 @@ def _encode_prepared(obj: Any) -> bytes:
     return cbor2.dumps(obj, default=write_raw)
 
 
-_PLAIN, _SORT, _CANONICAL, _MIXED = 0, 1, 2, 3
+_PLAIN, _CANONICAL, _MIXED = 0, 1, 2
 _SCALARS = frozenset((str, int, bytes, bool, type(None)))
 
 
@@ -222,11 +222,7 @@ def _classify(obj: Any) -> int:
 
     ``_PLAIN``: text keys only, every map already in order, no floats, so
     cbor2's plain encoder is exact (the usual case for a decoded message);
-    ``_SORT``: text keys only, no floats, some map out of order: sorting
-    the maps here and encoding plainly is exact, and several times cheaper
-    than cbor2's canonical mode on small bodies;
-    ``_CANONICAL``: text keys only, floats present (whose shortest form only
-    the canonical mode picks), so cbor2's canonical mode is exact (its
+    ``_CANONICAL``: text keys only, so cbor2's canonical mode is exact (its
     length-first order agrees with RFC 8949 when all keys are text);
     ``_MIXED``: some map has non-text keys (or a set or frozendict appears):
     only :func:`_prepare` gets the order right.
@@ -242,7 +238,7 @@ def _classify(obj: Any) -> int:
             if state == _PLAIN:
                 n = len(k) if k.isascii() else len(k.encode("utf-8", "surrogatepass"))
                 if n < prev_len or (n == prev_len and k <= prev):
-                    state = _SORT
+                    state = _CANONICAL
                 prev_len, prev = n, k
         return _classify_values(obj.values(), state)
     if t is list or t is tuple:
@@ -274,32 +270,12 @@ def _classify_values(values: Iterable[Any], state: int) -> int:
     return state
 
 
-def _text_key_order(item: tuple[str, Any]) -> tuple[int, bytes]:
-    encoded = item[0].encode("utf-8", "surrogatepass")
-    return len(encoded), encoded
-
-
-def _sorted_maps(obj: Any) -> Any:
-    """A copy of a ``_SORT``-class value with every map in RFC 8949 order
-    (text keys: shorter first, then bytewise)."""
-    t = type(obj)
-    if t is dict:
-        return {k: _sorted_maps(v) for k, v in sorted(obj.items(), key=_text_key_order)}
-    if t is list or t is tuple:
-        return [_sorted_maps(v) for v in obj]
-    if t is CBORTag:
-        return CBORTag(obj.tag, _sorted_maps(obj.value))
-    return obj
-
-
 def dumps(obj: Any) -> bytes:
     """Deterministic CBOR encoding of ``obj`` (RFC 8949 §4.2.1, ruling R1)."""
     try:
         kind = _classify(obj)
         if kind == _PLAIN:
             return cbor2.dumps(obj)
-        if kind == _SORT:
-            return cbor2.dumps(_sorted_maps(obj))
         if kind == _CANONICAL:
             return cbor2.dumps(obj, canonical=True)
         return cbor2.dumps(_prepare(obj), default=write_raw)
