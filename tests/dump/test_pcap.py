@@ -114,7 +114,7 @@ def build_session() -> tuple[TcpWriter, dict[str, bytes]]:
     w.send(t + 0.100, C_EP, f)
     ids["res2"], f1 = msg(SERVER, CLIENT, MessageType.CAP_RESULT, {"status": "success", "result": {"sum": 3}},
                           T0 + 120, reply_to=ids["inv2"])
-    ids["err2"], f2 = msg(SERVER, CLIENT, MessageType.ERROR, {"code": 5001, "message": "late"},
+    ids["err2"], f2 = msg(SERVER, CLIENT, MessageType.ERROR, {"code": 5001, "category": "internal", "message": "late"},
                           T0 + 130, reply_to=ids["inv2"])
     w.send(t + 0.130, S_EP, f1 + f2)  # two frames in one segment
     # 4. an invoke that never gets a reply.

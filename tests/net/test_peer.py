@@ -21,6 +21,7 @@ from amp_helpers import DECLARE, ERROR, QUERY, RESULT, new_identity  # noqa: E40
 
 from ampcap import AmpError  # noqa: E402
 from ampcap.caps.catalog import Catalog  # noqa: E402
+from ampcap.caps.demo import demo_manifest  # noqa: E402
 from ampcap.net.daemon import Daemon  # noqa: E402
 from ampcap.net.peer import Negotiate, Peer, Remote, capability, connect, schema_from_signature  # noqa: E402
 from ampcap.net.stream import ConnectionDriver  # noqa: E402
@@ -175,7 +176,9 @@ class MisroutingProvider:
                                                    reply_to=wrong))
             self.sent_ids.append(env.id)
         elif typ == int(MessageType.CAP_QUERY):
-            env = self.driver.send_nowait(Outbound(typ=DECLARE, body={"capabilities": []}, reply_to=wrong))
+            descriptor = demo_manifest().capabilities[0].descriptor.to_wire()  # a schema-valid declare
+            env = self.driver.send_nowait(Outbound(typ=DECLARE, body={"capabilities": [descriptor]},
+                                                   reply_to=wrong))
             self.sent_ids.append(env.id)
 
 

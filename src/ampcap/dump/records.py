@@ -82,14 +82,14 @@ class Record:
 
 
 def load_schemas() -> Any | None:
-    """The CDDL schema set, or None while the schema engine is unavailable."""
+    """The compiled CDDL schema set (None if the packaged schemas cannot be
+    loaded, which a broken installation would cause: the dump then says
+    "unavailable" instead of failing)."""
+    from ..schema import load_schemas as _load
+
     try:
-        from ..schema import load_schema_set  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    try:
-        return load_schema_set()
-    except AmpError:
+        return _load()
+    except (AmpError, OSError):
         return None
 
 

@@ -40,6 +40,7 @@ import trio
 from ..caps.catalog import Catalog
 from ..errors import AmpError, LocalProtocolError
 from ..net.bindings_runner import BindingRunner, RunnerContext
+from ..schema import load_schemas
 from ..peer.config import ConnectionConfig
 from ..peer.connection import Connection, Role
 from ..peer.dedupe import InvokeKey
@@ -161,7 +162,10 @@ class Daemon:
         self._runner = BindingRunner()
         # One pipeline (so one replay cache) for every connection: a message
         # replayed on another connection is still recognised.
-        self.pipeline = ReceivePipeline(resolver or DidKeyResolver(), profile=config.profile)
+        # Every body is checked against its CDDL rule before anything acts on
+        # it (1001 for shape faults, 4001 for R6 identity conflicts).
+        self.pipeline = ReceivePipeline(resolver or DidKeyResolver(), profile=config.profile,
+                                        schemas=load_schemas())
         if params is None:
             from ..caps.params import ParamsValidator
             from ..caps.bundle import SchemaStore

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AmpError
+from ..schema.invoke import identity_violation
 from ..caps.semver import Range, Version
 from ..wire.registry import error_info
 
@@ -141,27 +142,17 @@ def parse_invoke_body(body: Any) -> InvokeRequest:
     hints = _hints(body["negotiate"]) if "negotiate" in body else None
     session = _session(body)
 
+    # The identity-form rules (R6) are shared with the schema layer.
+    problem = identity_violation(body)
+    if problem is not None:
+        where = f"body.{problem.path}" if problem.path else "body"
+        raise AmpError(BAD_REQUEST, f"expected {problem.expected}, found {problem.found}", path=where)
     version = _version(version_text, "version") if version_text is not None else None
     if ident is not None:
-        if hints is not None:
-            raise AmpError(BAD_REQUEST, "'id' and 'negotiate' must not both be present", path="body.negotiate")
-        name, sep, id_version = ident.partition(":")
-        if not sep or not name:
-            raise AmpError(BAD_REQUEST, "'id' must be name:version", path="body.id")
-        pinned = _version(id_version, "id")
-        if capability is not None and capability != name:
-            raise AmpError(BAD_REQUEST, "'capability' disagrees with 'id'", path="body.capability")
-        if version is not None and version_text != id_version:
-            raise AmpError(BAD_REQUEST, "'version' disagrees with 'id'", path="body.version")
-        return InvokeRequest(capability_id=ident, name=name, legacy_type=False, version=pinned,
+        name, _, id_version = ident.partition(":")
+        return InvokeRequest(capability_id=ident, name=name, legacy_type=False, version=_version(id_version, "id"),
                              negotiate=None, params=body["params"], timeout_ms=timeout_ms,
                              session=session, has_delegation="delegation" in body)
-    if capability is None and legacy is None:
-        raise AmpError(BAD_REQUEST, "CAP_INVOKE needs 'id', or 'capability'/'type' with 'version'/'negotiate'",
-                       path="body")
-    if (version is None) == (hints is None):
-        raise AmpError(BAD_REQUEST, "the by-name form needs exactly one of 'version' and 'negotiate'",
-                       path="body.version")
     return InvokeRequest(capability_id=None, name=capability if capability is not None else legacy,
                          legacy_type=capability is None, version=version, negotiate=hints,
                          params=body["params"], timeout_ms=timeout_ms, session=session,

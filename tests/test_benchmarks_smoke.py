@@ -1,0 +1,38 @@
+"""The benchmarks in tools/ still run (a short ``--quick`` pass each).
+
+They measure speed against baselines in the same run; these tests only keep
+them from rotting, and check that they print the figures the README quotes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).parents[1] / "tools"
+
+
+def run_tool(*argv: str, timeout: float = 120) -> str:
+    done = subprocess.run([sys.executable, str(TOOLS / argv[0]), *argv[1:]], capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_bench_wire_quick() -> None:
+    out = run_tool("bench_wire.py", "--quick")
+    assert "floor" in out
+
+
+def test_bench_cddl_quick() -> None:
+    out = run_tool("bench_cddl.py", "--quick")
+    assert "ampcap, envelope + body, valid" in out and "ampcap / pycddl" in out
+
+
+@pytest.mark.slow
+def test_bench_daemon_quick() -> None:
+    out = run_tool("bench_daemon.py", "--quick", "--only", "ampcap")
+    assert "daemon CPU per invoke" in out and "Ed25519 sign+verify here" in out
