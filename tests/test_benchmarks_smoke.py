@@ -32,6 +32,11 @@ def test_bench_cddl_quick() -> None:
     assert "ampcap, envelope + body, valid" in out and "ampcap / pycddl" in out
 
 
+def test_bench_caps_quick() -> None:
+    out = run_tool("bench_caps.py", "--quick")
+    assert "name + range query" in out and "negotiation over 1,000 versions" in out
+
+
 @pytest.mark.slow
 def test_bench_daemon_quick() -> None:
     out = run_tool("bench_daemon.py", "--quick", "--only", "ampcap")

@@ -64,7 +64,7 @@ MAX_SCHEMA_BYTES = 1 << 20
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+$")
 _CAP_KEYS = frozenset({
     "id", "name", "version", "aliases", "notes", "stability", "deprecated_by", "sunset_date",
-    "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding",
+    "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding", "bridge",
 })
 _TOP_KEYS = frozenset({"bundle_id", "python_path", "capability"})
 _BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd", "inline"})
@@ -119,6 +119,9 @@ class CapabilitySpec:
     output_schema: Any
     input_source: str  # "inline" or the schema file path as written
     output_source: str
+    # policy "bridge": "module:function" adapting a request for another
+    # version (one inside supported_ranges) to this version's params.
+    bridge: str | None = None
 
     @property
     def id(self) -> str:
@@ -242,6 +245,7 @@ class _CapabilityReader:
         for which in ("input_schema", "output_schema"):
             schemas[which] = self._schema(table, which, name, version)
         binding = self._binding(table.get("binding"))
+        bridge = self._bridge(table, policy)
         in_schema, out_schema = schemas["input_schema"], schemas["output_schema"]
         if (len(self.out.problems) != before or name is None or version is None or binding is None
                 or in_schema is None or out_schema is None):
@@ -259,7 +263,23 @@ class _CapabilityReader:
             return None
         return CapabilitySpec(descriptor=descriptor, policy=policy, binding=binding,
                               input_schema=in_doc, output_schema=out_doc,
-                              input_source=in_src, output_source=out_src)
+                              input_source=in_src, output_source=out_src, bridge=bridge)
+
+    def _bridge(self, table: Mapping[str, Any], policy: Policy) -> str | None:
+        raw = table.get("bridge")
+        if policy is not Policy.BRIDGE:
+            if raw is not None:
+                self.problem("only policy 'bridge' takes a bridge adapter", "bridge")
+            return None
+        if not isinstance(raw, str) or raw.count(":") != 1:
+            self.problem("policy 'bridge' needs bridge = \"module:function\" (the adapter)", "bridge")
+            return None
+        if self.check_imports:
+            try:
+                resolve_callable(raw, self.search_path)
+            except AmpError as exc:
+                self.problem(exc.message, "bridge")
+        return raw
 
     def problem(self, message: str, key: str | None = None) -> None:
         self.out.add(message, index=self.index, label=self.label, key=key)

@@ -28,6 +28,7 @@ timeout, end whatever still runs with its one terminal CAP_RESULT
 from __future__ import annotations
 
 import logging
+import time
 import os
 import random
 import ssl
@@ -40,6 +41,7 @@ import trio
 from ..caps.catalog import Catalog
 from ..errors import AmpError, LocalProtocolError
 from ..net.bindings_runner import BindingRunner, RunnerContext
+from ..caps.stats import UsageStats
 from ..schema import load_schemas
 from ..peer.config import ConnectionConfig
 from ..peer.connection import Connection, Role
@@ -191,6 +193,7 @@ class Daemon:
         self._armed: int | None = None
         self._closing = False
         self.stats = {"invokes": 0, "completed": 0}
+        self.usage = UsageStats()  # per capability id; logged when the daemon drains
 
     # ================================================================ life
 
@@ -229,6 +232,8 @@ class Daemon:
         for handle in list(self._calls):
             self.invoker.abandon(handle)
             self._finish_call(handle, error=AmpError(UNAVAILABLE, "local daemon shutting down"))
+        for usage in self.usage.snapshot():
+            log.info("usage %s", usage.summary())
         for link in list(self.links):
             link.driver.close()
         with trio.move_on_after(5):
@@ -443,10 +448,13 @@ class Daemon:
                                 clock_ms=self.clock.wall_ms)
         result: Any = None
         error: AmpError | None = None
+        started = time.perf_counter()
         try:
             result = self._runner.run_inline(job.binding, job.params, context)
         except AmpError as exc:
             error = exc
+        self.usage.record(job.capability_id, latency_ms=(time.perf_counter() - started) * 1000,
+                          code=error.code if error else None)
         self.stats["completed"] += 1
         if log.isEnabledFor(logging.INFO):  # the same two lines as a task-run job
             log.info("invoke received id=%s cap=%s from=%s", job.key.msg_id.hex(), job.capability_id,
@@ -457,6 +465,8 @@ class Daemon:
 
     def _log_done(self, running: _RunningJob, code: int | None) -> None:
         self.stats["completed"] += 1
+        self.usage.record(running.job.capability_id, code=code,
+                          latency_ms=self.clock.monotonic_ms() - running.started_ms)
         if log.isEnabledFor(logging.INFO):
             log.info("invoke completed id=%s cap=%s code=%s latency=%dms", running.job.key.msg_id.hex(),
                      running.job.capability_id, code if code is not None else "ok",
