@@ -184,13 +184,8 @@ async def test_two_ampcap_daemons_exchange_invoke_and_result_through_the_relay()
             await nursery.start(provider.run)
             await nursery.start(caller.run)
             url = f"amp://127.0.0.1:{port}"
-            # timeout_s: under raw framing the daemon's connect() only returns at
-            # its timeout (the Negotiated event queued by Connection.start() is
-            # delivered on the first read, and a relay never speaks first).
-            up = await provider.connect(url, peer_did=RELAY_DID, timeout_s=1.0)
-            # The daemon has no "register at a relay" call yet: send the
-            # registration HELLO on its link directly, as the example clients do.
-            up.driver.send_nowait(Outbound(typ=MessageType.HELLO, body={"versions": ["0.30.0"]}, to=RELAY_DID))
+            # Register the provider the way `ampcap serve --relay` does.
+            await provider.join_relay(url, timeout_s=1.0)
             await trio.sleep(0.1)
             link = await caller.connect(url, peer_did=provider.identity.did, timeout_s=1.0)
             result = await caller.call_invoke(link, ("org.ampcap.demo.math.add", "1.0.0"), {"a": 2, "b": 40},

@@ -32,7 +32,7 @@ from ampcap.net.listener import Listener  # noqa: E402
 from ampcap.net.stream import ConnectionDriver, open_stream  # noqa: E402
 from ampcap.net.tls import client_context, server_context  # noqa: E402
 from ampcap.net.url import parse_url  # noqa: E402
-from ampcap.wire.frames import FrameDecoder, FrameType  # noqa: E402
+from ampcap.wire.frames import FrameDecoder, FrameType, Framing  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 
 
@@ -320,3 +320,19 @@ async def test_tls_client_verifies_by_default(tmp_path: Path) -> None:
             assert isinstance(info.value.__cause__, ssl.SSLCertVerificationError)
             await trio.aclose_forcefully(stream)
             listener.stop()
+
+
+@pytest.mark.trio
+async def test_raw_framing_reports_negotiated_at_once_with_a_silent_peer() -> None:
+    """Raw framing has no handshake: Connection.start() queues Negotiated,
+    and the driver delivers it before any read (a relay never speaks first)."""
+    ours, _theirs = trio.testing.memory_stream_pair()  # nobody ever writes on the far end
+    recorder = Recorder()
+    cfg = ConnectionConfig(framing=Framing.RAW, strict_principal=False, keepalive_interval_ms=None)
+    driver = ConnectionDriver(make_conn(Role.CLIENT, 1, cfg, peer_did="did:web:relay.example"), ours,
+                              on_event=recorder, clock_ms=mock_clock_ms)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(driver.run)
+        with trio.fail_after(1):
+            await recorder.wait_for(Negotiated)
+        driver.close()

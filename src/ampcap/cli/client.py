@@ -19,6 +19,10 @@ import trio
 
 from ..caps.descriptor import Descriptor
 from ..errors import AmpError
+from ..net.daemon import RELAY_DID, RELAY_MAX_MSG_SIZE, DaemonConfig
+from ..peer.config import ConnectionConfig
+from ..wire.frames import Framing
+from ..wire.signing import Profile
 from ..wire.identity import default_identity_path
 from .serve import load_or_create_identity
 
@@ -36,6 +40,13 @@ def register(subparsers: Any) -> None:
                         help="refuse the connection unless the daemon proves this DID")
     common.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds to wait for the answer")
     common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+    common.add_argument("--to", default=None, metavar="DID",
+                        help="URL is a relay (like the public Rust example's): register there and address "
+                             "this agent through it")
+    common.add_argument("--relay-did", default=RELAY_DID, metavar="DID",
+                        help=f"with --to: the relay's own DID (default {RELAY_DID})")
+    common.add_argument("--compat", choices=("rust-example",), default=None,
+                        help="talk like the public Rust example (raw framing + its Sig_Input variant)")
 
     q = subparsers.add_parser("query", parents=[common], help="CAP_QUERY: list a capability's versions",
                               description="Ask a daemon which versions of a capability it offers (CAP_QUERY).")
@@ -87,8 +98,15 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     except UrlError as exc:
         raise AmpError(1001, str(exc)) from None
 
+    config = DaemonConfig()
+    if args.compat == "rust-example":
+        config = DaemonConfig(profile=Profile.RUST_EXAMPLE, connection=ConnectionConfig(
+            framing=Framing.RAW, profile=Profile.RUST_EXAMPLE,
+            max_msg_size=min(ConnectionConfig().max_msg_size, RELAY_MAX_MSG_SIZE)))
+
     async def main() -> int:
-        async with Peer(identity).connect(args.url, peer_did=args.peer_did) as remote:
+        async with Peer(identity, config=config).connect(args.url, peer_did=args.peer_did, relay_to=args.to,
+                                                         relay_did=args.relay_did) as remote:
             return int(await call(remote))
 
     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -44,9 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
-        # TEMPORARY while the subcommands are being written in parallel.
-        if importlib.util.find_spec(f"{__package__}.{name}") is None:
-            continue
         importlib.import_module(f"{__package__}.{name}").register(sub)
     return parser
 

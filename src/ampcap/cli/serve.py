@@ -23,6 +23,7 @@ from ..caps.catalog import Catalog
 from ..caps.manifest import Manifest, load_manifest
 from ..caps.params import ParamsValidator
 from ..errors import AmpError
+from ..net.daemon import RELAY_DID, RELAY_MAX_MSG_SIZE
 from ..peer.config import ConnectionConfig
 from ..peer.policy import ALLOW_ALL, load_policy
 from ..wire.frames import Framing
@@ -55,6 +56,11 @@ def register(subparsers: Any) -> None:
                    help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
     p.add_argument("--compat", choices=("rust-example",), default=None,
                    help="talk to the public Rust example (raw framing + its Sig_Input variant)")
+    p.add_argument("--relay", action="append", default=[], metavar="URL",
+                   help="also register at this relay (one like the public Rust example's: raw framing, "
+                        "forwards by 'to') and serve invokes arriving through it; may be repeated")
+    p.add_argument("--relay-did", default=RELAY_DID, metavar="DID",
+                   help=f"the relay's own DID, to which the registration frame is addressed (default {RELAY_DID})")
     p.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="serve amps:// with this certificate")
     p.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="private key for --tls-cert")
     p.add_argument("--drain-timeout", type=float, default=10.0, metavar="S",
@@ -135,10 +141,12 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     catalog = Catalog([spec for m in manifests for spec in m.capabilities], cursor_key=os.urandom(32))
     framing = Framing.RAW if args.framing == "raw" else Framing.RFC002
     profile = Profile.RFC
+    max_size = ConnectionConfig().max_msg_size
     if args.compat == "rust-example":
-        framing, profile = Framing.RAW, Profile.RUST_EXAMPLE
+        # The example closes on lengths over 8 MiB: never offer or accept more.
+        framing, profile, max_size = Framing.RAW, Profile.RUST_EXAMPLE, min(max_size, RELAY_MAX_MSG_SIZE)
     config = DaemonConfig(
-        connection=ConnectionConfig(framing=framing, profile=profile),
+        connection=ConnectionConfig(framing=framing, profile=profile, max_msg_size=max_size),
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=args.max_connections, drain_timeout_s=args.drain_timeout, profile=profile)
     ssl_context = None
@@ -153,9 +161,17 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from ..net.url import UrlError, parse_url
+
+    for url in args.relay:
+        try:
+            parse_url(url)
+        except UrlError as exc:
+            raise AmpError(1001, f"--relay {url!r}: {exc}") from None
     daemon, host, port = build_daemon(args)
     try:
-        trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None)
+        trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
+                 args.relay_did)
     except BaseExceptionGroup as group:
         # Errors from inside the nurseries (a port in use...) arrive wrapped;
         # the dispatcher reports a bare AmpError / OSError as one line.
@@ -181,8 +197,10 @@ def _leaves(exc: BaseException) -> Any:
         yield exc
 
 
-async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool) -> None:
-    """Listen, print the URL line, serve until SIGTERM/SIGINT, then drain."""
+async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relays: tuple[str, ...] = (),
+                             relay_did: str = RELAY_DID) -> None:
+    """Listen, register at relays, print the URL line, serve until
+    SIGTERM/SIGINT, then drain."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)
@@ -190,6 +208,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool) -> No
             sockname = listeners[0].socket.getsockname()
             bound_host, bound_port = sockname[0], sockname[1]
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+            for url in relays:
+                await daemon.join_relay(url, relay_did=relay_did)
             # The one line scripts wait for; flushed before anything can be served.
             sys.stdout.write(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}\n")
             sys.stdout.flush()

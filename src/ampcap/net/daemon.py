@@ -28,10 +28,10 @@ timeout, end whatever still runs with its one terminal CAP_RESULT
 from __future__ import annotations
 
 import logging
-import time
 import os
 import random
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -39,9 +39,9 @@ from typing import Any
 import trio
 
 from ..caps.catalog import Catalog
+from ..caps.stats import UsageStats
 from ..errors import AmpError, LocalProtocolError
 from ..net.bindings_runner import BindingRunner, RunnerContext
-from ..caps.stats import UsageStats
 from ..schema import load_schemas
 from ..peer.config import ConnectionConfig
 from ..peer.connection import Connection, Role
@@ -64,6 +64,7 @@ from ..peer.invoker import (
 from ..peer.limits import InFlightLimits
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to
 from ..peer.policy import ALLOW_ALL, Policy
+from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType
@@ -86,6 +87,13 @@ UNAVAILABLE, TIMEOUT, INTERNAL = 5002, 5003, 5001
 # A capability implemented in-process (the Python API): params + context in,
 # result out. Manifest bindings go through the BindingRunner instead.
 LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
+
+
+# The public Rust example's relay: its DID (what its clients address their
+# registration frame to) and its frame size limit (it closes on larger lengths).
+RELAY_DID = "did:web:example.com:relay:main"
+RELAY_MAX_MSG_SIZE = 8 * 1024 * 1024
+RELAY_HELLO_VERSION = "0.30.0"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,9 +268,35 @@ class Daemon:
             link.ready.set()
             self._link_gone(link)
 
+    async def join_relay(self, url: str | AmpUrl, *, relay_did: str = RELAY_DID, timeout_s: float = 10.0,
+                         ssl_context: ssl.SSLContext | None = None) -> Link:
+        """Dial a relay like the public Rust example's and register there.
+
+        Such a relay frames with a bare 4-byte length, registers a connection
+        under the ``from`` of its first parsable frame, forwards frames to the
+        online recipients in ``to`` and silently drops the rest. So: raw
+        framing, no keepalive (it would not answer), no strict principal
+        binding (messages from many senders arrive on this one connection),
+        and a first frame to register, a HELLO addressed to the relay's own
+        DID as the example's clients send (nobody is registered under it, so
+        the relay drops it). Invokes reaching us through the link are served
+        like any others; calls through it name their recipient (``to=``).
+        """
+        config = replace(self._conn_config, framing=Framing.RAW, strict_principal=False,
+                         keepalive_interval_ms=None, max_msg_size=min(self._conn_config.max_msg_size,
+                                                                      RELAY_MAX_MSG_SIZE))
+        link = await self.connect(url, peer_did=relay_did, ssl_context=ssl_context, timeout_s=timeout_s,
+                                  config=config)
+        link.driver.send_nowait(Outbound(typ=int(MessageType.HELLO), body={"versions": [RELAY_HELLO_VERSION]},
+                                         to=relay_did))
+        log.info("registered at relay %s as %s", url, self.identity.did)
+        return link
+
     async def connect(self, url: str | AmpUrl, *, peer_did: str | None = None,
-                      ssl_context: ssl.SSLContext | None = None, timeout_s: float = 10.0) -> Link:
-        """Dial ``url`` and negotiate; ``AmpError`` if that fails (5003 on timeout)."""
+                      ssl_context: ssl.SSLContext | None = None, timeout_s: float = 10.0,
+                      config: ConnectionConfig | None = None) -> Link:
+        """Dial ``url`` and negotiate; ``AmpError`` if that fails (5003 on timeout).
+        ``config`` replaces the daemon's connection settings for this link."""
         assert self._nursery is not None, "start the daemon first"
         target = parse_url(url) if isinstance(url, str) else url
         with trio.move_on_after(timeout_s) as scope:
@@ -270,7 +304,7 @@ class Daemon:
         if scope.cancelled_caught:
             raise AmpError(TIMEOUT, f"connecting to {target} timed out")
         try:
-            return await self.connect_stream(stream, peer_did=peer_did, timeout_s=timeout_s)
+            return await self.connect_stream(stream, peer_did=peer_did, timeout_s=timeout_s, config=config)
         except AmpError as exc:
             raise AmpError(exc.code, f"{target}: {exc.message}") from None
 
@@ -281,11 +315,11 @@ class Daemon:
         await self._serve_link(driver)
 
     async def connect_stream(self, stream: trio.abc.Stream, *, peer_did: str | None = None,
-                             timeout_s: float = 10.0) -> Link:
+                             timeout_s: float = 10.0, config: ConnectionConfig | None = None) -> Link:
         """Like :meth:`connect` over an already-open stream."""
         assert self._nursery is not None, "start the daemon first"
         conn = Connection(role=Role.CLIENT, identity=self.identity, pipeline=self.pipeline,
-                          config=self._conn_config, entropy=self._entropy, peer_did=peer_did)
+                          config=config or self._conn_config, entropy=self._entropy, peer_did=peer_did)
         link = Link(driver=ConnectionDriver(conn, stream, clock_ms=self.clock.wall_ms), outbound=True)
         self._nursery.start_soon(self._run_link, link)
         with trio.move_on_after(timeout_s):
@@ -508,21 +542,24 @@ class Daemon:
 
     async def call_invoke(self, link: Link, target: Target, params: Any, *, timeout_ms: int,
                           retry: RetryPolicy | None = None,
-                          on_progress: Callable[[int | None, str | None], Any] | None = None) -> Any:
-        """Send a CAP_INVOKE on ``link`` and wait for its one outcome."""
+                          on_progress: Callable[[int | None, str | None], Any] | None = None,
+                          to: str | None = None) -> Any:
+        """Send a CAP_INVOKE on ``link`` and wait for its one outcome. ``to``
+        addresses another agent than the link's peer (through a relay)."""
         if self._closing:
             raise AmpError(UNAVAILABLE, "local daemon shutting down")
         handle, out = self.invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
-                                                to=link.peer_did, now_ms=self.clock.wall_ms())
+                                                to=to or link.peer_did, now_ms=self.clock.wall_ms())
         return await self._await_call(handle, self._register_call(link, handle, out, on_progress))
 
     async def call_query(self, link: Link, filter: Mapping[str, Any], *, limit: int | None, cursor: str | None,
-                         order: str | None, timeout_ms: int) -> QueryAnswered:
+                         order: str | None, timeout_ms: int, to: str | None = None) -> QueryAnswered:
         """Send a CAP_QUERY on ``link`` and wait for the CAP_DECLARE (or raise)."""
         if self._closing:
             raise AmpError(UNAVAILABLE, "local daemon shutting down")
         handle, out = self.invoker.start_query(link, filter, limit=limit, cursor=cursor, order=order,
-                                               timeout_ms=timeout_ms, to=link.peer_did, now_ms=self.clock.wall_ms())
+                                               timeout_ms=timeout_ms, to=to or link.peer_did,
+                                               now_ms=self.clock.wall_ms())
         answer: QueryAnswered = await self._await_call(handle, self._register_call(link, handle, out, None))
         return answer
 

@@ -51,7 +51,7 @@ from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.identity import Identity, KeyResolver, default_identity_path
 from .bindings_runner import RunnerContext
 from .clock import SYSTEM_CLOCK, Clock
-from .daemon import Daemon, DaemonConfig, Link
+from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
 from .url import parse_url
 
 __all__ = ["Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationContext", "capability", "connect"]
@@ -313,6 +313,19 @@ class Peer:
                     with trio.CancelScope(shield=True):
                         await daemon.drain(drain_timeout)
 
+    @asynccontextmanager
+    async def join_relay(self, relay_url: str, *, relay_did: str = RELAY_DID, timeout: float = 10.0
+                         ) -> AsyncIterator[None]:
+        """Register at a relay like the public Rust example's for the block's
+        duration: invokes addressed to this peer's DID reach it through the
+        relay and are answered the same way (see :meth:`Daemon.join_relay`)."""
+        async with self._running() as daemon:
+            link = await daemon.join_relay(relay_url, relay_did=relay_did, timeout_s=timeout)
+            try:
+                yield
+            finally:
+                link.driver.close()
+
     async def serve_forever(self, url: str = "amp://127.0.0.1:7700",
                             *, task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled (``nursery.start(peer.serve_forever, url)`` reports the :class:`Server`)."""
@@ -323,16 +336,21 @@ class Peer:
     # ----------------------------------------------------------- calling
 
     @asynccontextmanager
-    async def connect(self, url: str, *, peer_did: str | None = None, timeout: float = 10.0
-                      ) -> AsyncIterator[Remote]:
+    async def connect(self, url: str, *, peer_did: str | None = None, timeout: float = 10.0,
+                      relay_to: str | None = None, relay_did: str = RELAY_DID) -> AsyncIterator[Remote]:
         """Open a connection to ``url`` for the duration of the block.
 
         ``peer_did`` pins whom we expect to reach (3001 if someone else answers).
+        With ``relay_to``, ``url`` is a relay like the public Rust example's:
+        this peer registers there and every call is addressed to ``relay_to``.
         """
         async with self._running() as daemon:
-            link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout)
+            if relay_to is not None:
+                link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout)
+            else:
+                link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout)
             try:
-                yield Remote(daemon, link)
+                yield Remote(daemon, link, to=relay_to)
             finally:
                 link.driver.close()
                 with trio.CancelScope(shield=True), trio.move_on_after(2):
@@ -355,13 +373,17 @@ class Server:
 class Remote:
     """One open connection to another agent, seen from the caller's side."""
 
-    def __init__(self, daemon: Daemon, link: Link) -> None:
+    def __init__(self, daemon: Daemon, link: Link, *, to: str | None = None) -> None:
         self._daemon = daemon
         self._link = link
+        self._to = to  # through a relay: the agent calls are addressed to
 
     @property
     def did(self) -> str:
-        """The DID the other side proved in HELLO / HELLO_ACK."""
+        """The DID the other side proved in HELLO / HELLO_ACK (through a
+        relay: the DID calls are addressed to, proved by every signed reply)."""
+        if self._to is not None:
+            return self._to
         assert self._link.peer_did is not None
         return self._link.peer_did
 
@@ -373,7 +395,7 @@ class Remote:
         if range is not None:
             flt["version"] = range
         answer = await self._daemon.call_query(self._link, flt, limit=limit, cursor=cursor, order=order,
-                                               timeout_ms=_ms(timeout))
+                                               timeout_ms=_ms(timeout), to=self._to)
         return QueryResult(answer.descriptors, answer.next_cursor)
 
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
@@ -391,7 +413,8 @@ class Remote:
         target = _target(capability, version, range, negotiate)
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
         return await self._daemon.call_invoke(self._link, target, {} if params is None else params,
-                                              timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress)
+                                              timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
+                                              to=self._to)
 
     async def aclose(self) -> None:
         self._link.driver.close()
@@ -401,9 +424,12 @@ class Remote:
 @asynccontextmanager
 async def connect(url: str, *, identity: Identity | str | os.PathLike[str] | None = None,
                   peer_did: str | None = None, timeout: float = 10.0,
-                  config: DaemonConfig = DaemonConfig()) -> AsyncIterator[Remote]:
-    """Connect to ``url`` as a peer that offers no capabilities (a pure caller)."""
-    async with Peer(identity, config=config).connect(url, peer_did=peer_did, timeout=timeout) as remote:
+                  config: DaemonConfig = DaemonConfig(), relay_to: str | None = None,
+                  relay_did: str = RELAY_DID) -> AsyncIterator[Remote]:
+    """Connect to ``url`` as a peer that offers no capabilities (a pure
+    caller); ``relay_to`` as in :meth:`Peer.connect`."""
+    async with Peer(identity, config=config).connect(url, peer_did=peer_did, timeout=timeout,
+                                                     relay_to=relay_to, relay_did=relay_did) as remote:
         yield remote
 
 

@@ -89,6 +89,9 @@ class ConnectionDriver:
             if self.conn.state is ConnState.IDLE:
                 self.conn.start(self._clock())
             async with trio.open_nursery() as nursery:
+                # Events start() queued (raw framing: Negotiated at once) go
+                # out now, not on the first read: a relay never speaks first.
+                nursery.start_soon(self._deliver)
                 nursery.start_soon(self._reader)
                 nursery.start_soon(self._timer)
                 await self._writer()
