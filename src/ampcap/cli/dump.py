@@ -13,6 +13,7 @@ import io
 import signal
 import sys
 import time
+from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
@@ -82,6 +83,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=_bounded_int(0, 65535), help="pcap: only TCP connections with this port")
     p.add_argument("--listen", metavar="HOST:PORT", help="live tap: accept clients here")
     p.add_argument("--upstream", metavar="HOST:PORT", help="live tap: forward to this server")
+    p.add_argument("--write-pcap", type=Path, default=None, metavar="FILE",
+                   help="live tap: also record the forwarded traffic to this pcap file")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.add_argument("--type", dest="type_filter", metavar="NAME|CODE", help="only this message/frame type")
     p.add_argument("--did", metavar="DID", help="only messages from or to this DID")
@@ -138,6 +141,8 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
 
     if (args.listen is None) != (args.upstream is None):
         raise _UsageError("--listen and --upstream go together")
+    if args.write_pcap is not None and args.listen is None:
+        raise _UsageError("--write-pcap records a live tap: use it with --listen and --upstream")
     if args.max_size < 1:
         raise _UsageError("--max-size must be positive")
     keyring = Keyring.load(args.keyring) if args.keyring else None
@@ -302,13 +307,22 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
         if session.shown(rec):
             emit(rec)
 
+    recorder = None
+    pcap_file = None
+    if args.write_pcap is not None:
+        from ..dump.pcapwrite import PcapWriter
+
+        pcap_file = open(args.write_pcap, "wb")  # noqa: SIM115 - closed below, after the tap stops
+        recorder = PcapWriter(pcap_file)
+
     async def serve_until_signal() -> None:
         # SIGINT/SIGTERM end the tap cleanly (summary printed, exit 0) instead
         # of a KeyboardInterrupt surfacing from inside the nursery.
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 await nursery.start(functools.partial(run_tap, listen, upstream, framing=framing,
-                                                      max_size=args.max_size, on_event=on_event, clock=time.time))
+                                                      max_size=args.max_size, on_event=on_event, clock=time.time,
+                                                      recorder=recorder))
                 async for _ in signals:
                     nursery.cancel_scope.cancel()
                     break
@@ -320,6 +334,9 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
         # reports in one line, not as a nested exception group.
         leaf = _first_leaf(group)
         raise leaf from None
+    finally:
+        if pcap_file is not None:
+            pcap_file.close()
     return session.finish()
 
 

@@ -14,6 +14,7 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import trio
 
@@ -21,7 +22,7 @@ from ..errors import AmpError
 from ..wire.frames import Framing
 from ..dump.streams import FramedStream, StreamEvent, Where
 
-__all__ = ["run_tap", "parse_hostport"]
+__all__ = ["run_tap", "parse_hostport", "Recorder"]
 
 log = logging.getLogger(__name__)
 _CHUNK = 65536
@@ -42,8 +43,19 @@ class _Backlog:
     overflowed: bool = False
 
 
+class Recorder(Protocol):
+    """Where forwarded bytes are written as they pass (``--write-pcap``)."""
+
+    def open(self, conn: int, client: str, server: str, ts: float) -> None: ...
+
+    def data(self, conn: int, direction: str, payload: bytes, ts: float) -> None: ...
+
+    def close(self, conn: int, direction: str, ts: float) -> None: ...
+
+
 async def _copy(src: trio.SocketStream, dst: trio.SocketStream,
-                to_decoder: trio.MemorySendChannel[bytes], backlog: _Backlog) -> None:
+                to_decoder: trio.MemorySendChannel[bytes], backlog: _Backlog,
+                record: Callable[[bytes | None], None]) -> None:
     async with to_decoder:
         try:
             while True:
@@ -51,6 +63,7 @@ async def _copy(src: trio.SocketStream, dst: trio.SocketStream,
                 if not data:
                     break
                 await dst.send_all(data)
+                record(data)
                 if backlog.overflowed:
                     continue
                 try:
@@ -60,6 +73,7 @@ async def _copy(src: trio.SocketStream, dst: trio.SocketStream,
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             log.info("tap: stream ended: %s", exc)
         finally:
+            record(None)
             # Half-close so the other side sees EOF, as it would without the tap.
             try:
                 await dst.send_eof()
@@ -86,9 +100,10 @@ async def _decode(chunks: trio.MemoryReceiveChannel[bytes], decode: FramedStream
 
 async def run_tap(listen: tuple[str, int], upstream: tuple[str, int], *, framing: Framing | None,
                   max_size: int, on_event: Callable[[StreamEvent], None],
-                  clock: Callable[[], float],
+                  clock: Callable[[], float], recorder: Recorder | None = None,
                   task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until cancelled; ``task_status.started`` receives the bound port."""
+    """Serve until cancelled; ``task_status.started`` receives the bound port.
+    ``recorder`` (optional) is given every forwarded chunk."""
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
     counter = itertools.count(1)
 
@@ -102,18 +117,34 @@ async def run_tap(listen: tuple[str, int], upstream: tuple[str, int], *, framing
             return
         c_addr = _addr(client.socket.getpeername())
         s_addr = _addr(server.socket.getpeername())
+        if recorder is not None:
+            recorder.open(n, c_addr, s_addr, clock())
         async with client, server, trio.open_nursery() as nursery:
             for src, dst, where in ((client, server, Where("c2s", c_addr, s_addr)),
                                     (server, client, Where("s2c", s_addr, c_addr))):
                 send, receive = trio.open_memory_channel[bytes](_DECODE_BACKLOG)
                 backlog = _Backlog()
-                nursery.start_soon(_copy, src, dst, send, backlog)
+                nursery.start_soon(_copy, src, dst, send, backlog, _recording(recorder, n, where.direction, clock))
                 nursery.start_soon(_decode, receive, FramedStream(where, framing, max_size), backlog,
                                    on_event, clock)
 
     port = listeners[0].socket.getsockname()[1]
     task_status.started(port)
     await trio.serve_listeners(handle, listeners)
+
+
+def _recording(recorder: Recorder | None, conn: int, direction: str,
+               clock: Callable[[], float]) -> Callable[[bytes | None], None]:
+    if recorder is None:
+        return lambda data: None
+
+    def record(data: bytes | None) -> None:
+        if data is None:
+            recorder.close(conn, direction, clock())
+        else:
+            recorder.data(conn, direction, data, clock())
+
+    return record
 
 
 def _addr(sockaddr: tuple[object, ...]) -> str:
