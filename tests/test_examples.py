@@ -1,0 +1,27 @@
+"""The README's Python API example runs and does what it says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_hello_agent_example() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "hello_agent.py")], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("serving at amp://127.0.0.1:") and "did:key:z6Mk" in lines[0]
+    assert lines[1] == "declared: ['org.example.greet:1.0.0']"
+    assert lines[2] == "{'greeting': 'Hello, Ada.'}"
+    assert "  progress 100% 3 of 3" in lines and "{'counted': 3}" in lines
+    assert lines[-1].startswith("as expected: 4003 VERSION_MISMATCH")
+
+
+def test_top_level_api_is_lazy() -> None:
+    code = "import sys, ampcap.wire.cbor; assert 'trio' not in sys.modules; import ampcap; ampcap.Peer; " \
+           "assert 'trio' in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
