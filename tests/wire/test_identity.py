@@ -168,3 +168,19 @@ def test_id_uses_xdg_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     assert (tmp_path / "ampcap" / "identity.json").exists()
     assert run_cli("id") == 0
     assert capsys.readouterr().out.strip() == did
+
+
+def test_load_or_create_makes_the_default_once(tmp_path, monkeypatch) -> None:
+    import os as _os
+    import stat as _stat
+
+    from ampcap.wire.identity import default_identity_path, load_or_create
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    first, created = load_or_create(None, _os.urandom)
+    assert created == default_identity_path() and created.exists()
+    assert _stat.S_IMODE(created.stat().st_mode) == 0o600
+    again, created_again = load_or_create(None, _os.urandom)
+    assert created_again is None and again.did == first.did
+    explicit, none = load_or_create(created, _os.urandom)
+    assert none is None and explicit.did == first.did

@@ -27,7 +27,14 @@ from ..net.daemon import RELAY_DID, RELAY_MAX_MSG_SIZE
 from ..peer.config import ConnectionConfig
 from ..peer.policy import ALLOW_ALL, load_policy
 from ..wire.frames import Framing
-from ..wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver, default_identity_path
+from ..wire.identity import (
+    ChainResolver,
+    DidKeyResolver,
+    Identity,
+    KeyResolver,
+    default_identity_path,
+    load_or_create,
+)
 from ..wire.signing import Profile
 
 __all__ = ["register", "run_serve", "load_or_create_identity", "parse_listen", "DEFAULT_LISTEN"]
@@ -84,18 +91,11 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def load_or_create_identity(path: Path | None) -> Identity:
-    """Load ``path`` (or the default identity file); create the default one if missing."""
-    if path is not None:
-        return Identity.load(path)
-    default = default_identity_path()
-    if default.exists():
-        return Identity.load(default)
-    identity = Identity.generate(os.urandom)
-    try:
-        identity.save(default)
-    except AmpError:  # created by a concurrent first run: use that one
-        return Identity.load(default)
-    print(f"ampcap: created identity {identity.did} in {default}", file=sys.stderr)
+    """Load ``path`` (or the default identity file); create the default one
+    if missing, and say so on stderr."""
+    identity, created = load_or_create(path, os.urandom)
+    if created is not None:
+        print(f"ampcap: created identity {identity.did} in {created}", file=sys.stderr)
     return identity
 
 

@@ -48,7 +48,7 @@ from ..caps.params import ParamsValidator
 from ..errors import AmpError
 from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
-from ..wire.identity import Identity, KeyResolver, default_identity_path
+from ..wire.identity import Identity, KeyResolver, load_or_create
 from .bindings_runner import RunnerContext
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
@@ -113,17 +113,7 @@ class _Registered:
 def _load_identity(identity: Identity | str | os.PathLike[str] | None) -> Identity:
     if isinstance(identity, Identity):
         return identity
-    if identity is not None:
-        return Identity.load(identity)
-    path = default_identity_path()
-    if path.exists():
-        return Identity.load(path)
-    created = Identity.generate(os.urandom)
-    try:
-        created.save(path)
-    except AmpError:  # another process created it first
-        return Identity.load(path)
-    return created
+    return load_or_create(identity, os.urandom)[0]
 
 
 def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:

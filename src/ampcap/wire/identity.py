@@ -163,6 +163,24 @@ class Identity:
         return ident
 
 
+def load_or_create(path: str | os.PathLike[str] | None, entropy: Entropy) -> tuple[Identity, Path | None]:
+    """The identity in ``path``; without a path, the default identity file,
+    created (mode 0600) when missing. Returns the identity and the path of a
+    file this call created (None when it only loaded one), so the caller can
+    say so."""
+    if path is not None:
+        return Identity.load(path), None
+    default = default_identity_path()
+    if default.exists():
+        return Identity.load(default), None
+    created = Identity.generate(entropy)
+    try:
+        created.save(default)
+    except AmpError:  # another process created it first: use that one
+        return Identity.load(default), None
+    return created, default
+
+
 def _hex_field(data: Mapping[str, Any], key: str, origin: str) -> bytes | None:
     value = data.get(key)
     if value is None:
