@@ -328,3 +328,16 @@ def _specs_for(triples: set[tuple[int, int, int]]) -> list[Any]:
     return [CapabilitySpec(descriptor=desc("org.x.a", ".".join(map(str, t))), policy=Policy.RANGE,
                            binding=PythonBinding(target="ampcap.caps.demo:noop"), input_schema={}, output_schema={},
                            input_source="inline", output_source="inline") for t in triples]
+
+
+def test_ossa_uri_ids_in_manifests_and_requests() -> None:
+    data = {"capability": [{"id": "ossa:security/scan_vulnerabilities@1.2", "input_schema": {}, "output_schema": {},
+                            "binding": {"python": "ampcap.caps.demo:noop"}}]}
+    spec = manifest_from_data(data, source="<test>").capabilities[0]
+    assert spec.id == "ossa.security.scan_vulnerabilities:1.2.0"
+    assert [r.text for r in spec.descriptor.supported_ranges or ()] == [">=1.2.0 <2.0.0"]  # OSSA's rule as range
+    catalog = Catalog([spec], cursor_key=KEY)
+    request = parse_invoke_body({"capability": "ossa:security/scan_vulnerabilities@1.2",
+                                 "negotiate": {"range": ">=1.2.0 <2.0.0"}, "params": {}})
+    assert catalog.resolve_identity(request)[0].id == spec.id
+    assert catalog.canonical_name("ossa:security/other@1.0") == "ossa:security/other@1.0"  # not served: 4002 later

@@ -42,6 +42,7 @@ from typing import Any
 
 from ..errors import AmpError
 from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
+from .names import parse_ossa_uri
 from .bundle import SchemaBundle, SchemaStore
 from .descriptor import Descriptor, SchemaRef, Stability
 from .params import compile_schema
@@ -286,6 +287,19 @@ class _CapabilityReader:
 
     def _identity(self, table: Mapping[str, Any]) -> tuple[str | None, Version | None]:
         ident, name, version = table.get("id"), table.get("name"), table.get("version")
+        if isinstance(ident, str) and ident.startswith(("ossa:", "mcp:")):
+            # An OSSA/MCP URI names the capability: ossa:<domain>/<name>@M.m is
+            # ossa.<domain>.<name> at M.m.0 (spec map, "Capability naming").
+            try:
+                ref = parse_ossa_uri(ident)
+            except AmpError as exc:
+                self.problem(exc.message, "id")
+                return None, None
+            assert ref is not None
+            if name is not None or version is not None:
+                self.problem("give either 'id' or 'name' + 'version', not both", "id")
+                return None, None
+            return ref.name, ref.version
         if ident is not None:
             if name is not None or version is not None:
                 self.problem("give either 'id' or 'name' + 'version', not both", "id")
@@ -329,6 +343,17 @@ class _CapabilityReader:
         return tuple(out)
 
     def _policy(self, table: Mapping[str, Any]) -> tuple[Policy, tuple[Range, ...] | None, tuple[Range, ...] | None]:
+        ident = table.get("id")
+        if isinstance(ident, str) and ident.startswith(("ossa:", "mcp:")) and "supported_ranges" not in table:
+            # OSSA's compatibility rule (same major, minor at least the one
+            # declared) becomes a `range` policy, unless the manifest says more.
+            try:
+                ref = parse_ossa_uri(ident)
+            except AmpError:
+                ref = None  # reported by _identity
+            if ref is not None:
+                table = {**table, "supported_ranges": [ref.compatible.text],
+                         "policy": table.get("policy", "range")}
         supported = self._ranges(table, "supported_ranges")
         deprecated = self._ranges(table, "deprecated_ranges")
         raw = table.get("policy", "range" if supported else "strict")

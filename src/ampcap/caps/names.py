@@ -128,7 +128,13 @@ class AliasTable:
             return name
         canonical = self._aliases.get(name)
         if canonical is None:
-            return name
+            # An OSSA/MCP URI nobody declared as an alias still names its
+            # RFC 004 counterpart (ossa:d/n@M.m -> ossa.d.n).
+            try:
+                ref = parse_ossa_uri(name)
+            except AmpError:
+                return name
+            return ref.name if ref is not None and ref.name in self._canonical else name
         if name not in self._warned:
             self._warned.add(name)
             log.warning("capability alias %r is deprecated: use %r", name, canonical)
