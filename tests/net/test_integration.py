@@ -174,3 +174,17 @@ async def test_peer_serves_and_is_invoked_back(tmp_path: Path) -> None:
         (link,) = [lk for lk in srv.daemon.links if lk.peer_did == client.did]
         answer = await srv.daemon.call_invoke(link, "org.example.whoami:1.0.0", {}, timeout_ms=5000)
         assert answer == {"me": client.did}
+
+
+def test_ack_on_receipt_comes_before_the_result(tmp_path: Path) -> None:
+    from ampcap.wire.registry import MessageType
+
+    async def run(url: str) -> list[int]:
+        async with raw_peer(url) as peer:
+            sent = peer.send(INVOKE, {"id": f"{ECHO}:1.0.0", "params": {"message": "a"}})
+            await peer.terminal(sent.id)
+            return [m.envelope.typ for m in peer.replies(sent.id)]
+
+    with serve_process(tmp_path, "--ack") as proc:
+        typs = trio.run(run, proc.url)
+    assert typs == [int(MessageType.ACK), int(MessageType.CAP_RESULT)]

@@ -25,6 +25,7 @@ from ..caps.params import ParamsValidator
 from ..errors import AmpError
 from ..net.daemon import RELAY_DID, RELAY_MAX_MSG_SIZE
 from ..peer.config import ConnectionConfig
+from ..peer.executor import ExecutorConfig
 from ..peer.policy import ALLOW_ALL, load_policy
 from ..wire.frames import Framing
 from ..wire.identity import (
@@ -63,6 +64,8 @@ def register(subparsers: Any) -> None:
                    help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
     p.add_argument("--compat", choices=("rust-example",), default=None,
                    help="talk to the public Rust example (raw framing + its Sig_Input variant)")
+    p.add_argument("--ack", action="store_true",
+                   help="acknowledge every CAP_INVOKE on receipt with an ACK (RFC 001 §16.1), before validating it")
     p.add_argument("--relay", action="append", default=[], metavar="URL",
                    help="also register at this relay (one like the public Rust example's: raw framing, "
                         "forwards by 'to') and serve invokes arriving through it; may be repeated")
@@ -147,6 +150,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         framing, profile, max_size = Framing.RAW, Profile.RUST_EXAMPLE, min(max_size, RELAY_MAX_MSG_SIZE)
     config = DaemonConfig(
         connection=ConnectionConfig(framing=framing, profile=profile, max_msg_size=max_size),
+        executor=ExecutorConfig(ack_on_receipt=args.ack),
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=args.max_connections, drain_timeout_s=args.drain_timeout, profile=profile)
     ssl_context = None
