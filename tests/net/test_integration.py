@@ -4,6 +4,8 @@ process, clients in this one (raw connections and the Python API)."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,3 +190,35 @@ def test_ack_on_receipt_comes_before_the_result(tmp_path: Path) -> None:
     with serve_process(tmp_path, "--ack") as proc:
         typs = trio.run(run, proc.url)
     assert typs == [int(MessageType.ACK), int(MessageType.CAP_RESULT)]
+
+
+@pytest.mark.trio
+async def test_serve_dials_a_peer_that_then_invokes_it_over_that_connection(tmp_path: Path) -> None:
+    """Both directions from the command line: `ampcap serve --connect URL`
+    dials a listening agent, which then calls the daemon's capabilities over
+    the connection the daemon opened."""
+    listener = Peer(new_identity())
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    async with listener.serve("amp://127.0.0.1:0") as server:
+        # Started without blocking the event loop: the listener must answer
+        # the daemon's HANDSHAKE and HELLO while we wait for its URL line.
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "ampcap", "serve", "--demo", "--listen", "127.0.0.1:0", "--connect", server.url],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        try:
+            line = b""
+            with trio.fail_after(20):
+                while not line.endswith(b"\n"):
+                    line += await proc.stdout.receive_some(1024)
+            did = line.split()[1].decode()
+            with trio.fail_after(10):
+                while not any(r.did == did for r in server.remotes()):
+                    await trio.sleep(0.05)
+            remote = server.remote(did)
+            assert await remote.invoke("org.ampcap.demo.math.add:1.0.0", params={"a": 20, "b": 22}) == {"sum": 42}
+            with pytest.raises(KeyError):
+                server.remote("did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            with trio.fail_after(20):
+                assert await proc.wait() == 0

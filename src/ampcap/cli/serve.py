@@ -66,6 +66,9 @@ def register(subparsers: Any) -> None:
                    help="talk to the public Rust example (raw framing + its Sig_Input variant)")
     p.add_argument("--ack", action="store_true",
                    help="acknowledge every CAP_INVOKE on receipt with an ACK (RFC 001 §16.1), before validating it")
+    p.add_argument("--connect", action="append", default=[], metavar="URL",
+                   help="also dial this peer and keep the connection open; either side may then invoke "
+                        "the other over it; may be repeated")
     p.add_argument("--relay", action="append", default=[], metavar="URL",
                    help="also register at this relay (one like the public Rust example's: raw framing, "
                         "forwards by 'to') and serve invokes arriving through it; may be repeated")
@@ -167,15 +170,16 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
 def run_serve(args: argparse.Namespace) -> int:
     from ..net.url import UrlError, parse_url
 
-    for url in args.relay:
-        try:
-            parse_url(url)
-        except UrlError as exc:
-            raise AmpError(1001, f"--relay {url!r}: {exc}") from None
+    for flag, urls in (("--relay", args.relay), ("--connect", args.connect)):
+        for url in urls:
+            try:
+                parse_url(url)
+            except UrlError as exc:
+                raise AmpError(1001, f"{flag} {url!r}: {exc}") from None
     daemon, host, port = build_daemon(args)
     try:
         trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
-                 args.relay_did)
+                 args.relay_did, tuple(args.connect))
     except BaseExceptionGroup as group:
         # Errors from inside the nurseries (a port in use...) arrive wrapped;
         # the dispatcher reports a bare AmpError / OSError as one line.
@@ -202,9 +206,9 @@ def _leaves(exc: BaseException) -> Any:
 
 
 async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relays: tuple[str, ...] = (),
-                             relay_did: str = RELAY_DID) -> None:
-    """Listen, register at relays, print the URL line, serve until
-    SIGTERM/SIGINT, then drain."""
+                             relay_did: str = RELAY_DID, peers: tuple[str, ...] = ()) -> None:
+    """Listen, register at relays, dial peers, print the URL line, serve
+    until SIGTERM/SIGINT, then drain."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)
@@ -214,6 +218,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
             for url in relays:
                 await daemon.join_relay(url, relay_did=relay_did)
+            for url in peers:
+                await daemon.connect(url)
             # The one line scripts wait for; flushed before anything can be served.
             sys.stdout.write(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}\n")
             sys.stdout.flush()

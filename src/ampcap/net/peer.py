@@ -359,6 +359,18 @@ class Server:
     def connections(self) -> int:
         return len(self.daemon.links)
 
+    def remotes(self) -> list[Remote]:
+        """Every open connection, whoever dialled it. Each works both ways:
+        a peer that connected to us can be invoked over its connection."""
+        return [Remote(self.daemon, link) for link in list(self.daemon.links) if link.open]
+
+    def remote(self, did: str) -> Remote:
+        """The open connection to the peer ``did`` (KeyError if there is none)."""
+        for link in list(self.daemon.links):
+            if link.open and link.peer_did == did:
+                return Remote(self.daemon, link)
+        raise KeyError(f"no open connection with {did}")
+
 
 class Remote:
     """One open connection to another agent, seen from the caller's side."""
