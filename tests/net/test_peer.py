@@ -202,3 +202,33 @@ async def test_a12_a13_wrong_reply_to_rejected_with_4001() -> None:
         assert [e.envelope.reply_to for e in errors] == provider.sent_ids
         await daemon.drain(0.1)
         nursery.cancel_scope.cancel()
+
+
+def greet_v2(params: Any) -> dict:
+    return {"text": f"hello {params['who']}"}
+
+
+def v1_params(params: Any, requested: str) -> dict:
+    return {"who": params["name"]}
+
+
+def v1_result(result: Any, requested: str) -> dict:
+    return {"greeting": result["text"], "version": requested}
+
+
+@pytest.mark.trio
+async def test_bridge_adapts_params_and_result_end_to_end() -> None:
+    from ampcap.caps.manifest import manifest_from_data
+
+    manifest = manifest_from_data({"capability": [
+        {"id": "org.example.greet:2.0.0", "input_schema": {"type": "object", "required": ["who"]},
+         "output_schema": {}, "policy": "bridge", "supported_ranges": [">=1.0.0 <3.0.0"],
+         "bridge": {"params": f"{__name__}:v1_params", "result": f"{__name__}:v1_result"},
+         "notes": "serves 1.x: name becomes who, text becomes greeting",
+         "binding": {"python": f"{__name__}:greet_v2"}}]}, source="<test>")
+    provider = Peer(new_identity(), manifest=manifest)
+    async with provider.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=new_identity()) as remote:
+        old = await remote.invoke("org.example.greet", version="1.4.0", params={"name": "Ada"})
+        assert old == {"greeting": "hello Ada", "version": "1.4.0"}
+        new = await remote.invoke("org.example.greet:2.0.0", params={"who": "Bo"})
+        assert new == {"text": "hello Bo"}

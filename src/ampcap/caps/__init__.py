@@ -1,5 +1,7 @@
-"""Capabilities: SemVer and ranges, descriptors, offline schema bundles,
-params validation, descriptor signatures, TOML manifests and the demo set.
+"""Capabilities: SemVer and ranges, names/aliases/OSSA URIs, descriptors,
+offline schema bundles, params validation, descriptor signatures, the
+registry with its cursors, negotiation, usage statistics, TOML manifests
+and the demo set.
 
 The main names of the landed modules are re-exported here and loaded on first
 use (PEP 562): the manifest machinery pulls in jsonschema, which commands
@@ -23,6 +25,12 @@ _EXPORTS: dict[str, str] = {
     "load_manifest": "manifest", "check_manifest": "manifest",
     "Binding": "bindings",
     "demo_manifest": "demo",
+    "AliasTable": "names", "OssaRef": "names", "is_capability_name": "names",
+    "parse_capability_id": "names", "parse_ossa_uri": "names",
+    "Registry": "registry", "Page": "registry", "Admission": "registry",
+    "Cursor": "cursor", "CursorCodec": "cursor",
+    "Selection": "negotiate", "select": "negotiate",  # negotiate.negotiate: the submodule owns the name
+    "UsageStats": "stats",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -30,12 +38,17 @@ __all__ = sorted(_EXPORTS)
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
     from .bindings import Binding
     from .bundle import SchemaBundle, SchemaStore
+    from .cursor import Cursor, CursorCodec
     from .demo import demo_manifest
     from .descriptor import Descriptor, SchemaRef, Stability
     from .descriptor_sig import sign_descriptor, verify_descriptor
     from .manifest import CapabilitySpec, Manifest, ManifestError, check_manifest, load_manifest
+    from .names import AliasTable, OssaRef, is_capability_name, parse_capability_id, parse_ossa_uri
+    from .negotiate import Selection, select
     from .params import ParamsValidator
+    from .registry import Admission, Page, Registry
     from .semver import Range, Version
+    from .stats import UsageStats
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

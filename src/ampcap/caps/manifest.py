@@ -123,6 +123,9 @@ class CapabilitySpec:
     # policy "bridge": "module:function" adapting a request for another
     # version (one inside supported_ranges) to this version's params.
     bridge: str | None = None
+    # Optional: "module:function" mapping this version's result back to the
+    # requested version's shape (manifest: bridge = { params = …, result = … }).
+    bridge_result: str | None = None
 
     @property
     def id(self) -> str:
@@ -246,7 +249,7 @@ class _CapabilityReader:
         for which in ("input_schema", "output_schema"):
             schemas[which] = self._schema(table, which, name, version)
         binding = self._binding(table.get("binding"))
-        bridge = self._bridge(table, policy)
+        bridge, bridge_result = self._bridge(table, policy)
         in_schema, out_schema = schemas["input_schema"], schemas["output_schema"]
         if (len(self.out.problems) != before or name is None or version is None or binding is None
                 or in_schema is None or out_schema is None):
@@ -264,23 +267,34 @@ class _CapabilityReader:
             return None
         return CapabilitySpec(descriptor=descriptor, policy=policy, binding=binding,
                               input_schema=in_doc, output_schema=out_doc,
-                              input_source=in_src, output_source=out_src, bridge=bridge)
+                              input_source=in_src, output_source=out_src, bridge=bridge,
+                              bridge_result=bridge_result)
 
-    def _bridge(self, table: Mapping[str, Any], policy: Policy) -> str | None:
+    def _bridge(self, table: Mapping[str, Any], policy: Policy) -> tuple[str | None, str | None]:
+        """``bridge = "module:function"`` (params only) or
+        ``bridge = { params = "module:function", result = "module:function" }``."""
         raw = table.get("bridge")
         if policy is not Policy.BRIDGE:
             if raw is not None:
                 self.problem("only policy 'bridge' takes a bridge adapter", "bridge")
-            return None
-        if not isinstance(raw, str) or raw.count(":") != 1:
-            self.problem("policy 'bridge' needs bridge = \"module:function\" (the adapter)", "bridge")
-            return None
-        if self.check_imports:
-            try:
-                resolve_callable(raw, self.search_path)
-            except AmpError as exc:
-                self.problem(exc.message, "bridge")
-        return raw
+            return None, None
+        params, result = raw, None
+        if isinstance(raw, dict):
+            for key in sorted(set(raw) - {"params", "result"}):
+                self.problem("unknown key (expected params, result)", f"bridge.{key}")
+            params, result = raw.get("params"), raw.get("result")
+        targets = [("bridge", params)] + ([("bridge.result", result)] if result is not None else [])
+        for key, target in targets:
+            if not isinstance(target, str) or target.count(":") != 1:
+                self.problem("policy 'bridge' needs bridge = \"module:function\" (the adapter), or a table "
+                             "{ params = \"module:function\", result = \"module:function\" }", key)
+                return None, None
+            if self.check_imports:
+                try:
+                    resolve_callable(target, self.search_path)
+                except AmpError as exc:
+                    self.problem(exc.message, key)
+        return params, result
 
     def problem(self, message: str, key: str | None = None) -> None:
         self.out.add(message, index=self.index, label=self.label, key=key)

@@ -104,18 +104,29 @@ class AliasTable:
         for alias, name in (aliases or {}).items():
             self.add_alias(alias, name)
 
-    def add_name(self, name: str) -> None:
+    def check_name(self, name: str) -> None:
+        """4001 unless ``name`` may become a canonical name."""
         if name in self._aliases:
             raise AmpError(BAD_REQUEST, f"{name!r} is already an alias of {self._aliases[name]!r}")
-        self._canonical.add(name)
 
-    def add_alias(self, alias: str, name: str) -> None:
-        if alias in self._canonical:
+    def check_alias(self, alias: str, name: str) -> None:
+        """4001 unless ``alias`` may point to ``name``."""
+        if alias in self._canonical or alias == name:
             raise AmpError(BAD_REQUEST, f"alias {alias!r} is itself a capability name")
         known = self._aliases.get(alias)
         if known is not None and known != name:
             raise AmpError(BAD_REQUEST, f"alias {alias!r} already points to {known!r}")
+
+    def add_name(self, name: str) -> None:
+        self.check_name(name)
+        self._canonical.add(name)
+
+    def add_alias(self, alias: str, name: str) -> None:
+        self.check_alias(alias, name)
         self._aliases[alias] = name
+
+    def is_alias(self, name: str) -> bool:
+        return name in self._aliases
 
     def aliases_of(self, name: str) -> list[str]:
         return sorted(a for a, n in self._aliases.items() if n == name)

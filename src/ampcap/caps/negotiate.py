@@ -12,61 +12,103 @@ decides:
 * ``bridge``: the version also serves pinned requests for versions inside
   its ``supported_ranges`` (across majors too) through its explicit,
   deterministic adapter (``bridge = "module:function"``), which maps the
-  requested version's params to its own; the adapter's input and output
-  shapes are logged. Without a documented bridge an incompatible version is
-  4003 (§8).
+  requested version's params to its own; an optional second adapter maps
+  the result back to the requested version's shape. Both directions log
+  their input and output shapes. Without a documented bridge an
+  incompatible version is 4003 (§8).
 
 A request with ``negotiate`` hints picks, in order: the preferred version
 if declared, the first declared acceptable one, then the highest declared
-version inside ``range``. Otherwise 4003. (The R6 conflicts between ``id``
-and the other fields are the body parser's 4001, before this runs.)
+version inside ``range``. Otherwise 4003.
+
+:func:`select` works on already-parsed fields (the executor's body parser
+has applied ruling R6). :func:`negotiate` takes a raw CAP_INVOKE body and
+applies R6 itself: ``id`` together with ``negotiate``, an ``id`` that
+disagrees with ``capability``/``version``, or neither form → 4001.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AmpError
-from .manifest import CapabilitySpec, Policy
-from .semver import Version
+from ..schema.invoke import identity_violation
+from .manifest import Policy
+from .semver import Range, Version
 
-__all__ = ["Selection", "select", "adapt_params"]
+__all__ = ["Selection", "select", "negotiate", "adapt_params", "adapt_result", "policy_of"]
 
 log = logging.getLogger("ampcap.caps")
 
-VERSION_MISMATCH = 4003
+BAD_REQUEST, VERSION_MISMATCH, INTERNAL = 4001, 4003, 5001
 
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    spec: CapabilitySpec
+    """The outcome: ``spec`` serves the request (a CapabilitySpec, or a bare
+    Descriptor when negotiating over a peer's declarations)."""
+
+    spec: Any
     requested: Version | None  # the pinned version asked for, when it differs from spec.version
     bridged: bool = False
 
+    @property
+    def capability_id(self) -> str:
+        """The concrete ``name:version`` that runs (§6.3: always concrete)."""
+        return self.spec.id
 
-def select(specs: Sequence[CapabilitySpec], *, version: Version | None, preferred: Version | None = None,
-           acceptable: Sequence[Version] = (), range_: Any = None) -> Selection:
+
+def policy_of(item: Any) -> Policy:
+    """A spec's declared policy; a bare descriptor's follows §4.2 (absent
+    ``supported_ranges``: exact version only)."""
+    policy = getattr(item, "policy", None)
+    if isinstance(policy, Policy):
+        return policy
+    return Policy.RANGE if _ranges_of(item) else Policy.STRICT
+
+
+def _ranges_of(item: Any) -> tuple[Range, ...]:
+    descriptor = getattr(item, "descriptor", item)
+    return tuple(descriptor.supported_ranges or ())
+
+
+def _version_of(item: Any) -> Version:
+    return item.version
+
+
+def select(specs: Sequence[Any], *, version: Version | None, preferred: Version | None = None,
+           acceptable: Sequence[Version] = (), range_: Range | None = None) -> Selection:
     """``specs``: one name's declared versions, ascending (so lookups are
     bisections: the cost grows with log(versions), not with their number)."""
+    if not specs:
+        raise AmpError(VERSION_MISMATCH, "no version is declared")
 
-    def declared(wanted: Version) -> CapabilitySpec | None:
+    def declared(wanted: Version) -> Any:
         at = bisect.bisect_left(specs, wanted, key=_version_of)
-        return specs[at] if at < len(specs) and specs[at].version == wanted else None
+        # Versions equal in precedence (build metadata only) sit together:
+        # prefer the one whose text matches exactly, else the first.
+        first = None
+        while at < len(specs) and specs[at].version == wanted:
+            if specs[at].version.build == wanted.build:
+                return specs[at]
+            first = first or specs[at]
+            at += 1
+        return first
 
     if version is not None:
         exact = declared(version)
         if exact is not None:
             return Selection(exact, None)
         for spec in reversed(specs):  # the highest bridge that covers it
-            if spec.policy is Policy.BRIDGE and spec.bridge is not None and \
-                    any(r.contains(version) for r in spec.descriptor.supported_ranges or ()):
+            if policy_of(spec) is Policy.BRIDGE and getattr(spec, "bridge", None) is not None and \
+                    any(r.contains(version) for r in _ranges_of(spec)):
                 return Selection(spec, version, bridged=True)
         raise AmpError(VERSION_MISMATCH, f"version {version} of {specs[0].name} is not served "
-                                         f"(declared: {', '.join(str(s.version) for s in specs)})")
+                                         f"(declared: {_listing(specs)})")
     if preferred is not None and (hit := declared(preferred)) is not None:
         return Selection(hit, None)
     for wanted in acceptable:
@@ -77,20 +119,67 @@ def select(specs: Sequence[CapabilitySpec], *, version: Version | None, preferre
         # highest version inside wins (R14's pre-release rule is in contains()).
         lo, hi = 0, len(specs)
         for comp in range_.comparators:
-            if comp.op in ("<", "<="):
+            if comp.op in ("<", "<=", "="):
                 cut = bisect.bisect_left if comp.op == "<" else bisect.bisect_right
                 hi = min(hi, cut(specs, comp.version, key=_version_of))
-            elif comp.op in (">", ">="):
+            if comp.op in (">", ">=", "="):
                 cut = bisect.bisect_right if comp.op == ">" else bisect.bisect_left
                 lo = max(lo, cut(specs, comp.version, key=_version_of))
         for i in range(hi - 1, lo - 1, -1):
             if range_.contains(specs[i].version):
                 return Selection(specs[i], None)
-    raise AmpError(VERSION_MISMATCH, f"no declared version of {specs[0].name} satisfies the negotiation hints")
+    raise AmpError(VERSION_MISMATCH, f"no declared version of {specs[0].name} satisfies the negotiation hints "
+                                     f"(declared: {_listing(specs)})")
 
 
-def _version_of(spec: CapabilitySpec) -> Version:
-    return spec.version
+def _listing(specs: Sequence[Any], most: int = 8) -> str:
+    shown = [str(s.version) for s in specs[-most:]]
+    return ("…, " if len(specs) > most else "") + ", ".join(shown)
+
+
+def negotiate(body: Mapping[str, Any], specs: Sequence[Any]) -> Selection:
+    """Negotiate a raw CAP_INVOKE body against one name's declared versions
+    (ascending). R6 identity conflicts and bad semver text are 4001; no
+    acceptable version is 4003. Which name ``specs`` belong to (aliases,
+    4002) is the registry's business, settled before this is called."""
+    if not isinstance(body, Mapping):
+        raise AmpError(1001, "CAP_INVOKE body must be a map", path="body")
+    problem = identity_violation(body)
+    if problem is not None:
+        where = f"body.{problem.path}" if problem.path else "body"
+        raise AmpError(BAD_REQUEST, f"expected {problem.expected}, found {problem.found}", path=where)
+    if body.get("id") is not None:
+        return select(specs, version=_semver(body["id"].partition(":")[2], "body.id"))
+    if "version" in body:
+        return select(specs, version=_semver(body["version"], "body.version"))
+    hints = body["negotiate"]
+    if not isinstance(hints, Mapping):
+        raise AmpError(1001, "negotiate must be a map", path="body.negotiate")
+    preferred = hints.get("preferred")
+    acceptable = hints.get("acceptable") or ()
+    if not isinstance(acceptable, (list, tuple)):
+        raise AmpError(1001, "acceptable must be an array", path="body.negotiate.acceptable")
+    rng = hints.get("range")
+    try:
+        parsed_range = Range.parse(rng) if rng is not None else None
+    except AmpError as exc:
+        raise AmpError(BAD_REQUEST, exc.message, path="body.negotiate.range") from None
+    return select(specs, version=None,
+                  preferred=_semver(preferred, "body.negotiate.preferred") if preferred is not None else None,
+                  acceptable=[_semver(a, f"body.negotiate.acceptable[{i}]") for i, a in enumerate(acceptable)],
+                  range_=parsed_range)
+
+
+def _semver(text: Any, path: str) -> Version:
+    if not isinstance(text, str):
+        raise AmpError(1001, "expected a semver string", path=path)
+    try:
+        return Version.parse(text)
+    except AmpError as exc:
+        raise AmpError(BAD_REQUEST, exc.message, path=path) from None
+
+
+# ------------------------------------------------------------------ bridges
 
 
 def _shape(value: Any) -> str:
@@ -99,20 +188,40 @@ def _shape(value: Any) -> str:
     return type(value).__name__
 
 
+def _run_adapter(target: str, fn: Callable[..., Any], value: Any, requested: Version, what: str) -> Any:
+    try:
+        return fn(value, str(requested))
+    except AmpError:
+        raise
+    except Exception:
+        log.error("bridge %s (%s) raised", target, what, exc_info=True)
+        raise AmpError(INTERNAL, "capability bridge failed") from None
+
+
 def adapt_params(selection: Selection, params: Any, resolve: Callable[[str], Callable[..., Any]]) -> Any:
-    """Run the bridge adapter of a bridged selection (deterministic: a pure
-    function of the params and the requested version); 5001 if it fails."""
+    """Run the params adapter of a bridged selection, ``fn(params,
+    requested_version) -> params`` (deterministic: a pure function of its
+    arguments); 5001 if it fails. Unbridged selections pass through."""
     if not selection.bridged:
         return params
     spec = selection.spec
     assert spec.bridge is not None and selection.requested is not None
-    try:
-        adapted = resolve(spec.bridge)(params, str(selection.requested))
-    except AmpError:
-        raise
-    except Exception:
-        log.error("bridge %s for %s raised", spec.bridge, spec.id, exc_info=True)
-        raise AmpError(5001, "capability bridge failed") from None
+    adapted = _run_adapter(spec.bridge, resolve(spec.bridge), params, selection.requested, "params")
     log.info("bridge %s: %s:%s params %s -> %s params %s", spec.bridge, spec.name, selection.requested,
              _shape(params), spec.id, _shape(adapted))
+    return adapted
+
+
+def adapt_result(selection: Selection, result: Any, resolve: Callable[[str], Callable[..., Any]]) -> Any:
+    """Map a bridged invocation's result back to the requested version's
+    shape with the spec's ``bridge_result`` adapter, ``fn(result,
+    requested_version) -> result``; unchanged when there is none."""
+    target = getattr(selection.spec, "bridge_result", None)
+    if not selection.bridged or target is None:
+        return result
+    spec = selection.spec
+    assert selection.requested is not None
+    adapted = _run_adapter(target, resolve(target), result, selection.requested, "result")
+    log.info("bridge %s: %s result %s -> %s:%s result %s", target, spec.id, _shape(result), spec.name,
+             selection.requested, _shape(adapted))
     return adapted

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -145,6 +145,9 @@ class Resolved:
     descriptor: Any  # caps.descriptor.Descriptor (``.id``, ``.to_wire()``)
     params: Any
     binding: Any = None
+    # A bridge's second half: maps the served version's result back to the
+    # requested version's shape (None: the result goes out as it is).
+    adapt_result: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,6 +200,7 @@ class Job:
     deadline_ms: int
     thread_id: bytes | None
     session: Mapping[str, Any] | None
+    adapt_result: Callable[[Any], Any] | None = None  # see Resolved
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -337,7 +341,7 @@ class Executor:
         job = Job(key=key, conn=conn, capability_id=str(resolved.descriptor.id), descriptor=resolved.descriptor,
                   params=resolved.params, binding=resolved.binding,
                   deadline_ms=now_ms + min(timeout, self.config.max_timeout_ms),
-                  thread_id=env.thread_id, session=request.session)
+                  thread_id=env.thread_id, session=request.session, adapt_result=resolved.adapt_result)
         self._limits.acquire(conn)  # room was checked in step 2, nothing ran since
         self._cache.start(key, inbound.fingerprint, conn, expires_at=env.ts + env.ttl)
         self._running[key] = _Running(job, state)
@@ -427,7 +431,15 @@ class Executor:
         dropped."""
         if key not in self._running:
             return [Log(logging.INFO, f"late completion of {key.msg_id.hex()} dropped")]
-        session = self._running[key].job.session
+        job = self._running[key].job
+        session = job.session
+        if error is None and job.adapt_result is not None:
+            try:
+                result = job.adapt_result(result)
+            except AmpError as exc:
+                error = exc
+            except Exception:  # the adapter's bug is the caller's 5001, like a binding's
+                error = AmpError(INTERNAL_ERROR, "capability bridge failed")
         if error is not None:
             body = result_error(error, session)
         else:
