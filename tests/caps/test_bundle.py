@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import shutil
-import socket
 import tarfile
 import zipfile
 from pathlib import Path
@@ -40,15 +39,6 @@ def offline_descriptor(in_hash: bytes | None = None, in_key: str = IN_KEY) -> De
         "output_schema": {"bundle_id": BUNDLE_ID, "artifact_key": OUT_KEY, "hash_alg": "sha-512",
                           "hash": hashlib.sha512((DATA / "code-review/output.schema.json").read_bytes()).digest()},
     }, path="capabilities[0]")
-
-
-@pytest.fixture
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("network access attempted")
-
-    monkeypatch.setattr(socket, "socket", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
 
 
 def archive(tmp_path: Path, kind: str, src: Path = DATA) -> Path:

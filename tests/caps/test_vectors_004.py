@@ -7,7 +7,6 @@ where they live: the executor, the invoker and the wire tests.)"""
 from __future__ import annotations
 
 import hashlib
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -62,15 +61,6 @@ def provider(*versions: str, name: str = NAME) -> list[Any]:
     data = {"capability": [{"id": f"{name}:{v}", "input_schema": {}, "output_schema": {},
                             "binding": {"python": "ampcap.caps.demo:noop"}} for v in versions]}
     return sorted(manifest_from_data(data, source="<vector>").capabilities, key=lambda s: s.version)
-
-
-@pytest.fixture
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("network access attempted")
-
-    monkeypatch.setattr(socket, "socket", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
 
 
 # A.1 CAP_DECLARE positive: one descriptor org.agentries.code-review:2.1.0,
