@@ -10,23 +10,9 @@ from typing import Any
 from ampcap.peer.config import ConnectionConfig
 from ampcap.peer.connection import Connection, Role
 from ampcap.peer.events import Event
+from ampcap.peer.outbound import Outbound  # noqa: F401 - re-exported for the connection tests
 from ampcap.wire.identity import DidKeyResolver, Identity
 from ampcap.wire.receive import ReceivePipeline
-
-try:
-    from ampcap.peer.outbound import Outbound
-except ImportError:  # pragma: no cover - until the executor engineer's module lands
-
-    @dataclass(frozen=True, slots=True, kw_only=True)
-    class Outbound:  # type: ignore[no-redef]
-        typ: int
-        body: Any
-        reply_to: bytes | None = None
-        thread_id: bytes | None = None
-        to: str | tuple[str, ...] | None = None
-        msg_id: bytes | None = None
-        ttl_ms: int | None = None
-
 
 T0 = 1_763_800_000_000  # a fixed Unix ms time for sans-I/O tests
 

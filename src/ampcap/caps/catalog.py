@@ -24,7 +24,7 @@ from ..peer.progress import InvokeRequest, QueryRequest
 from .bindings import resolve_callable
 from .cursor import CURSOR_TTL_MS
 from .manifest import CapabilitySpec
-from .negotiate import Selection, adapt_params, adapt_result, select
+from .negotiate import adapt_params, adapt_result, select_for
 from .registry import DEFAULT_PAGE_LIMIT, Registry
 
 __all__ = ["Catalog", "CURSOR_TTL_MS", "DEFAULT_PAGE_LIMIT"]
@@ -66,21 +66,13 @@ class Catalog:
         return found
 
     def check_version(self, target: list[CapabilitySpec], request: InvokeRequest) -> Resolved:
-        chosen = self.select(target, request)
+        chosen = select_for(target, request)
         params = adapt_params(chosen, request.params, self._bridge)
         back = None
         if chosen.bridged and getattr(chosen.spec, "bridge_result", None) is not None:
             back = functools.partial(adapt_result, chosen, resolve=self._bridge)
         return Resolved(descriptor=chosen.spec.descriptor, params=params, binding=chosen.spec.binding,
                         adapt_result=back)
-
-    @staticmethod
-    def select(target: list[CapabilitySpec], request: InvokeRequest) -> Selection:
-        hints = request.negotiate
-        return select(target, version=request.version,
-                      preferred=hints.preferred if hints else None,
-                      acceptable=hints.acceptable if hints else (),
-                      range_=hints.range if hints else None)
 
     def _bridge(self, target: str) -> Any:
         fn = self._bridges.get(target)

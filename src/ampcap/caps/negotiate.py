@@ -36,15 +36,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AmpError
-from ..schema.invoke import identity_violation
+from ..peer.progress import InvokeRequest, parse_invoke_body
 from .manifest import Policy
 from .semver import Range, Version
 
-__all__ = ["Selection", "select", "negotiate", "adapt_params", "adapt_result", "policy_of"]
+__all__ = ["Selection", "select", "select_for", "negotiate", "adapt_params", "adapt_result", "policy_of"]
 
 log = logging.getLogger("ampcap.caps")
 
-BAD_REQUEST, VERSION_MISMATCH, INTERNAL = 4001, 4003, 5001
+VERSION_MISMATCH, INTERNAL = 4003, 5001
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,16 +115,9 @@ def select(specs: Sequence[Any], *, version: Version | None, preferred: Version 
         if (hit := declared(wanted)) is not None:
             return Selection(hit, None)
     if range_ is not None:
-        # Bisect to the range's bounds, then walk down from the top: the
-        # highest version inside wins (R14's pre-release rule is in contains()).
-        lo, hi = 0, len(specs)
-        for comp in range_.comparators:
-            if comp.op in ("<", "<=", "="):
-                cut = bisect.bisect_left if comp.op == "<" else bisect.bisect_right
-                hi = min(hi, cut(specs, comp.version, key=_version_of))
-            if comp.op in (">", ">=", "="):
-                cut = bisect.bisect_right if comp.op == ">" else bisect.bisect_left
-                lo = max(lo, cut(specs, comp.version, key=_version_of))
+        # Walk down from the top of the range's slice: the highest version
+        # inside wins (R14's pre-release rule is in contains()).
+        lo, hi = range_.bounds(specs, _version_of)
         for i in range(hi - 1, lo - 1, -1):
             if range_.contains(specs[i].version):
                 return Selection(specs[i], None)
@@ -137,46 +130,22 @@ def _listing(specs: Sequence[Any], most: int = 8) -> str:
     return ("…, " if len(specs) > most else "") + ", ".join(shown)
 
 
+def select_for(specs: Sequence[Any], request: InvokeRequest) -> Selection:
+    """:func:`select` for a parsed CAP_INVOKE (its pinned version or hints)."""
+    hints = request.negotiate
+    return select(specs, version=request.version,
+                  preferred=hints.preferred if hints else None,
+                  acceptable=hints.acceptable if hints else (),
+                  range_=hints.range if hints else None)
+
+
 def negotiate(body: Mapping[str, Any], specs: Sequence[Any]) -> Selection:
     """Negotiate a raw CAP_INVOKE body against one name's declared versions
-    (ascending). R6 identity conflicts and bad semver text are 4001; no
-    acceptable version is 4003. Which name ``specs`` belong to (aliases,
-    4002) is the registry's business, settled before this is called."""
-    if not isinstance(body, Mapping):
-        raise AmpError(1001, "CAP_INVOKE body must be a map", path="body")
-    problem = identity_violation(body)
-    if problem is not None:
-        where = f"body.{problem.path}" if problem.path else "body"
-        raise AmpError(BAD_REQUEST, f"expected {problem.expected}, found {problem.found}", path=where)
-    if body.get("id") is not None:
-        return select(specs, version=_semver(body["id"].partition(":")[2], "body.id"))
-    if "version" in body:
-        return select(specs, version=_semver(body["version"], "body.version"))
-    hints = body["negotiate"]
-    if not isinstance(hints, Mapping):
-        raise AmpError(1001, "negotiate must be a map", path="body.negotiate")
-    preferred = hints.get("preferred")
-    acceptable = hints.get("acceptable") or ()
-    if not isinstance(acceptable, (list, tuple)):
-        raise AmpError(1001, "acceptable must be an array", path="body.negotiate.acceptable")
-    rng = hints.get("range")
-    try:
-        parsed_range = Range.parse(rng) if rng is not None else None
-    except AmpError as exc:
-        raise AmpError(BAD_REQUEST, exc.message, path="body.negotiate.range") from None
-    return select(specs, version=None,
-                  preferred=_semver(preferred, "body.negotiate.preferred") if preferred is not None else None,
-                  acceptable=[_semver(a, f"body.negotiate.acceptable[{i}]") for i, a in enumerate(acceptable)],
-                  range_=parsed_range)
-
-
-def _semver(text: Any, path: str) -> Version:
-    if not isinstance(text, str):
-        raise AmpError(1001, "expected a semver string", path=path)
-    try:
-        return Version.parse(text)
-    except AmpError as exc:
-        raise AmpError(BAD_REQUEST, exc.message, path=path) from None
+    (ascending). The body goes through the executor's own parser, so shape
+    faults are 1001, R6 identity conflicts and bad semver text 4001, exactly
+    as on the wire; no acceptable version is 4003. Which name ``specs``
+    belong to (aliases, 4002) is the registry's business, settled before."""
+    return select_for(specs, parse_invoke_body(body))
 
 
 # ------------------------------------------------------------------ bridges

@@ -39,7 +39,7 @@ import bisect
 import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ..errors import AmpError
@@ -94,7 +94,7 @@ def _order_key(v: Version) -> tuple[Any, tuple[str, ...]]:
     return (v.sort_key, v.build)
 
 
-_precedence = itemgetter(0)
+_version_of = attrgetter("version")
 
 
 class _Versions(Generic[T]):
@@ -115,23 +115,8 @@ class _Versions(Generic[T]):
         self.generations.insert(at, generation)
 
     def bounds(self, rng: Range | None) -> tuple[int, int]:
-        """The index slice that can hold versions of ``rng`` (by bisection
-        on precedence; ``Range.contains`` still decides pre-releases)."""
-        lo, hi = 0, len(self.keys)
-        if rng is None:
-            return lo, hi
-        keys = self.keys
-        for comp in rng.comparators:
-            ref = comp.version.sort_key
-            if comp.op in ("=", ">="):
-                lo = max(lo, bisect.bisect_left(keys, ref, key=_precedence))
-            elif comp.op == ">":
-                lo = max(lo, bisect.bisect_right(keys, ref, key=_precedence))
-            if comp.op in ("=", "<="):
-                hi = min(hi, bisect.bisect_right(keys, ref, key=_precedence))
-            elif comp.op == "<":
-                hi = min(hi, bisect.bisect_left(keys, ref, key=_precedence))
-        return lo, max(lo, hi)
+        """The index slice that can hold versions of ``rng``."""
+        return (0, len(self.items)) if rng is None else rng.bounds(self.items, _version_of)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,11 +17,16 @@ and a message naming the form, rather than guessed at.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..errors import AmpError
+
+T = TypeVar("T")
 
 __all__ = ["Version", "Range", "Comparator"]
 
@@ -186,6 +191,24 @@ class Range:
         return True
 
     __contains__ = contains
+
+    def bounds(self, items: Sequence[T], key: Callable[[T], Version]) -> tuple[int, int]:
+        """The slice ``[lo, hi)`` of ``items`` (ascending by ``key(item)``,
+        in precedence order) that can hold versions of this range, found by
+        bisection; :meth:`contains` still decides each one inside it (R14's
+        pre-release rule)."""
+        lo, hi = 0, len(items)
+        for comp in self.comparators:
+            ref, op = comp.version, comp.op
+            if op in ("=", ">="):
+                lo = max(lo, bisect.bisect_left(items, ref, key=key))
+            elif op == ">":
+                lo = max(lo, bisect.bisect_right(items, ref, key=key))
+            if op in ("=", "<="):
+                hi = min(hi, bisect.bisect_right(items, ref, key=key))
+            elif op == "<":
+                hi = min(hi, bisect.bisect_left(items, ref, key=key))
+        return lo, max(lo, hi)
 
     def __str__(self) -> str:
         return self.text

@@ -438,10 +438,7 @@ class Daemon:
         scope = trio.CancelScope()
         running = _RunningJob(job=job, scope=scope, started_ms=self.clock.monotonic_ms())
         self._jobs[job.key] = running
-        self.stats["invokes"] += 1
-        if log.isEnabledFor(logging.INFO):
-            log.info("invoke received id=%s cap=%s from=%s", job.key.msg_id.hex(), job.capability_id,
-                     job.key.sender)
+        self._job_received(job)
         self._nursery.start_soon(self._run_job, running)
 
     async def _run_job(self, running: _RunningJob) -> None:
@@ -477,7 +474,7 @@ class Daemon:
     def _run_inline(self, job: Job) -> None:
         """A quick pure function: call it now and answer, with no task, no
         thread and no cancel scope (it cannot be interrupted anyway)."""
-        self.stats["invokes"] += 1
+        self._job_received(job)
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
                                 clock_ms=self.clock.wall_ms)
         result: Any = None
@@ -487,24 +484,26 @@ class Daemon:
             result = self._runner.run_inline(job.binding, job.params, context)
         except AmpError as exc:
             error = exc
-        self.usage.record(job.capability_id, latency_ms=(time.perf_counter() - started) * 1000,
-                          code=error.code if error else None)
-        self.stats["completed"] += 1
-        if log.isEnabledFor(logging.INFO):  # the same two lines as a task-run job
-            log.info("invoke received id=%s cap=%s from=%s", job.key.msg_id.hex(), job.capability_id,
-                     job.key.sender)
-            log.info("invoke completed id=%s cap=%s code=%s latency=0ms (inline)", job.key.msg_id.hex(),
-                     job.capability_id, error.code if error else "ok")
+        self._job_done(job, error.code if error else None, (time.perf_counter() - started) * 1000)
         self._apply(self.executor.complete(job.key, result=result, error=error, now_ms=self.clock.wall_ms()))
 
     def _log_done(self, running: _RunningJob, code: int | None) -> None:
-        self.stats["completed"] += 1
-        self.usage.record(running.job.capability_id, code=code,
-                          latency_ms=self.clock.monotonic_ms() - running.started_ms)
+        self._job_done(running.job, code, self.clock.monotonic_ms() - running.started_ms)
+
+    # One place counts, records and logs every job, inline or task-run.
+
+    def _job_received(self, job: Job) -> None:
+        self.stats["invokes"] += 1
         if log.isEnabledFor(logging.INFO):
-            log.info("invoke completed id=%s cap=%s code=%s latency=%dms", running.job.key.msg_id.hex(),
-                     running.job.capability_id, code if code is not None else "ok",
-                     self.clock.monotonic_ms() - running.started_ms)
+            log.info("invoke received id=%s cap=%s from=%s", job.key.msg_id.hex(), job.capability_id,
+                     job.key.sender)
+
+    def _job_done(self, job: Job, code: int | None, latency_ms: float) -> None:
+        self.stats["completed"] += 1
+        self.usage.record(job.capability_id, code=code, latency_ms=latency_ms)
+        if log.isEnabledFor(logging.INFO):
+            log.info("invoke completed id=%s cap=%s code=%s latency=%dms", job.key.msg_id.hex(),
+                     job.capability_id, code if code is not None else "ok", latency_ms)
 
     # ================================================================ timers
 
