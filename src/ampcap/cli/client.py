@@ -13,18 +13,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import trio
-
-from ..caps.descriptor import Descriptor
 from ..errors import AmpError
-from ..net.daemon import RELAY_DID, RELAY_MAX_MSG_SIZE, DaemonConfig
-from ..peer.config import ConnectionConfig
-from ..wire.frames import Framing
-from ..wire.signing import Profile
+from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.identity import default_identity_path
 from .serve import load_or_create_identity
+
+if TYPE_CHECKING:
+    from ..caps.descriptor import Descriptor
 
 __all__ = ["register", "run_query", "run_invoke"]
 
@@ -86,6 +83,9 @@ def _jsonable(value: Any) -> Any:
 
 
 def _run(args: argparse.Namespace, call: Any) -> int:
+    import trio
+
+    from ..net.daemon import DaemonConfig
     from ..net.peer import Peer
 
     if args.timeout is not None and not args.timeout > 0:
@@ -100,9 +100,8 @@ def _run(args: argparse.Namespace, call: Any) -> int:
 
     config = DaemonConfig()
     if args.compat == "rust-example":
-        config = DaemonConfig(profile=Profile.RUST_EXAMPLE, connection=ConnectionConfig(
-            framing=Framing.RAW, profile=Profile.RUST_EXAMPLE,
-            max_msg_size=min(ConnectionConfig().max_msg_size, RELAY_MAX_MSG_SIZE)))
+        connection = rust_example_config()
+        config = DaemonConfig(profile=connection.profile, connection=connection)
 
     async def main() -> int:
         async with Peer(identity, config=config).connect(args.url, peer_did=args.peer_did, relay_to=args.to,

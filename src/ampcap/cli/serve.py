@@ -15,18 +15,10 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import trio
-
-from ..caps.catalog import Catalog
-from ..caps.manifest import Manifest, load_manifest
-from ..caps.params import ParamsValidator
 from ..errors import AmpError
-from ..net.daemon import RELAY_DID, RELAY_MAX_MSG_SIZE
-from ..peer.config import ConnectionConfig
-from ..peer.executor import ExecutorConfig
-from ..peer.policy import ALLOW_ALL, load_policy
+from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
 from ..wire.frames import Framing
 from ..wire.identity import (
     ChainResolver,
@@ -36,7 +28,9 @@ from ..wire.identity import (
     default_identity_path,
     load_or_create,
 )
-from ..wire.signing import Profile
+
+if TYPE_CHECKING:
+    from ..caps.manifest import Manifest
 
 __all__ = ["register", "run_serve", "load_or_create_identity", "parse_listen", "DEFAULT_LISTEN"]
 
@@ -114,6 +108,8 @@ def _resolver(keyring: Path | None) -> KeyResolver:
 
 
 def _manifests(args: argparse.Namespace) -> list[Manifest]:
+    from ..caps.manifest import load_manifest
+
     found: list[Manifest] = []
     if args.demo:
         from ..caps.demo import demo_manifest
@@ -128,7 +124,12 @@ def _manifests(args: argparse.Namespace) -> list[Manifest]:
 def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     """Everything ``serve`` needs, built before the event loop starts (so
     every configuration error is one clear line, not a traceback)."""
+    # The daemon's layers load here, when serving, not for every `ampcap` command.
+    from ..caps.catalog import Catalog
+    from ..caps.params import ParamsValidator
     from ..net.daemon import Daemon, DaemonConfig
+    from ..peer.executor import ExecutorConfig
+    from ..peer.policy import ALLOW_ALL, load_policy
 
     host, port = parse_listen(args.listen)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -145,17 +146,13 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
 
         store = SchemaStore([m.bundle for m in manifests], offline=True)
     catalog = Catalog([spec for m in manifests for spec in m.capabilities], cursor_key=os.urandom(32))
-    framing = Framing.RAW if args.framing == "raw" else Framing.RFC002
-    profile = Profile.RFC
-    max_size = ConnectionConfig().max_msg_size
+    connection = ConnectionConfig(framing=Framing.RAW if args.framing == "raw" else Framing.RFC002)
     if args.compat == "rust-example":
-        # The example closes on lengths over 8 MiB: never offer or accept more.
-        framing, profile, max_size = Framing.RAW, Profile.RUST_EXAMPLE, min(max_size, RELAY_MAX_MSG_SIZE)
+        connection = rust_example_config(connection)
     config = DaemonConfig(
-        connection=ConnectionConfig(framing=framing, profile=profile, max_msg_size=max_size),
-        executor=ExecutorConfig(ack_on_receipt=args.ack),
+        connection=connection, executor=ExecutorConfig(ack_on_receipt=args.ack),
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
-        max_connections=args.max_connections, drain_timeout_s=args.drain_timeout, profile=profile)
+        max_connections=args.max_connections, drain_timeout_s=args.drain_timeout, profile=connection.profile)
     ssl_context = None
     if args.tls_cert is not None:
         from ..net.tls import server_context
@@ -168,6 +165,8 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    import trio
+
     from ..net.url import UrlError, parse_url
 
     for flag, urls in (("--relay", args.relay), ("--connect", args.connect)):
@@ -209,6 +208,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                              relay_did: str = RELAY_DID, peers: tuple[str, ...] = ()) -> None:
     """Listen, register at relays, dial peers, print the URL line, serve
     until SIGTERM/SIGINT, then drain."""
+    import trio
+
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)

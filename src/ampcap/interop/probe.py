@@ -29,7 +29,7 @@ import trio
 from ..errors import AmpError
 from ..net.stream import wall_clock_ms
 from ..net.url import AmpUrl
-from ..peer.config import UNKNOWN_PEER_DID
+from ..peer.config import RELAY_MAX_MSG_SIZE, UNKNOWN_PEER_DID
 from ..wire.envelope import Envelope, decode_envelope, encode_envelope, seal
 from ..wire.frames import FrameDecoder, FrameType, Framing, FramingError, encode_frame
 from ..wire.identity import DidKeyResolver, Identity
@@ -41,7 +41,7 @@ from ..wire.transport import HandshakeRequest, HandshakeResponse, TransportError
 __all__ = ["ProbeSettings", "Probe", "Received", "ReceivedKind", "Exchange", "ProbeError",
            "RUST_EXAMPLE_MAX_FRAME"]
 
-RUST_EXAMPLE_MAX_FRAME = 8 << 20  # the example relay closes on longer frames
+RUST_EXAMPLE_MAX_FRAME = RELAY_MAX_MSG_SIZE  # the example relay closes on longer frames
 _READ_SIZE = 64 * 1024
 # A target that floods us with unrelated frames cannot grow an Exchange
 # without bound: past this many records the exchange ends as it stands.

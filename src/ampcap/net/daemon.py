@@ -43,7 +43,7 @@ from ..caps.stats import UsageStats
 from ..errors import AmpError, LocalProtocolError
 from ..net.bindings_runner import BindingRunner, RunnerContext
 from ..schema import load_schemas
-from ..peer.config import ConnectionConfig
+from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
 from ..peer.connection import Connection, Role
 from ..peer.dedupe import InvokeKey
 from ..peer.events import ConnectionTerminated, Event, GoAwayReceived, MessageReceived, MessageRejected, Negotiated
@@ -87,13 +87,6 @@ UNAVAILABLE, TIMEOUT, INTERNAL = 5002, 5003, 5001
 # A capability implemented in-process (the Python API): params + context in,
 # result out. Manifest bindings go through the BindingRunner instead.
 LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
-
-
-# The public Rust example's relay: its DID (what its clients address their
-# registration frame to) and its frame size limit (it closes on larger lengths).
-RELAY_DID = "did:web:example.com:relay:main"
-RELAY_MAX_MSG_SIZE = 8 * 1024 * 1024
-RELAY_HELLO_VERSION = "0.30.0"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import __version__
 from ..wire.frames import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, Framing
 from ..wire.signing import Profile
 
-__all__ = ["ConnectionConfig", "UNKNOWN_PEER_DID"]
+__all__ = ["ConnectionConfig", "UNKNOWN_PEER_DID", "RELAY_DID", "RELAY_MAX_MSG_SIZE", "RELAY_HELLO_VERSION",
+           "rust_example_config"]
 
 # HELLO needs a ``to``, but the RFC 002 handshake response carries no DID, so
 # a client that was not told whom it dials addresses its HELLO here (the
 # ``.invalid`` TLD can never name a real party, RFC 2606). The peer's real DID
 # is then learnt from the signed HELLO_ACK.
 UNKNOWN_PEER_DID = "did:web:unknown.invalid"
+
+# The public Rust example (ruling R15) and its relay: the relay's DID (what
+# its clients address their registration frame to), the largest frame it
+# forwards (it closes on longer lengths) and the version its clients offer.
+RELAY_DID = "did:web:example.com:relay:main"
+RELAY_MAX_MSG_SIZE = 8 * 1024 * 1024
+RELAY_HELLO_VERSION = "0.30.0"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,3 +79,12 @@ def major_of(version: str) -> int:
     if not head.isdigit() or not head.isascii():
         raise ValueError(f"not a semver version string: {version!r}")
     return int(head)
+
+
+def rust_example_config(base: ConnectionConfig | None = None) -> ConnectionConfig:
+    """``base`` speaking like the public Rust example (``--compat
+    rust-example``): bare 4-byte length framing, its Sig_Input variant, and
+    never more than its 8 MiB frame limit."""
+    base = base or ConnectionConfig()
+    return replace(base, framing=Framing.RAW, profile=Profile.RUST_EXAMPLE,
+                   max_msg_size=min(base.max_msg_size, RELAY_MAX_MSG_SIZE))

@@ -25,13 +25,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..wire.registry import MessageType
-from .engine import CompiledRules, compile_sources
 from .invoke import identity_violation
 from .nodes import TypeNode
 from .violations import EXTENSION_KEY, SchemaError, Violation
+
+if TYPE_CHECKING:
+    from .engine import CompiledRules
 
 __all__ = ["BODY_RULES", "Schemas", "SchemaError", "Violation", "load_schemas", "schema_sources"]
 
@@ -101,6 +103,10 @@ class Schemas:
 
     @classmethod
     def from_sources(cls, sources: Iterable[tuple[str, str]]) -> Schemas:
+        # The compiler (and cddlparser) load only when schemas are compiled:
+        # importing this package for schema.invoke stays cheap.
+        from .engine import compile_sources
+
         return cls(compile_sources(sources))
 
     def rule_names(self) -> list[str]:
