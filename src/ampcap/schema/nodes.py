@@ -444,6 +444,58 @@ def _match_alts(alts: tuple, d: dict, consumed: set, path: str, out: Findings | 
     return False
 
 
+_MAX_EXPANSIONS = 16
+
+
+def _expand(seq: Sequence[Any]) -> list[list[Member]] | None:
+    """Every flat member list a group sequence can stand for: each
+    ``Alternatives`` contributes one of its alternatives (or, when optional,
+    nothing at all, since optional groups are all-or-nothing). ``None`` when
+    there would be more than ``_MAX_EXPANSIONS``."""
+    results: list[list[Member]] = [[]]
+    for e in seq:
+        if e.__class__ is Member:
+            results = [r + [e] for r in results]
+            continue
+        options: list[list[Member]] = [[]] if e.optional else []
+        for alt in e.alts:
+            sub = _expand(alt)
+            if sub is None:
+                return None
+            options += sub
+        results = [r + o for r in results for o in options]
+        if len(results) > _MAX_EXPANSIONS:
+            return None
+    return results
+
+
+def _flat_map_check(members: Sequence[Member]) -> Check:
+    """One pass over a map's entries against tables of its literal keys:
+    every key known, every value of its type, every required key seen."""
+    required = {e.key: e.vtype.check for e in members if e.required}
+    optional = {e.key: e.vtype.check for e in members if not e.required}
+    n_required = len(required)
+    req_get, opt_get = required.get, optional.get
+
+    def check(v: Any) -> bool:
+        if v.__class__ is not dict and not isinstance(v, dict):
+            return False
+        seen = 0
+        for k, x in v.items():
+            c = req_get(k)
+            if c is None:
+                c = opt_get(k)
+                if c is None:
+                    return False
+            else:
+                seen += 1
+            if not c(x):
+                return False
+        return seen == n_required
+
+    return check
+
+
 class MapType(TypeNode):
     """``{ group }``. ``alts`` are the top-level ``//`` alternatives, each a
     sequence of :class:`Member` / :class:`Alternatives`; ``computed`` are
@@ -458,36 +510,27 @@ class MapType(TypeNode):
         self.check = self._build_check()
 
     def _build_check(self) -> Check:
-        flat = len(self.alts) == 1 and all(isinstance(e, Member) for e in self.alts[0])
-        if not flat:
-            return self._general_check
         if self.computed:
-            if self.alts[0] or len(self.computed) != 1:
+            if len(self.alts) == 1 and not self.alts[0] and len(self.computed) == 1:
+                return self._only_computed_check(self.computed[0])
+            return self._general_check
+        # Without computed entries a map matches iff it matches one of the
+        # group's flat expansions exactly (every `//` choice and optional
+        # group spelled out), so the fast path is one pass per expansion
+        # instead of the backtracking walk. E.g. cap-invoke-by-name becomes
+        # four flat maps: (capability [+ type] | type) x (version | negotiate).
+        expansions: list[list[Member]] = []
+        for alt in self.alts:
+            flat = _expand(alt)
+            if flat is None or len(expansions) + len(flat) > _MAX_EXPANSIONS:
                 return self._general_check
-            return self._only_computed_check(self.computed[0])
-        required = {e.key: e.vtype.check for e in self.alts[0] if e.required}
-        optional = {e.key: e.vtype.check for e in self.alts[0] if not e.required}
-        n_required = len(required)
-        req_get, opt_get = required.get, optional.get
-
-        # One pass over the value's entries against the key tables.
-        def check(v: Any) -> bool:
-            if v.__class__ is not dict and not isinstance(v, dict):
-                return False
-            seen = 0
-            for k, x in v.items():
-                c = req_get(k)
-                if c is None:
-                    c = opt_get(k)
-                    if c is None:
-                        return False
-                else:
-                    seen += 1
-                if not c(x):
-                    return False
-            return seen == n_required
-
-        return check
+            expansions += flat
+        if any(len({m.key for m in members}) != len(members) for members in expansions):
+            return self._general_check  # a key in two places: only the walk resolves that
+        checks = [_flat_map_check(members) for members in expansions]
+        if len(checks) == 1:
+            return checks[0]
+        return lambda v: any(c(v) for c in checks)
 
     @staticmethod
     def _only_computed_check(comp: Computed) -> Check:

@@ -50,6 +50,10 @@ __all__ = [
     "CBORTag",
     "RawCBOR",
     "write_raw",
+    "head",
+    "uint_item",
+    "bytes_item",
+    "text_item",
 ]
 
 CBORTag = cbor2.CBORTag
@@ -71,6 +75,66 @@ class DecodeLimits:
 
 
 DEFAULT_LIMITS = DecodeLimits()
+
+
+# --------------------------------------------------------------------------
+# Single items, written byte by byte
+# --------------------------------------------------------------------------
+# Sig_Input and the envelope are maps with fixed text keys, so their
+# deterministic layout is static: they are assembled from these pieces with
+# no generic encoder call on the hot path (see signing.py and envelope.py).
+
+_UINT64_MAX = (1 << 64) - 1
+_SMALL_HEADS = [[bytes(((major << 5) | n,)) for n in range(24)] for major in range(8)]
+
+
+def head(major: int, n: int) -> bytes:
+    """The shortest CBOR head of ``major`` type with argument ``n``."""
+    if n < 24:
+        return _SMALL_HEADS[major][n]
+    if n < 0x100:
+        return bytes(((major << 5) | 24, n))
+    if n < 0x10000:
+        return bytes(((major << 5) | 25,)) + n.to_bytes(2, "big")
+    if n < 0x100000000:
+        return bytes(((major << 5) | 26,)) + n.to_bytes(4, "big")
+    return bytes(((major << 5) | 27,)) + n.to_bytes(8, "big")
+
+
+def uint_item(n: int) -> bytes:
+    """An unsigned integer (major type 0); 1001 outside 0..2**64-1."""
+    if n < 24:
+        if n < 0:
+            raise AmpError(_INVALID, f"{n} is not an unsigned integer")
+        return _SMALL_HEADS[0][n]
+    if n > _UINT64_MAX:
+        raise AmpError(_INVALID, f"{n} does not fit in 64 bits")
+    return head(0, n)
+
+
+def bytes_item(value: bytes) -> bytes:
+    """A byte string (major type 2)."""
+    n = len(value)
+    return (_SMALL_HEADS[2][n] if n < 24 else head(2, n)) + value
+
+
+_TEXT_CACHE: dict[str, bytes] = {}
+_TEXT_CACHE_SIZE = 1024
+_TEXT_CACHE_MAX_LEN = 256  # DIDs are ~60 characters; longer text is not worth keeping
+
+
+def text_item(value: str) -> bytes:
+    """A text string (major type 3). DIDs repeat from message to message, so
+    short encodings are remembered (a bounded cache, cleared when full)."""
+    encoded = _TEXT_CACHE.get(value)
+    if encoded is None:
+        raw = value.encode("utf-8")
+        encoded = head(3, len(raw)) + raw
+        if len(value) <= _TEXT_CACHE_MAX_LEN:
+            if len(_TEXT_CACHE) >= _TEXT_CACHE_SIZE:
+                _TEXT_CACHE.clear()
+            _TEXT_CACHE[value] = encoded
+    return encoded
 
 
 # --------------------------------------------------------------------------

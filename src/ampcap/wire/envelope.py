@@ -16,13 +16,12 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-import cbor2
 import msgspec
 
 from ..errors import AmpError
 from . import authcrypt
-from .cbor import DEFAULT_LIMITS, DecodeLimits, RawCBOR, dumps, loads, write_raw
-from .signing import Profile, sig_input, sig_input_from_fields
+from .cbor import DEFAULT_LIMITS, DecodeLimits, bytes_item, dumps, head, loads, uint_item
+from .signing import Profile, SignedHeaders, sig_input, sig_input_of, signed_headers
 
 __all__ = [
     "Envelope",
@@ -121,35 +120,37 @@ def id_timestamp(message_id: bytes) -> int:
 # --------------------------------------------------------------------------
 
 
-def _encode_with_body(env: Envelope, body_bytes: bytes | None) -> bytes:
-    """Wire bytes of ``env``; ``body_bytes`` is its deterministic body (ignored
-    when the message is encrypted)."""
-    # Key order by RFC 8949 §4.2.1 for text keys: length first, then bytewise:
-    # v | id to ts | enc ext sig ttl typ | body from | reply_to | thread_id
-    m: dict[str, Any] = {"v": env.v, "id": env.id, "to": env.to, "ts": env.ts}
-    if env.enc is not None:
-        m["enc"] = env.enc.to_map()
-    if env.ext is not None:
-        m["ext"] = RawCBOR(dumps(env.ext))
-    m["sig"] = env.sig
-    m["ttl"] = env.ttl
-    m["typ"] = env.typ
-    if env.enc is None:
-        m["body"] = RawCBOR(body_bytes if body_bytes is not None else dumps(env.body))
-    m["from"] = env.sender
-    if env.reply_to is not None:
-        m["reply_to"] = env.reply_to
-    if env.thread_id is not None:
-        m["thread_id"] = env.thread_id
-    try:
-        return cbor2.dumps(m, default=write_raw)
-    except (cbor2.CBOREncodeError, TypeError, ValueError, OverflowError) as exc:
-        raise AmpError(1001, f"envelope cannot be encoded: {exc}") from exc
+_K_V, _K_SIG, _K_ENC, _K_EXT, _K_BODY = b"\x61v", b"\x63sig", b"\x63enc", b"\x63ext", b"\x64body"
+
+
+def _encode(v: int, headers: SignedHeaders, sig: bytes, body_bytes: bytes | None,
+            enc: EncryptedPayload | None = None, ext: dict[str, Any] | None = None) -> bytes:
+    """Wire bytes of an envelope, written directly in deterministic key order
+    (RFC 8949 §4.2.1: length first, then bytewise, for text keys):
+    v | id to ts | enc ext sig ttl typ | body from | reply_to | thread_id.
+    The signed headers come pre-encoded (the same bytes Sig_Input holds) and
+    ``body_bytes`` is the deterministic body, spliced in unchanged."""
+    own = [_K_V + uint_item(v), headers.id_to_ts]
+    count = headers.count + 3  # v, sig, and body or enc
+    if enc is not None:
+        own.append(_K_ENC + dumps(enc.to_map()))
+    if ext is not None:
+        count += 1
+        own.append(_K_EXT + dumps(ext))
+    own += (_K_SIG, bytes_item(sig), headers.ttl_typ)
+    if enc is None:
+        if body_bytes is None:
+            raise AmpError(1001, "a plain message needs its body bytes")
+        own += (_K_BODY, body_bytes)
+    own.append(headers.from_on)
+    return head(5, count) + b"".join(own)
 
 
 def encode_envelope(env: Envelope) -> bytes:
     """Deterministic wire bytes of an envelope."""
-    return _encode_with_body(env, None)
+    headers = signed_headers(env.id, env.typ, env.ts, env.ttl, env.sender, env.to, env.reply_to, env.thread_id)
+    body_bytes = dumps(env.body) if env.enc is None else None
+    return _encode(env.v, headers, env.sig, body_bytes, env.enc, env.ext)
 
 
 def body_bytes_of(env: Envelope) -> bytes:
@@ -247,11 +248,8 @@ def seal(identity: Any, *, typ: int, to: str | tuple[str, ...] | list[str], body
     mid = message_id if message_id is not None else new_message_id(now_ms, entropy)
     if body_bytes is None:
         body_bytes = dumps(body)
-    signed = sig_input_from_fields(
-        id=mid, typ=typ, ts=now_ms, ttl=ttl, sender=identity.did, to=to, reply_to=reply_to,
-        thread_id=thread_id, body_bytes=body_bytes, profile=profile,
-    )
-    sig = identity.sign(signed)
+    headers = signed_headers(mid, typ, now_ms, ttl, identity.did, to, reply_to, thread_id)
+    sig = identity.sign(sig_input_of(headers, body_bytes, profile))
     enc = None
     if encrypt_to is not None:
         nonce = entropy(authcrypt.NONCE_SIZE)
@@ -262,4 +260,4 @@ def seal(identity: Any, *, typ: int, to: str | tuple[str, ...] | list[str], body
         v=v, id=mid, typ=typ, ts=now_ms, ttl=ttl, sender=identity.did, to=to, reply_to=reply_to,
         thread_id=thread_id, sig=sig, body=None if enc is not None else body, enc=enc, ext=ext,
     )
-    return env, _encode_with_body(env, body_bytes)
+    return env, _encode(v, headers, sig, body_bytes, enc, ext)

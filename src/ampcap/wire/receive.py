@@ -30,7 +30,7 @@ from .envelope import Envelope, envelope_from_map, id_timestamp
 from .identity import KeyResolver
 from .registry import MessageType, is_known_type
 from .replay import ReplayCache, ReplayStatus
-from .signing import Profile, sig_input_from_fields, verify_signature
+from .signing import Profile, SignedHeaders, sig_input_of, signed_headers, verify_signature
 
 __all__ = [
     "Finding",
@@ -254,16 +254,19 @@ class ReceivePipeline:
                 return None
 
         # 8. signature
-        signed = sig_input_from_fields(
-            id=env.id, typ=env.typ, ts=env.ts, ttl=env.ttl, sender=env.sender, to=env.to,
-            reply_to=env.reply_to, thread_id=env.thread_id, body_bytes=body_bytes, profile=self.profile,
-        )
+        try:
+            headers = signed_headers(env.id, env.typ, env.ts, env.ttl, env.sender, env.to, env.reply_to,
+                                     env.thread_id)
+        except AmpError as exc:  # cannot happen for a decoded envelope (its shape bounds the integers)
+            fail(exc)
+            return None
+        signed = sig_input_of(headers, body_bytes, self.profile)
         if verify_signature(public_key, signed, env.sig):
             if report is not None:
                 report.signature, report.signature_profile = SignatureVerdict.VALID, self.profile
         else:
             if report is not None:
-                self._try_other_profiles(env, body_bytes, public_key, report)
+                self._try_other_profiles(env, headers, body_bytes, public_key, report)
             fail(AmpError(1002, "signature does not verify", path="sig"))
 
         # 9. the decrypted bytes must be one CBOR item
@@ -308,14 +311,12 @@ class ReceivePipeline:
         return decrypt(env.enc.ciphertext, env.enc.nonce, recipient_secrets=self.decrypt_secrets,
                        sender_public=sender_x25519)
 
-    def _try_other_profiles(self, env: Envelope, body_bytes: bytes, public_key: bytes, report: Inspection) -> None:
+    def _try_other_profiles(self, env: Envelope, headers: SignedHeaders, body_bytes: bytes, public_key: bytes,
+                            report: Inspection) -> None:
         for profile in Profile:
             if profile is self.profile:
                 continue
-            other = sig_input_from_fields(
-                id=env.id, typ=env.typ, ts=env.ts, ttl=env.ttl, sender=env.sender, to=env.to,
-                reply_to=env.reply_to, thread_id=env.thread_id, body_bytes=body_bytes, profile=profile,
-            )
+            other = sig_input_of(headers, body_bytes, profile)
             if verify_signature(public_key, other, env.sig):
                 # Still a failure under the configured profile, but the dump can
                 # name the profile under which it would verify (ruling R15).

@@ -1,9 +1,9 @@
 """Sig_Input and Ed25519 signatures (RFC 001 §8.1–8.2).
 
 Sig_Input is the array ``["AMP-v1", h'', signed-headers, bstr(body_bytes)]``.
-It is written here byte by byte: the signed headers are text keys of known
-length, so their deterministic order is static and no generic encoder is
-needed on the hot path.
+It is written here byte by byte (:class:`SignedHeaders`): the signed headers
+are text keys of known length, so their deterministic order is static and no
+generic encoder is needed on the hot path.
 
 ``Profile.RUST_EXAMPLE`` swaps the second element for the integer 1, which is
 what the public Rust example signs (ruling R15); it exists only so the compat
@@ -13,12 +13,15 @@ profile can talk to that implementation.
 from __future__ import annotations
 
 import enum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError, CryptoError
 
-__all__ = ["Profile", "SIG_CONTEXT", "sig_input", "sig_input_from_fields", "verify_signature", "Signer"]
+from .cbor import bytes_item, head, text_item, uint_item
+
+__all__ = ["Profile", "SIG_CONTEXT", "SignedHeaders", "signed_headers", "sig_input", "sig_input_of",
+           "sig_input_from_fields", "verify_signature", "Signer"]
 
 SIG_CONTEXT = "AMP-v1"
 
@@ -41,48 +44,57 @@ class Signer(Protocol):
     def sign(self, message: bytes) -> bytes: ...
 
 
-def _head(major: int, n: int) -> bytes:
-    """A CBOR head in its shortest form."""
-    if n < 24:
-        return _SMALL_HEADS[major][n]
-    if n < 0x100:
-        return bytes(((major << 5) | 24, n))
-    if n < 0x10000:
-        return bytes(((major << 5) | 25,)) + n.to_bytes(2, "big")
-    if n < 0x100000000:
-        return bytes(((major << 5) | 26,)) + n.to_bytes(4, "big")
-    return bytes(((major << 5) | 27,)) + n.to_bytes(8, "big")
-
-
-_SMALL_HEADS = [[bytes(((major << 5) | n,)) for n in range(24)] for major in range(8)]
-
-
-_DID_CACHE: dict[str, bytes] = {}
-_DID_CACHE_SIZE = 1024
-
-
-def _text(value: str) -> bytes:
-    # DIDs repeat from message to message: remember their encodings (bounded).
-    encoded = _DID_CACHE.get(value)
-    if encoded is None:
-        raw = value.encode("utf-8")
-        encoded = _head(3, len(raw)) + raw
-        if len(_DID_CACHE) >= _DID_CACHE_SIZE:
-            _DID_CACHE.clear()
-        _DID_CACHE[value] = encoded
-    return encoded
-
-
-def _bstr(value: bytes) -> bytes:
-    return _head(2, len(value)) + value
-
-
-_PREFIX = {
-    Profile.RFC: b"\x84\x66AMP-v1\x40",  # ["AMP-v1", h'', …
-    Profile.RUST_EXAMPLE: b"\x84\x66AMP-v1\x01",  # ["AMP-v1", 1, …
-}
+_PREFIX_RFC = b"\x84\x66AMP-v1\x40"  # ["AMP-v1", h'', …
+_PREFIX_RUST_EXAMPLE = b"\x84\x66AMP-v1\x01"  # ["AMP-v1", 1, …
 _K_ID, _K_TO, _K_TS, _K_TTL, _K_TYP, _K_FROM = b"\x62id", b"\x62to", b"\x62ts", b"\x63ttl", b"\x63typ", b"\x64from"
 _K_REPLY_TO, _K_THREAD_ID = b"\x68reply_to", b"\x69thread_id"
+_MAP_HEADS = [head(5, n) for n in range(24)]
+_UINT_ONE_BYTE = [head(0, n) for n in range(24)]
+_UINT64_MAX = (1 << 64) - 1
+
+
+class SignedHeaders(NamedTuple):
+    """The signed header fields, encoded once (RFC 001 §8.1), in three runs
+    of map entries. Every key is text of fixed length, so the deterministic
+    order is static: id, to, ts | ttl, typ | from, reply_to, thread_id. The
+    envelope uses the same key order and writes its own entries (v, sig,
+    enc, ext, body) between these runs, so sealing encodes each header once
+    for both Sig_Input and the message."""
+
+    count: int  # entries in the three runs
+    id_to_ts: bytes
+    ttl_typ: bytes
+    from_on: bytes  # from, then reply_to and thread_id when present (never null)
+
+
+def signed_headers(id: bytes, typ: int, ts: int, ttl: int, sender: str, to: str | tuple[str, ...] | list[str],
+                   reply_to: bytes | None, thread_id: bytes | None) -> SignedHeaders:
+    """Encode the signed headers (integers outside 0..2**64-1 raise 1001).
+    Written for the common case: a 16-byte id, a millisecond ``ts`` (always
+    eight bytes until the year 2106) and a one-byte ``typ``."""
+    to_item = text_item(to) if type(to) is str else head(4, len(to)) + b"".join([text_item(t) for t in to])
+    count = 6
+    last = _K_FROM + text_item(sender)
+    if reply_to is not None:
+        count += 1
+        last += _K_REPLY_TO + bytes_item(reply_to)
+    if thread_id is not None:
+        count += 1
+        last += _K_THREAD_ID + bytes_item(thread_id)
+    id_item = b"\x50" + id if len(id) == 16 else bytes_item(id)
+    ts_item = b"\x1b" + ts.to_bytes(8, "big") if 0x100000000 <= ts <= _UINT64_MAX else uint_item(ts)
+    typ_item = _UINT_ONE_BYTE[typ] if 0 <= typ < 24 else uint_item(typ)
+    # tuple.__new__ skips NamedTuple's keyword-handling constructor (hot path).
+    return tuple.__new__(SignedHeaders, (count, _K_ID + id_item + _K_TO + to_item + _K_TS + ts_item,
+                                         _K_TTL + uint_item(ttl) + _K_TYP + typ_item, last))
+
+
+def sig_input_of(headers: SignedHeaders, body_bytes: bytes, profile: Profile = Profile.RFC) -> bytes:
+    """Sig_Input over encoded ``headers`` and the deterministic body bytes."""
+    n = len(body_bytes)
+    prefix = _PREFIX_RFC if profile is Profile.RFC else _PREFIX_RUST_EXAMPLE  # (no Enum hashing)
+    return b"".join((prefix, _MAP_HEADS[headers.count], headers.id_to_ts, headers.ttl_typ,
+                     headers.from_on, head(2, n), body_bytes))
 
 
 def sig_input_from_fields(*, id: bytes, typ: int, ts: int, ttl: int, sender: str,
@@ -91,32 +103,8 @@ def sig_input_from_fields(*, id: bytes, typ: int, ts: int, ttl: int, sender: str
                           profile: Profile = Profile.RFC) -> bytes:
     """The CBOR bytes of Sig_Input. ``body_bytes`` is the deterministic body
     encoding (or, for encrypted messages, the decrypted bytes as received).
-    Absent ``reply_to``/``thread_id`` are left out, never written as null.
-
-    Written byte by byte: every header key is text of fixed length, so the
-    deterministic order is static (id, to, ts, ttl, typ, from, reply_to,
-    thread_id) and this is several times cheaper than a generic encoder call.
-    """
-    if type(to) is str:
-        to_bytes = _text(to)
-    else:
-        to_bytes = _head(4, len(to)) + b"".join([_text(t) for t in to])
-    count = 6
-    tail = b""
-    if reply_to is not None:
-        count += 1
-        tail = _K_REPLY_TO + _bstr(reply_to)
-    if thread_id is not None:
-        count += 1
-        tail += _K_THREAD_ID + _bstr(thread_id)
-    if typ < 0 or ts < 0 or ttl < 0:
-        raise ValueError("Sig_Input integers are unsigned")
-    return b"".join((
-        _PREFIX[profile], _SMALL_HEADS[5][count],
-        _K_ID, _bstr(id), _K_TO, to_bytes, _K_TS, _head(0, ts), _K_TTL, _head(0, ttl),
-        _K_TYP, _head(0, typ), _K_FROM, _text(sender), tail,
-        _head(2, len(body_bytes)), body_bytes,
-    ))
+    Absent ``reply_to``/``thread_id`` are left out, never written as null."""
+    return sig_input_of(signed_headers(id, typ, ts, ttl, sender, to, reply_to, thread_id), body_bytes, profile)
 
 
 def sig_input(env: Any, body_bytes: bytes, *, profile: Profile = Profile.RFC) -> bytes:
