@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,6 +59,7 @@ class Daemon:
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(30)
+        shutil.rmtree(self.home, ignore_errors=True)  # the daemon's generated identity
 
 
 async def _invokes(url: str, in_flight: int, seconds: float, capability: str) -> tuple[int, float, list[float]]:
