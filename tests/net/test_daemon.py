@@ -19,7 +19,10 @@ from amp_helpers import ECHO, ERROR, INVOKE, RESULT, demo_daemon, memory_peer, n
 from amp_scenarios import SCENARIOS, error_code  # noqa: E402
 
 from ampcap.net.daemon import DaemonConfig  # noqa: E402
+from ampcap.peer.outbound import Outbound  # noqa: E402
 from ampcap.peer.policy import parse_policy  # noqa: E402
+from ampcap.wire.cbor import loads  # noqa: E402
+from ampcap.wire.receive import Inbound  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 
 
@@ -110,3 +113,43 @@ async def test_drain_ends_running_invokes_with_one_5002() -> None:
             terminals = peer.terminals(i)
             assert len(terminals) == 1 and error_code(terminals[0]) == 5002
         assert daemon.executor.running == 0
+
+
+@pytest.mark.trio
+async def test_body_with_a_map_inside_a_tag_as_key_gets_an_amp_error() -> None:
+    # Found by fuzzing: re-encoding such a body for the signature check raised
+    # RuntimeError out of the receive pipeline and took the daemon down with it.
+    body = bytes.fromhex("a3" "00f6" "66706172616d73a0" "d5a2" "0000" "0710" "00")  # {0: null, "params": {}, 21({0: 0, 7: 16}): 0}
+    async with demo_daemon() as daemon:
+        async with memory_peer(daemon) as peer:
+            env = peer.driver.send_nowait(Outbound(typ=INVOKE, body=loads(body), body_cbor=body))
+            reply = await peer.terminal(env.id)
+            # The signature verified (the re-encoding is exact); the body names
+            # no capability, which ruling R6 answers with 4001.
+            assert reply.envelope.typ == ERROR and error_code(reply) == 4001
+        async with memory_peer(daemon) as other:
+            ok = await other.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "still here"}})
+            assert ok.body["result"]["message"] == "still here"
+
+
+@pytest.mark.trio
+async def test_an_internal_error_costs_one_connection_not_the_daemon(monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    async with demo_daemon() as daemon:
+        handle = daemon.executor.handle
+
+        def buggy(inbound: Inbound, conn: object, now_ms: int) -> list[object]:
+            if inbound.body.get("params") == {"message": "boom"}:
+                raise RuntimeError("simulated bug")
+            return handle(inbound, conn, now_ms)
+
+        monkeypatch.setattr(daemon.executor, "handle", buggy)
+        async with memory_peer(daemon) as victim, memory_peer(daemon) as bystander:
+            victim.send(INVOKE, {"id": f"{ECHO}:1.0.0", "params": {"message": "boom"}})
+            with trio.fail_after(5):
+                while victim.terminated is None:
+                    await trio.sleep(0.01)
+            ok = await bystander.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "fine"}})
+            assert ok.body["result"]["message"] == "fine"
+        errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert any("internal error" in m and "RuntimeError: simulated bug" in m for m in errors), errors

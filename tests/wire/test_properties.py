@@ -7,7 +7,7 @@ import math
 import struct
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ampcap.errors import AmpError
@@ -113,6 +113,54 @@ def test_float_encoding(value: float) -> None:
     assert dumps(value) == ref_encode(value)
     assert dumps({1: value}) == ref_encode({1: value})
 
+
+
+# Well-formed deterministic CBOR written as bytes, so map keys can be anything
+# CBOR allows (arrays, maps, tags around maps), not only what a Python dict
+# key can be. A received body may hold such keys; re-encoding it for the
+# signature check must still give back exactly the bytes that arrived.
+def _det_map(pairs: list[tuple[bytes, bytes]]) -> bytes:
+    return _head(5, len(pairs)) + b"".join(k + v for k, v in sorted(pairs))
+
+
+any_tag = st.sampled_from([0, 1, 2, 21, 24, 28, 29, 258, 55799]) | st.integers(min_value=0, max_value=2**32)
+# No booleans or floats here: Python treats 0, 0.0 and False (1, 1.0, True) as
+# the same dict key, so two keys CBOR tells apart can collide once decoded
+# (test_keys_python_cannot_tell_apart_are_a_clear_1001 covers that).
+item_scalars = (
+    st.none() | st.integers(min_value=-(2**64), max_value=2**64 - 1) | st.text(max_size=20) | st.binary(max_size=20)
+)
+item_bytes = st.recursive(
+    item_scalars.map(ref_encode),
+    lambda inner: (
+        st.lists(inner, max_size=4).map(lambda xs: _head(4, len(xs)) + b"".join(xs))
+        | st.lists(st.tuples(inner, inner), max_size=4, unique_by=lambda kv: kv[0]).map(_det_map)
+        | st.tuples(any_tag, inner).map(lambda tv: _head(6, tv[0]) + tv[1])
+    ),
+    max_leaves=20,
+)
+
+
+@SETTINGS
+@given(item_bytes)
+@example(bytes.fromhex("a1" "d5a0" "00"))  # {21({}): 0}
+@example(bytes.fromhex("a3" "00f6" "66706172616d73a0" "d5a2" "0000" "0710" "00"))  # the fuzzer's body
+def test_any_deterministic_item_re_encodes_to_its_own_bytes(encoded: bytes) -> None:
+    # Keys that are tags around maps once made _prepare raise RuntimeError
+    # from hash(), which escaped the receive pipeline (found by fuzzing).
+    assert dumps(loads(encoded, DecodeLimits(max_depth=64))) == encoded
+
+
+def test_keys_python_cannot_tell_apart_are_a_clear_1001() -> None:
+    # {0: null, false: null} is valid CBOR, but 0 == False in Python: decoded,
+    # the second key would overwrite the first, so the map is refused instead.
+    for data in (bytes.fromhex("a2" "00f6" "f4f6"), bytes.fromhex("a2" "01f6" "f93c00f6")):
+        try:
+            loads(data)
+        except AmpError as exc:
+            assert exc.code == 1001 and "duplicate" in exc.message.lower()
+        else:
+            raise AssertionError("accepted a map whose keys collide in Python")
 
 # ------------------------------------------------------------------ envelopes
 

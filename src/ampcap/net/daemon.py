@@ -256,6 +256,14 @@ class Daemon:
         self.links.add(link)
         try:
             await link.driver.run()
+        except Exception as exc:
+            # Bad input is answered with AMP errors, never an exception, so this
+            # is a bug of ours. It costs this one connection, not the daemon and
+            # every other connection with it.
+            log.error("connection %s peer=%s failed on an internal error (a bug, please report it): %s",
+                      "to" if link.outbound else "from", link.peer_did, _innermost(exc))
+            log.debug("internal error on a connection", exc_info=exc)
+            link.driver.conn.close()
         finally:
             self.links.discard(link)
             link.ready.set()
@@ -605,3 +613,10 @@ def _earliest(a: int | None, b: int | None) -> int | None:
     if a is None:
         return b
     return a if b is None or a < b else b
+
+
+def _innermost(exc: BaseException) -> str:
+    """``Type: message`` of the exception a task raised, out of trio's groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"

@@ -266,9 +266,12 @@ def _prepare_mixed_map(obj: dict[Any, Any]) -> dict[Any, Any]:
 
 
 def _hashable(key: Any, encoded: bytes) -> Any:
+    # A decoded key can hold a map or array (a tag around a map, say) once
+    # _prepare has rebuilt it. cbor2's CBORTag reports an unhashable value
+    # with RuntimeError rather than TypeError.
     try:
         hash(key)
-    except TypeError:
+    except (TypeError, RuntimeError):
         return RawCBOR(encoded)
     return key
 
@@ -345,7 +348,7 @@ def dumps(obj: Any) -> bytes:
         return cbor2.dumps(_prepare(obj), default=write_raw)
     except AmpError:
         raise
-    except (cbor2.CBOREncodeError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+    except (cbor2.CBOREncodeError, TypeError, ValueError, OverflowError, RecursionError, RuntimeError) as exc:
         raise AmpError(_INVALID, f"value cannot be encoded as CBOR: {exc}") from exc
 
 
