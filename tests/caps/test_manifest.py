@@ -143,12 +143,24 @@ def test_field_problems(tmp_path: Path, snippet: str, key: str, fragment: str) -
         ('{ python = "x:y", inline = "yes" }', "true or false"),
         ('{ python = "x:y", inline = true, timeout_ms = 5 }', "cannot be timed out"),
         ('{ command = ["ls"], inline = true }', "python bindings only"),
+        ('{ command = ["ls", "a\\u0000b"] }', "NUL"),
+        ('{ command = ["ls"], env = { A = "\\u0000" } }', "NUL"),
+        ('{ command = ["ls"], cwd = "d\\u0000" }', "NUL"),
     ],
 )
 def test_binding_problems(tmp_path: Path, binding: str, fragment: str) -> None:
     text = MINIMAL.replace('{ python = "ampcap.caps.demo:noop" }', binding)
     _, problems = check_manifest(write(tmp_path, text))
     assert any(fragment in p.message for p in problems), [str(p) for p in problems]
+
+
+def test_nul_in_file_names_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    # Found by fuzzing: the OS refuses such names with ValueError, which is
+    # not an OSError, and escaped the manifest loader as a traceback.
+    text = MINIMAL.replace('input_schema = { type = "object" }', 'input_schema = "in\\u0000.json"')
+    _, problems = check_manifest(write(tmp_path, 'python_path = ["lib\\u0000"]\n' + text))
+    assert {p.key for p in problems if "NUL" in p.message} == {"python_path", "input_schema"}, \
+        [str(p) for p in problems]
 
 
 def test_import_check_is_optional(tmp_path: Path) -> None:

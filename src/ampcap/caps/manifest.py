@@ -469,6 +469,9 @@ class _CapabilityReader:
         if self.base_dir is None:
             self.problem("schema files need a manifest file to be relative to", which)
             return None
+        if "\x00" in rel:  # the OS cannot even be asked (ValueError, not OSError)
+            self.problem(f"schema file name {rel!r} contains a NUL character", which)
+            return None
         path = self.base_dir / rel
         try:
             with path.open("rb") as fh:
@@ -529,6 +532,12 @@ class _CapabilityReader:
             if cwd is not None and not isinstance(cwd, str):
                 self.problem("must be a string path", "binding.cwd")
                 return None
+            # A process cannot be given NUL in its arguments, environment or
+            # directory: say so now rather than fail every invoke later.
+            for key, texts in (("command", argv), ("env", [*env, *env.values()]), ("cwd", [cwd or ""])):
+                if any("\x00" in t for t in texts):
+                    self.problem("must not contain NUL characters", f"binding.{key}")
+                    return None
             base = self.base_dir
             workdir = (base / cwd if base else Path(cwd)) if cwd else base
             kwargs: dict[str, Any] = {"argv": tuple(argv), "env": env, "cwd": workdir}
@@ -576,6 +585,8 @@ def _collect(data: Any, *, source: str, base_dir: Path | None, text: str | None,
     raw_path = data.get("python_path", [])
     if _string_list(raw_path) is None:
         out.add("must be a list of directories (relative to the manifest)", key="python_path")
+    elif any("\x00" in d for d in raw_path):
+        out.add("directories must not contain NUL characters", key="python_path")
     elif raw_path and base_dir is None:
         out.add("python_path needs a manifest file to be relative to", key="python_path")
     elif base_dir is not None:
