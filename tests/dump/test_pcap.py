@@ -269,3 +269,15 @@ def test_reused_ports_start_a_new_connection(tmp_path: Path, dump, jrecords) -> 
     code, out = dump(["--json", str(path)])
     recs = jrecords(out)
     assert [r["typ_name"] for r in recs] == ["PING", "PING"] and all(r["errors"] == [] for r in recs)
+
+
+def test_packet_that_trips_dpkt_is_skipped(tmp_path: Path, dump) -> None:
+    # Found by fuzzing: dpkt raises AttributeError (not its own Error) on this
+    # IPv6 extension header chain; the packet is skipped, the dump goes on.
+    packet = bytes.fromhex("2c" * 68 + "0000d4c300a1f20200d4c3" + "00" * 17 + "a102000400000000000000000000d4c3")
+    path = tmp_path / "raw.pcap"
+    with path.open("wb") as fp:
+        writer = dpkt.pcap.Writer(fp, linktype=dpkt.pcap.DLT_RAW)
+        writer.writepkt(packet, ts=1.0)
+    code, out = dump(["--json", str(path)])
+    assert code == 0

@@ -16,7 +16,6 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from struct import error as struct_error
 from typing import Any, BinaryIO
 
 import dpkt
@@ -140,7 +139,7 @@ def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
         link = reader.datalink()
         for ts, buf in reader:
             yield float(ts), buf, link
-    except (ValueError, dpkt.dpkt.Error, struct_error) as exc:
+    except Exception as exc:  # dpkt's readers fail in assorted ways on damaged files (see _tcp_of)
         raise AmpError(1001, f"not a readable pcap/pcapng file: {exc}") from exc
 
 
@@ -156,7 +155,11 @@ def _tcp_of(buf: bytes, link: int) -> tuple[str, str, dpkt.tcp.TCP] | None:
             ip = dpkt.ip.IP(buf) if buf[:1] and buf[0] >> 4 == 4 else dpkt.ip6.IP6(buf)
         else:
             return None
-    except (dpkt.dpkt.Error, ValueError, IndexError, struct_error):
+    except Exception:
+        # Not a packet we can show. dpkt reports malformed packets with
+        # assorted exceptions, not only its own Error (AttributeError from an
+        # IPv6 extension header chain, found by fuzzing), and a damaged
+        # capture must still show every packet that does parse.
         return None
     if isinstance(ip, dpkt.ip.IP):
         src, dst = socket.inet_ntop(socket.AF_INET, ip.src), socket.inet_ntop(socket.AF_INET, ip.dst)
