@@ -119,7 +119,8 @@ async def test_drain_ends_running_invokes_with_one_5002() -> None:
 async def test_body_with_a_map_inside_a_tag_as_key_gets_an_amp_error() -> None:
     # Found by fuzzing: re-encoding such a body for the signature check raised
     # RuntimeError out of the receive pipeline and took the daemon down with it.
-    body = bytes.fromhex("a3" "00f6" "66706172616d73a0" "d5a2" "0000" "0710" "00")  # {0: null, "params": {}, 21({0: 0, 7: 16}): 0}
+    # {0: null, "params": {}, 21({0: 0, 7: 16}): 0}
+    body = bytes.fromhex("a3" "00f6" "66706172616d73a0" "d5a2" "0000" "0710" "00")
     async with demo_daemon() as daemon:
         async with memory_peer(daemon) as peer:
             env = peer.driver.send_nowait(Outbound(typ=INVOKE, body=loads(body), body_cbor=body))

@@ -61,17 +61,19 @@ def _pipeline() -> ReceivePipeline:
     return ReceivePipeline(DidKeyResolver(), schemas=_SCHEMAS)
 
 
-def connected_pair() -> tuple[Connection, Connection]:
-    """A client and a server Connection that completed HANDSHAKE and HELLO."""
+def connected_pair(record: Callable[[str, bytes], None] | None = None) -> tuple[Connection, Connection]:
+    """A client and a server Connection that completed HANDSHAKE and HELLO;
+    ``record(direction, data)`` sees every byte exchanged ("c2s"/"s2c")."""
     client = Connection(role=Role.CLIENT, identity=CLIENT_ID, pipeline=_pipeline(), entropy=os.urandom)
     server = Connection(role=Role.SERVER, identity=SERVER_ID, pipeline=_pipeline(), entropy=os.urandom)
     client.start(NOW)
     server.start(NOW)
     for _ in range(4):
-        if data := client.data_to_send():
-            server.receive_data(data, NOW)
-        if data := server.data_to_send():
-            client.receive_data(data, NOW)
+        for direction, sender, receiver in (("c2s", client, server), ("s2c", server, client)):
+            if data := sender.data_to_send():
+                if record is not None:
+                    record(direction, data)
+                receiver.receive_data(data, NOW)
     assert client.peer_did == SERVER_ID.did and server.peer_did == CLIENT_ID.did
     while client.next_event() or server.next_event():
         pass
@@ -229,28 +231,22 @@ def _signed_invoke() -> bytes:
 
 def _capture() -> bytes:
     """A pcap of a handshake, HELLO, an invoke and its result."""
-    c = Connection(role=Role.CLIENT, identity=CLIENT_ID, pipeline=_pipeline(), entropy=os.urandom)
-    s = Connection(role=Role.SERVER, identity=SERVER_ID, pipeline=_pipeline(), entropy=os.urandom)
     buf = io.BytesIO()
     writer = PcapWriter(buf)
     writer.open(1, "127.0.0.1:50000", "127.0.0.1:7700", 1.0)
-    c.start(NOW)
-    s.start(NOW)
-    t = 1.0
-    for _ in range(3):
-        if data := c.data_to_send():
-            writer.data(1, "c2s", data, t)
-            s.receive_data(data, NOW)
-        if data := s.data_to_send():
-            writer.data(1, "s2c", data, t + 0.001)
-            c.receive_data(data, NOW)
-        t += 0.01
-    env = c.send(Outbound(typ=0x22, body=ECHO_INVOKE), NOW)
-    writer.data(1, "c2s", c.data_to_send(), t)
-    s.send(Outbound(typ=0x23, body={"result": {"message": "hi"}, "status": "success"}, reply_to=env.id), NOW)
-    writer.data(1, "s2c", s.data_to_send(), t + 0.001)
-    writer.close(1, "c2s", t + 0.002)
-    writer.close(1, "s2c", t + 0.002)
+    clock = iter(range(1000))
+
+    def record(direction: str, data: bytes) -> None:
+        writer.data(1, direction, data, 1.0 + next(clock) / 1000)
+
+    client, server = connected_pair(record)
+    env = client.send(Outbound(typ=0x22, body=ECHO_INVOKE), NOW)
+    record("c2s", client.data_to_send())
+    server.send(Outbound(typ=0x23, body={"result": {"message": "hi"}, "status": "success"}, reply_to=env.id), NOW)
+    record("s2c", server.data_to_send())
+    end = 1.0 + next(clock) / 1000
+    writer.close(1, "c2s", end)
+    writer.close(1, "s2c", end)
     return buf.getvalue()
 
 

@@ -48,9 +48,6 @@ _PREFIX_RFC = b"\x84\x66AMP-v1\x40"  # ["AMP-v1", h'', …
 _PREFIX_RUST_EXAMPLE = b"\x84\x66AMP-v1\x01"  # ["AMP-v1", 1, …
 _K_ID, _K_TO, _K_TS, _K_TTL, _K_TYP, _K_FROM = b"\x62id", b"\x62to", b"\x62ts", b"\x63ttl", b"\x63typ", b"\x64from"
 _K_REPLY_TO, _K_THREAD_ID = b"\x68reply_to", b"\x69thread_id"
-_MAP_HEADS = [head(5, n) for n in range(24)]
-_UINT_ONE_BYTE = [head(0, n) for n in range(24)]
-_UINT64_MAX = (1 << 64) - 1
 
 
 class SignedHeaders(NamedTuple):
@@ -69,9 +66,9 @@ class SignedHeaders(NamedTuple):
 
 def signed_headers(id: bytes, typ: int, ts: int, ttl: int, sender: str, to: str | tuple[str, ...] | list[str],
                    reply_to: bytes | None, thread_id: bytes | None) -> SignedHeaders:
-    """Encode the signed headers (integers outside 0..2**64-1 raise 1001).
-    Written for the common case: a 16-byte id, a millisecond ``ts`` (always
-    eight bytes until the year 2106) and a one-byte ``typ``."""
+    """Encode the signed headers (integers outside 0..2**64-1 raise 1001),
+    with the item writers of :mod:`.cbor`; a 16-byte id (the usual case)
+    skips even those."""
     to_item = text_item(to) if type(to) is str else head(4, len(to)) + b"".join([text_item(t) for t in to])
     count = 6
     last = _K_FROM + text_item(sender)
@@ -82,18 +79,16 @@ def signed_headers(id: bytes, typ: int, ts: int, ttl: int, sender: str, to: str 
         count += 1
         last += _K_THREAD_ID + bytes_item(thread_id)
     id_item = b"\x50" + id if len(id) == 16 else bytes_item(id)
-    ts_item = b"\x1b" + ts.to_bytes(8, "big") if 0x100000000 <= ts <= _UINT64_MAX else uint_item(ts)
-    typ_item = _UINT_ONE_BYTE[typ] if 0 <= typ < 24 else uint_item(typ)
     # tuple.__new__ skips NamedTuple's keyword-handling constructor (hot path).
-    return tuple.__new__(SignedHeaders, (count, _K_ID + id_item + _K_TO + to_item + _K_TS + ts_item,
-                                         _K_TTL + uint_item(ttl) + _K_TYP + typ_item, last))
+    return tuple.__new__(SignedHeaders, (count, _K_ID + id_item + _K_TO + to_item + _K_TS + uint_item(ts),
+                                         _K_TTL + uint_item(ttl) + _K_TYP + uint_item(typ), last))
 
 
 def sig_input_of(headers: SignedHeaders, body_bytes: bytes, profile: Profile = Profile.RFC) -> bytes:
     """Sig_Input over encoded ``headers`` and the deterministic body bytes."""
     n = len(body_bytes)
     prefix = _PREFIX_RFC if profile is Profile.RFC else _PREFIX_RUST_EXAMPLE  # (no Enum hashing)
-    return b"".join((prefix, _MAP_HEADS[headers.count], headers.id_to_ts, headers.ttl_typ,
+    return b"".join((prefix, head(5, headers.count), headers.id_to_ts, headers.ttl_typ,
                      headers.from_on, head(2, n), body_bytes))
 
 
