@@ -131,7 +131,7 @@ def _encode(v: int, headers: SignedHeaders, sig: bytes, body_bytes: bytes | None
     The signed headers come pre-encoded (the same bytes Sig_Input holds) and
     ``body_bytes`` is the deterministic body, spliced in unchanged."""
     own = [_K_V + uint_item(v), headers.id_to_ts]
-    count = headers.count + 3  # v, sig, and body or enc
+    count = headers.entries + 3  # v, sig, and body or enc
     if enc is not None:
         own.append(_K_ENC + dumps(enc.to_map()))
     if ext is not None:

@@ -58,7 +58,7 @@ class SignedHeaders(NamedTuple):
     enc, ext, body) between these runs, so sealing encodes each header once
     for both Sig_Input and the message."""
 
-    count: int  # entries in the three runs
+    entries: int  # map entries in the three runs
     id_to_ts: bytes
     ttl_typ: bytes
     from_on: bytes  # from, then reply_to and thread_id when present (never null)
@@ -88,7 +88,7 @@ def sig_input_of(headers: SignedHeaders, body_bytes: bytes, profile: Profile = P
     """Sig_Input over encoded ``headers`` and the deterministic body bytes."""
     n = len(body_bytes)
     prefix = _PREFIX_RFC if profile is Profile.RFC else _PREFIX_RUST_EXAMPLE  # (no Enum hashing)
-    return b"".join((prefix, head(5, headers.count), headers.id_to_ts, headers.ttl_typ,
+    return b"".join((prefix, head(5, headers.entries), headers.id_to_ts, headers.ttl_typ,
                      headers.from_on, head(2, n), body_bytes))
 
 
