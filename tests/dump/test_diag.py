@@ -43,11 +43,38 @@ def test_json_view() -> None:
     json.dumps(to_json_value(value), allow_nan=False)
 
 
+def test_json_view_keeps_every_entry_when_keys_read_alike() -> None:
+    # 1 and "1", h'01' and "h'01'": distinct CBOR keys, one JSON spelling each.
+    assert to_json_value({1: "int", "1": "text", "a": 0}) == {"1": "int", '"1"': "text", "a": 0}
+    assert to_json_value({b"\x01": 1, "h'01'": 2}) == {"h'01'": 1, "\"h'01'\"": 2}
+
+
+def test_json_view_shows_bignums_as_integers_up_to_1024_bits() -> None:
+    assert to_json_value(loads(cbor2.dumps(2**70))) == 2**70
+    assert to_json_value(loads(cbor2.dumps(-(2**70)))) == -(2**70)
+    huge = cbor2.CBORTag(2, b"\x01" * 2000)  # would print as 4,800 digits
+    assert to_json_value(huge) == {"$tag": 2, "value": {"$bytes": "01" * 2000}}
+
+
+def test_text_never_carries_terminal_controls() -> None:
+    # C0 is escaped by JSON itself; DEL, C1 (U+009B is a one-character CSI)
+    # and bidi overrides are escaped too, so the dump cannot drive a terminal.
+    shown = diag("a\x1b[2Jb\x7f\x9b31m\u202egnp.exe")
+    assert shown == '"a\\u001b[2Jb\\u007f\\u009b31m\\u202egnp.exe"'
+    assert json.loads(shown) == "a\x1b[2Jb\x7f\x9b31m\u202egnp.exe"
+
+
+_KEYS = st.text(max_size=5) | st.integers(-(2**64) + 1, 2**64 - 1) | st.binary(max_size=3)
+
+
 @given(st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**64) + 1, 2**64 - 1) | st.floats() | st.text() | st.binary(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    st.none() | st.booleans() | st.integers(-(2**80), 2**80) | st.floats() | st.text() | st.binary(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
     max_leaves=20))
 def test_any_decoded_value_renders(value: object) -> None:
     decoded = loads(cbor2.dumps(value))
     assert isinstance(diag(decoded), str)
-    json.dumps(to_json_value(decoded), allow_nan=False)
+    view = to_json_value(decoded)
+    json.dumps(view, allow_nan=False)
+    if isinstance(decoded, dict):
+        assert len(view) == len(decoded)  # no entry lost to a key that reads alike

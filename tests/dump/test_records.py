@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ampcap.dump.records import Inspector
-from ampcap.dump.render import Style, record_to_json, render_text
+from ampcap.dump.render import Style, dumps_json, record_to_json, render_text
 from ampcap.wire.envelope import seal
 from ampcap.wire.frames import Frame, FrameType
 from ampcap.wire.identity import Identity
@@ -104,3 +104,23 @@ def test_mutated_messages_become_records(flips: list[tuple[int, int]]) -> None:
     json.dumps(record_to_json(rec), allow_nan=False)
     render_text(rec)
     assert rec.errors or rec.signature == "valid"
+
+
+def test_a_peers_text_cannot_drive_the_terminal() -> None:
+    # Sender, extension keys, findings and body all carry the peer's text:
+    # escape sequences, a C1 CSI, a bidi override and forged lines.
+    hostile = "x\x1b]0;owned\x07\x9b2J\u202e\n#9999 forged"
+    m = {"v": 1, "id": b"\x01" * 16, "typ": 0x22, "ts": T0, "ttl": 5, "from": hostile, "to": hostile,
+         "sig": b"\x00" * 64, "body": {"capability": hostile, hostile: 1}}
+    schemas = FakeSchemas([Violation(hostile, "no such key", hostile, "extension-key", 1001),
+                           Violation("capability", "a name", hostile, "error", 1001)])
+    rec = Inspector(default_resolver(), schemas=schemas, now_ms=T0).message(cbor2.dumps(m))
+    assert rec.sender == hostile and rec.errors
+    text = render_text(rec, Style())
+    lines = text.split("\n")
+    assert lines[0].startswith("#") and all(line.startswith("      ") for line in lines[1:])
+    assert not any(c in text for c in "\x1b\x07\x9b\u202e")
+    assert "x\\x1b]0;owned\\x07\\x9b2J\\u202e\\n#9999 forged" in lines[1]  # from=…, escaped
+    line = dumps_json(rec)  # what `ampcap dump --json` prints
+    assert not any(c in line for c in "\x1b\x07\x9b\u202e\n")
+    assert json.loads(line)["from"] == hostile

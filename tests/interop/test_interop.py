@@ -20,8 +20,8 @@ from demo_target import EchoProvider, Faults, serve_target  # noqa: E402
 
 from ampcap.cli.main import main  # noqa: E402
 from ampcap.interop.probe import ProbeSettings  # noqa: E402
-from ampcap.interop.report import REPORT_SCHEMA, build_report, validate_report  # noqa: E402
-from ampcap.interop.runner import RunResult, run_vectors  # noqa: E402
+from ampcap.interop.report import REPORT_SCHEMA, build_report, render_table, validate_report  # noqa: E402
+from ampcap.interop.runner import RunResult, VectorResult, run_vectors  # noqa: E402
 from ampcap.interop.vectors import Status, demo_subject, vector_ids  # noqa: E402
 from ampcap.net.url import parse_url  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
@@ -109,6 +109,15 @@ async def test_silent_target_times_out_as_failures_not_a_hang() -> None:
         ("001:hello", Status.FAIL), ("002:A.1", Status.FAIL), ("004:A.17", Status.FAIL)]
     assert all("HANDSHAKE" in r.notes for r in result.results)
 
+
+
+def test_table_shows_a_targets_text_escaped() -> None:
+    # Notes quote what the target sent; the table must not pass its escapes on.
+    run = RunResult(target="amp://t", target_did=None, target_info=None, subject=demo_subject(),
+                    results=[VectorResult("004:A.5", "t", Status.FAIL, "got \x1b[2J\x9b1m\u202eX", 0.1)])
+    table = render_table(run)
+    assert not any(c in table for c in "\x1b\x9b\u202e")
+    assert "got \\x1b[2J\\x9b1m\\u202eX" in table
 
 # ------------------------------------------------------------- command line
 

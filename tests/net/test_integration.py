@@ -155,6 +155,23 @@ async def test_rfc002_a7_message_before_hello_is_refused(daemon: ServeProcess) -
     await stream.aclose()
 
 
+@pytest.mark.trio
+async def test_a_peers_text_stays_one_escaped_log_line(daemon: ServeProcess) -> None:
+    # The GOAWAY reason is the peer's text: an escape sequence, a C1 CSI and a
+    # newline that would forge a log line of its own.
+    reason = "bye\x1b[2J\x9b31m\nERROR forged line"
+    async with raw_peer(daemon.url) as peer:
+        peer.driver.start_drain(0, reason)
+        await trio.sleep(0.3)
+    with trio.fail_after(10):
+        while "bye\\x1b[2J" not in daemon.stderr():
+            await trio.sleep(0.05)
+    log = daemon.stderr()
+    assert "\x1b" not in log and "\x9b" not in log
+    assert not any(line.startswith("ERROR forged") for line in log.splitlines())
+    assert "message=bye\\x1b[2J\\x9b31m\\nERROR forged line" in log
+
+
 def trio_now_ms() -> int:
     import time
 

@@ -5,6 +5,13 @@ stdout). While a long invoke runs, PROGRESS updates are shown on stderr.
 Failures exit 1 and print ``error <code> <NAME>: <message>`` on stderr (with
 ``--json`` also ``{"error": {...}}`` on stdout), so ``4003`` is as easy to
 grep as to parse.
+
+Results and error details are whatever CBOR the peer sent; both outputs show
+them through the packet dump's JSON view (:func:`~ampcap.dump.diag.to_json_value`:
+byte strings as ``{"$bytes": hex}``, tags as ``{"$tag": n, "value": …}``,
+non-text map keys in diagnostic notation, NaN and infinities as strings), so
+any reply prints as strict JSON. A peer's text is shown with its control
+characters escaped (:mod:`ampcap.display`).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..display import json_safe, printable
 from ..errors import AmpError
 from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.identity import default_identity_path
@@ -67,19 +75,24 @@ def register(subparsers: Any) -> None:
 
 
 def _fail(exc: AmpError, as_json: bool) -> int:
-    print(f"error {exc.code} {exc.name}: {exc.message}", file=sys.stderr)
+    print(printable(f"error {exc.code} {exc.name}: {exc.message}"), file=sys.stderr)
     if as_json:
         err: dict[str, Any] = {"code": exc.code, "name": exc.name, "message": exc.message}
         if exc.details is not None:
             err["details"] = exc.details
-        print(json.dumps({"error": err}, default=_jsonable))
+        print(_json({"error": err}))
     return EXIT_ERROR
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray)):
-        return {"$bytes": bytes(value).hex()}
-    return str(value)
+def _json(value: Any, *, indent: int | None = None) -> str:
+    """Strict JSON for any decoded CBOR ``value`` (ASCII-only for scripts;
+    readable output keeps other characters, minus the unsafe ones)."""
+    from ..dump.diag import to_json_value
+
+    view = to_json_value(value)
+    if indent is None:
+        return json.dumps(view, allow_nan=False)
+    return json_safe(json.dumps(view, indent=indent, ensure_ascii=False, allow_nan=False))
 
 
 def _run(args: argparse.Namespace, call: Any) -> int:
@@ -125,12 +138,12 @@ def run_query(args: argparse.Namespace) -> int:
                                   order=args.order, timeout=args.timeout or 30.0)
         if args.json:
             doc = {"capabilities": [d.to_wire() for d in page.capabilities], "next_cursor": page.next_cursor}
-            print(json.dumps(doc, default=_jsonable))
+            print(_json(doc))
         else:
             for d in page.capabilities:
                 print(_describe(d))
             if page.next_cursor:
-                print(f"(more: --cursor {page.next_cursor})")
+                print(printable(f"(more: --cursor {page.next_cursor})"))
         return EXIT_OK
 
     return _run(args, call)
@@ -142,7 +155,7 @@ def _describe(d: Descriptor) -> str:
         extra.append("supports " + ", ".join(str(r) for r in d.supported_ranges))
     if d.notes:
         extra.append(d.notes)
-    return d.id + (f"  ({'; '.join(extra)})" if extra else "")
+    return printable(d.id + (f"  ({'; '.join(extra)})" if extra else ""))
 
 
 def run_invoke(args: argparse.Namespace) -> int:
@@ -154,16 +167,13 @@ def run_invoke(args: argparse.Namespace) -> int:
         raise AmpError(1001, f"{args.target!r}: give a full id (name:version), or --version / --range")
 
     def show_progress(pct: int | None, text: str | None) -> None:
-        print(f"progress {pct if pct is not None else '?'}%" + (f" {text}" if text else ""),
+        print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text)}" if text else ""),
               file=sys.stderr, flush=True)
 
     async def call(remote: Any) -> int:
         result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
                                      timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry)
-        if args.json:
-            print(json.dumps({"result": result}, default=_jsonable))
-        else:
-            print(json.dumps(result, indent=2, default=_jsonable, ensure_ascii=False))
+        print(_json({"result": result}) if args.json else _json(result, indent=2))
         return EXIT_OK
 
     return _run(args, call)

@@ -17,6 +17,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..display import json_safe
 from ..errors import AmpError
 from ..net.url import AmpUrl, UrlError, parse_url
 from ..peer.config import RELAY_HELLO_VERSION
@@ -186,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise AmpError(5001, f"cannot write the report to {args.report}: {exc.strerror or exc}") from None
     if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+        print(json_safe(json.dumps(report, indent=2, ensure_ascii=False)))
     else:
         print(render_table(result))
         if args.report != "-":

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
+from ..display import printable
 from ..errors import AmpError
 
 # Subcommand modules, in the order ``ampcap --help`` lists them.
@@ -47,13 +48,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class OneLineFormatter(logging.Formatter):
+    """One event, one line: a peer's text in a message (a GOAWAY reason, an
+    error message) cannot add lines or terminal escapes to the log. A
+    traceback, added after the message at DEBUG, keeps its own lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = printable(record.message)
+        return super().formatMessage(record)
+
+
 def configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def _report(line: str) -> None:
@@ -64,6 +73,7 @@ def _report(line: str) -> None:
     escapes instead of a UnicodeEncodeError traceback.
     """
     encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    line = printable(line)  # the message may quote a peer
     print(line.encode(encoding, "backslashreplace").decode(encoding, "replace"), file=sys.stderr)
 
 

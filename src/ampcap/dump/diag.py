@@ -13,9 +13,15 @@ from typing import Any
 
 from cbor2 import CBORSimpleValue, CBORTag, undefined
 
+from ..display import json_safe
+
 __all__ = ["diag", "to_json_value"]
 
 _MAX_DEPTH = 64  # decoded values are depth-bounded already; this guards direct callers
+# Bignums up to 1024 bits become JSON integers; longer ones stay tagged bytes
+# (Python refuses to print an int of more than 4,300 digits, and no reader
+# of the JSON would want one).
+_MAX_BIGNUM_BYTES = 128
 
 
 def diag(value: Any, *, max_bytes: int = 24, max_text: int = 200) -> str:
@@ -49,8 +55,8 @@ def _diag(v: Any, max_bytes: int, max_text: int, depth: int) -> str:
     if isinstance(v, str):
         text = v
         if max_text and len(text) > max_text:
-            return json.dumps(text[:max_text], ensure_ascii=False) + f"… ({len(text)} chars)"
-        return json.dumps(text, ensure_ascii=False)
+            return json_safe(json.dumps(text[:max_text], ensure_ascii=False)) + f"… ({len(text)} chars)"
+        return json_safe(json.dumps(text, ensure_ascii=False))
     if isinstance(v, dict):
         items = ", ".join(f"{_diag(k, max_bytes, max_text, depth + 1)}: {_diag(x, max_bytes, max_text, depth + 1)}"
                           for k, x in v.items())
@@ -75,9 +81,12 @@ def _float(f: float) -> str:
 
 
 def to_json_value(v: Any, depth: int = 0) -> Any:
-    """A JSON-serialisable view: bytes → ``{"$bytes": hex}``, tags →
+    """A JSON-serialisable view: bytes → ``{"$bytes": hex}``, bignums (tags
+    2 and 3 around bytes, RFC 8949 §3.4.3) → integers, other tags →
     ``{"$tag": n, "value": …}``, non-finite floats → strings, non-text map
-    keys → their diagnostic notation."""
+    keys → their diagnostic notation (and a text key that would read the
+    same, such as ``"1"`` beside ``1``, → its own, ``"\"1\""``, so no entry
+    is lost)."""
     if depth > _MAX_DEPTH:
         return None
     if v is None or isinstance(v, (bool, int, str)):
@@ -87,11 +96,15 @@ def to_json_value(v: Any, depth: int = 0) -> Any:
     if isinstance(v, (bytes, bytearray, memoryview)):
         return {"$bytes": bytes(v).hex()}
     if isinstance(v, dict):
-        return {(k if isinstance(k, str) else diag(k, max_bytes=0, max_text=0)): to_json_value(x, depth + 1)
-                for k, x in v.items()}
+        other = {diag(k, max_bytes=0, max_text=0) for k in v if not isinstance(k, str)}
+        return {(k if isinstance(k, str) and k not in other else diag(k, max_bytes=0, max_text=0)):
+                to_json_value(x, depth + 1) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [to_json_value(x, depth + 1) for x in v]
     if isinstance(v, CBORTag):
+        if v.tag in (2, 3) and isinstance(v.value, bytes) and len(v.value) <= _MAX_BIGNUM_BYTES:
+            n = int.from_bytes(v.value, "big")
+            return n if v.tag == 2 else -1 - n
         return {"$tag": v.tag, "value": to_json_value(v.value, depth + 1)}
     if v is undefined:
         return {"$simple": "undefined"}

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..display import json_safe, printable
 from ..wire.registry import error_info
 from ..wire.transport import GoAway, HandshakeRequest, HandshakeResponse, TransportError
 from .diag import diag, to_json_value
@@ -134,7 +135,7 @@ def render_text(rec: Record, style: Style = Style(), *, max_bytes: int = 24) -> 
     indent = " " * 6
     if rec.is_amp and rec.sender is not None:
         to = ", ".join(rec.to) if isinstance(rec.to, (tuple, list)) else rec.to
-        lines.append(f"{indent}from={rec.sender} to={to} ts={rec.ts} ttl={rec.ttl}"
+        lines.append(f"{indent}from={printable(rec.sender)} to={printable(str(to))} ts={rec.ts} ttl={rec.ttl}"
                      + (f" reply_to={rec.reply_to.hex()}" if rec.reply_to is not None else "")
                      + (f" thread={rec.thread_id.hex()}" if rec.thread_id is not None else ""))
     if rec.is_amp and rec.signature is not None:
@@ -146,13 +147,13 @@ def render_text(rec: Record, style: Style = Style(), *, max_bytes: int = 24) -> 
             sig += style.warn(f" (verifies under {rec.signature_profile})")
         cddl = _verdict(style, "cddl", rec.cddl.status)
         if rec.cddl.failing_paths:
-            cddl += f" at {', '.join(rec.cddl.failing_paths)}"
+            cddl += f" at {printable(', '.join(rec.cddl.failing_paths))}"
         verdicts = f"{indent}{sig}  {_verdict(style, 'time', rec.time)}  {cddl}"
         if rec.encrypted:
             verdicts += "  enc=" + (style.good("decrypted") if rec.decrypted else style.warn("sealed"))
         lines.append(verdicts)
     if rec.cddl.extension_keys:
-        lines.append(f"{indent}extension keys: {', '.join(rec.cddl.extension_keys)}")
+        lines.append(f"{indent}extension keys: {printable(', '.join(rec.cddl.extension_keys))}")
     if rec.answers is not None:
         lat = f" after {rec.latency_ms:g} ms" if rec.latency_ms is not None else ""
         lines.append(f"{indent}answers {rec.answers[1]} {rec.answers[0]}{lat}")
@@ -161,12 +162,13 @@ def render_text(rec: Record, style: Style = Style(), *, max_bytes: int = 24) -> 
     elif not rec.is_amp:
         lines.append(f"{indent}payload: {_control_text(rec.control, rec.raw, max_bytes)}")
     for f in rec.errors:
-        lines.append(indent + style.bad(f"! {f.code} {_code_name(f.code)}"
-                                        + (f" at {f.path}" if f.path else "") + f": {f.message}"))
+        # Findings, flags and notes may quote the peer (a bad key, a text).
+        lines.append(indent + style.bad(printable(f"! {f.code} {_code_name(f.code)}"
+                                                  + (f" at {f.path}" if f.path else "") + f": {f.message}")))
     for flag in rec.flags:
-        lines.append(indent + style.warn(f"~ {flag}"))
+        lines.append(indent + style.warn(printable(f"~ {flag}")))
     for note in rec.notes:
-        lines.append(indent + style.dim(f"· {note}"))
+        lines.append(indent + style.dim(printable(f"· {note}")))
     return "\n".join(lines)
 
 
@@ -234,4 +236,4 @@ class Summary:
 
 
 def dumps_json(rec: Record) -> str:
-    return json.dumps(record_to_json(rec), ensure_ascii=False, separators=(",", ":"))
+    return json_safe(json.dumps(record_to_json(rec), ensure_ascii=False, separators=(",", ":")))

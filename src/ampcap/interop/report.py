@@ -21,6 +21,7 @@ from typing import Any, Callable
 import fastjsonschema
 
 from .. import __version__
+from ..display import json_safe, printable
 from ..errors import AmpError
 from .runner import RunResult
 from .vectors import Status
@@ -149,7 +150,7 @@ def write_report(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     validate_report(report)
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(json_safe(json.dumps(report, indent=2, ensure_ascii=False)) + "\n", encoding="utf-8")
     os.replace(tmp, target)
     return target
 
@@ -159,7 +160,7 @@ def render_table(run: RunResult, *, width: int = 100) -> str:
     id_w = max([len(r.vector_id) for r in run.results] + [6])
     lines = [f"{'VECTOR':<{id_w}}  RESULT  NOTES"]
     for r in run.results:
-        note = " ".join(r.notes.split())
+        note = printable(" ".join(r.notes.split()))  # notes quote what the target sent
         room = max(20, width - id_w - 10)
         if len(note) > room:
             note = note[: room - 1] + "…"

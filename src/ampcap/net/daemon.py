@@ -356,7 +356,7 @@ class Daemon:
             log.info("message rejected peer=%s id=%s: %s", link.peer_did,
                      event.message_id.hex() if event.message_id else "-", event.error)
         elif type(event) is GoAwayReceived:
-            log.info("GOAWAY from peer=%s reason=%s", link.peer_did, event.reason)
+            log.info("GOAWAY from peer=%s reason=%s message=%s", link.peer_did, event.reason, event.message or "-")
 
     def _on_message(self, link: Link, event: MessageReceived) -> None:
         inbound = event.inbound

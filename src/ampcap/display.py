@@ -1,0 +1,43 @@
+"""Text that came from the network, made safe to show.
+
+Peers choose the text of error messages, GOAWAY reasons, progress notes,
+descriptor notes and every string in a body. Printed as is, an escape
+sequence in it would drive the reader's terminal (retitle it, hide the rest
+of a line, fake a prompt), a newline would forge a second log line, and a
+bidirectional override would show text in another order than it has. So
+everything ampcap prints or logs from a peer goes through one of these:
+
+* :func:`printable` for plain text (log lines, CLI messages): control
+  characters and the bidi controls become visible backslash escapes, so the
+  text stays on one line and means what it shows;
+* :func:`json_safe` for a JSON document written with ``ensure_ascii=False``:
+  ``json`` escapes C0 itself but leaves DEL, C1 (``U+009B`` is a one-character
+  CSI) and the bidi controls raw; this writes them as ``\\uXXXX``, which keeps
+  the document valid and its meaning unchanged (such characters can only
+  occur inside JSON strings).
+"""
+
+from __future__ import annotations
+
+__all__ = ["printable", "json_safe"]
+
+_C0 = range(0x00, 0x20)
+_DEL_C1 = (0x7F, *range(0x80, 0xA0))
+# Bidi marks, embeddings, overrides and isolates (Unicode UAX #9).
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_SHORT = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+
+_PRINTABLE = {c: _SHORT.get(c) or (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
+              for c in (*_C0, *_DEL_C1, *_BIDI)}
+_JSON = {c: f"\\u{c:04x}" for c in (*_DEL_C1, *_BIDI)}
+
+
+def printable(text: str) -> str:
+    """``text`` with control and bidi characters as backslash escapes."""
+    return text.translate(_PRINTABLE)
+
+
+def json_safe(document: str) -> str:
+    """A JSON document (from ``json.dumps(..., ensure_ascii=False)``) with
+    DEL, C1 and bidi characters written as ``\\uXXXX`` escapes."""
+    return document.translate(_JSON)
