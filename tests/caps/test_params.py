@@ -113,3 +113,71 @@ def test_boolean_schemas() -> None:
     v.validate_params(d, {"anything": 1})
     v2, d2 = setup(False, name="org.x.never")
     assert violation(v2, d2, {}).code == 4004
+
+
+DRAFT_2020 = "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("draft", [None, DRAFT_2020])
+@pytest.mark.parametrize(("items", "unique"), [
+    ([1, 1.0], False),                                  # equal as JSON numbers
+    ([1, True], True), ([0, False], True),              # a boolean is not a number
+    ([{"x": 1, "y": 2}, {"y": 2, "x": 1}], False),      # member order does not matter
+    ([[1, 2], [2, 1]], True),                           # element order does
+    ([{"a": [1, {"b": 2}]}, {"a": [1, {"b": 2.0}]}], False),
+    (["1", 1, None, [], {}], True),
+])
+def test_unique_items_means_json_equality(draft: str | None, items: list[Any], unique: bool) -> None:
+    schema = {"type": "array", "uniqueItems": True} | ({"$schema": draft} if draft else {})
+    assert (compile_schema(schema).errors(items) == []) is unique
+
+
+def test_unique_items_of_objects_is_not_pairwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    # jsonschema compares unsortable items pair by pair with equal(): 5,000
+    # small objects (50 KB of params) held the event loop for about a minute.
+    import jsonschema._utils
+
+    calls = 0
+    real = jsonschema._utils.equal
+
+    def counting(one: Any, two: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(one, two)
+
+    monkeypatch.setattr(jsonschema._utils, "equal", counting)
+    check = compile_schema({"$schema": DRAFT_2020, "type": "array", "uniqueItems": True})
+    n = 2_000
+    assert check.errors([{"k": i} for i in range(n)] + [1, True]) == []
+    assert check.errors([{"k": i} for i in range(n)] + [{"k": 7}]) == ["result: fails 'uniqueItems'"]
+    assert calls < n  # linear, not n²/2 = 2,000,000
+
+
+def test_unique_items_with_values_json_cannot_compare_is_4004() -> None:
+    import cbor2
+
+    err = compile_schema({"type": "array", "uniqueItems": True}).errors([cbor2.CBORTag(1, {}), 1])
+    assert err and "cannot check" in err[0]
+
+
+@pytest.mark.parametrize(("schema", "good", "bad"), [
+    ({"prefixItems": [{"type": "string"}], "contains": {"type": "integer"}, "unevaluatedItems": False},
+     ["a", 1, 2], ["a", 1, 2.5]),
+    ({"allOf": [{"patternProperties": {"^k": {}}}], "unevaluatedProperties": {"type": "integer"}},
+     {"k1": "x", "z": 1}, {"k1": "x", "z": "y"}),
+])
+def test_unevaluated_keywords_keep_their_meaning_in_linear_time(schema: dict[str, Any], good: Any,
+                                                                 bad: Any) -> None:
+    import time
+
+    check = compile_schema({"$schema": DRAFT_2020, **schema})
+    assert check.errors(good) == []
+    assert check.errors(bad) != []
+    # A hang guard, not a speed target: jsonschema's own keywords test each
+    # of n items against a list of n evaluated indexes or keys (about 30 s
+    # here for 40,000); the set lookups take well under a second.
+    n = 40_000
+    big = ["a", *range(n)] if isinstance(good, list) else {"z": 1, **{f"k{i}": "x" for i in range(n)}}
+    started = time.perf_counter()
+    assert check.errors(big) == []
+    assert time.perf_counter() - started < 10

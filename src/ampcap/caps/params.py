@@ -9,6 +9,11 @@ correctness beats speed: fastjsonschema would silently ignore keywords
 such as ``prefixItems`` or ``unevaluatedProperties`` and accept params the
 schema forbids. Schemas without ``$schema`` are treated as draft-07.
 
+Cost is linear in the params: for the 2019-09/2020-12 path, ``uniqueItems``
+and ``unevaluatedItems``/``unevaluatedProperties`` are replaced by versions
+with hash lookups, because jsonschema's own are quadratic (a 50 KB array of
+objects held the event loop for a minute).
+
 Remote ``$ref`` is never fetched (offline rule of §5.3): fastjsonschema is
 given handlers that refuse every scheme, jsonschema's ``referencing`` does
 not fetch.
@@ -24,6 +29,7 @@ Error mapping:
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
@@ -103,20 +109,100 @@ def _fast(schema: Any) -> Callable[[Any, str], None]:
             raise AmpError(SCHEMA_VIOLATION, _shorten(f"{where}: {text}"), path=where) from None
         except RecursionError:
             raise AmpError(SCHEMA_VIOLATION, f"{root}: nested too deeply", path=root) from None
+        except (TypeError, RuntimeError) as exc:
+            # CBOR values JSON has no words for, such as a tag around a map
+            # inside a uniqueItems array, cannot be compared by the schema.
+            raise AmpError(SCHEMA_VIOLATION, _shorten(f"{root}: holds a value the schema cannot check ({exc})"),
+                           path=root) from None
 
     return check
+
+
+def _json_identity(value: Any) -> Any:
+    """A hashable stand-in that is equal exactly when two values are equal
+    as JSON (RFC 8259 / JSON Schema §4.2.2): ``1 == 1.0``, ``true != 1``,
+    member order does not matter, array order does."""
+    if value is True or value is False:
+        return ("bool", value)
+    if value is None or isinstance(value, (int, float, str)):
+        return value  # hash(1) == hash(1.0); bools were handled above
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _json_identity(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("array", tuple(_json_identity(v) for v in value))
+    try:
+        hash(value)
+    except (TypeError, RuntimeError):  # e.g. a CBOR tag around a map: only equal to itself
+        return ("object-id", id(value))
+    return ("other", type(value).__name__, value)
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Any:
+    # jsonschema compares items pairwise (equal() on each pair) whenever they
+    # do not sort, which is any array of objects or of mixed types: 5,000
+    # small objects took 67 s. Hashing a JSON-equality stand-in is linear.
+    if unique and validator.is_type(instance, "array"):
+        seen = set()
+        for item in instance:
+            key = _json_identity(item)
+            if key in seen:
+                yield jsonschema.ValidationError("has non-unique elements")
+                return
+            seen.add(key)
+
+
+def _linear_unevaluated() -> dict[str, Any]:
+    """``unevaluatedItems`` / ``unevaluatedProperties`` with set lookups.
+
+    jsonschema finds the evaluated indexes or keys in linear time, then
+    tests every item against that *list*: quadratic, 8,000 items took 0.5 to
+    1 s and a full-size message would take minutes. These use the same
+    finders (private helpers, hence the guard: without them the library's
+    own keywords stay) and a set.
+    """
+    try:
+        from jsonschema._utils import (find_evaluated_item_indexes_by_schema,
+                                       find_evaluated_property_keys_by_schema)
+    except ImportError:  # pragma: no cover - a jsonschema that moved them
+        return {}
+
+    def unevaluated_items(validator: Any, unevaluated: Any, instance: Any, schema: Any) -> Any:
+        if validator.is_type(instance, "array"):
+            # Indexes come back repeated (prefixItems and contains both count
+            # index 0); an item is unevaluated iff its index is missing.
+            evaluated = set(find_evaluated_item_indexes_by_schema(validator, instance, schema))
+            if len(evaluated) < len(instance):
+                yield jsonschema.ValidationError("has unevaluated items")
+
+    def unevaluated_properties(validator: Any, unevaluated: Any, instance: Any, schema: Any) -> Any:
+        if validator.is_type(instance, "object"):
+            evaluated = set(find_evaluated_property_keys_by_schema(validator, instance, schema))
+            for key, value in instance.items():
+                if key not in evaluated and next(validator.descend(value, unevaluated, path=key), None):
+                    yield jsonschema.ValidationError(f"{key!r} is unevaluated and not allowed")
+                    return
+
+    return {"unevaluatedItems": unevaluated_items, "unevaluatedProperties": unevaluated_properties}
+
+
+_Draft202012 = jsonschema.validators.extend(jsonschema.Draft202012Validator,
+                                            {"uniqueItems": _unique_items, **_linear_unevaluated()})
+# best_match ranks the errors it is given; taking the first few bounds the
+# work on a large invalid instance (iter_errors is lazy) while still
+# preferring a deep, specific error over its wrapper.
+_ERRORS_RANKED = 16
 
 
 def _modern(schema: Any) -> Callable[[Any, str], None]:
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
-        validator = jsonschema.Draft202012Validator(schema)
+        validator = _Draft202012(schema)
     except Exception as exc:
         raise AmpError(UNAVAILABLE, _shorten(f"input schema does not compile: {exc}")) from None
 
     def check(value: Any, root: str) -> None:
         try:
-            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+            error = jsonschema.exceptions.best_match(itertools.islice(validator.iter_errors(value), _ERRORS_RANKED))
         except Exception as exc:  # unresolvable $ref at run time and the like
             raise AmpError(UNAVAILABLE, _shorten(f"input schema unusable: {exc}")) from None
         if error is not None:
