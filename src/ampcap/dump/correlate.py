@@ -65,6 +65,15 @@ class Correlator:
         if rec.latency_ms is not None:
             self.invoke_latencies_ms.append(rec.latency_ms)
 
+    def settled(self, rec: Record) -> bool:
+        """Whether no later record can change ``rec``: only an invoke still
+        waiting for its terminal reply (and still remembered) can be flagged
+        later, by :meth:`finish`."""
+        if rec.typ != _INVOKE or rec.id is None:
+            return True
+        req = self._seen.get(rec.id)
+        return req is None or req.record is not rec or req.terminal is not None
+
     def finish(self) -> list[Record]:
         """Flag every invoke still without a terminal reply; return them."""
         open_invokes = []

@@ -6,6 +6,7 @@ land on the right records) and the live tap (records printed as they pass).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,9 @@ def _names_in(value: Any, name: str, depth: int) -> bool:
     return False
 
 
+MAX_HELD = 100_000  # records waiting behind an open invoke
+
+
 class DumpSession:
     """Events → records; keeps correlation and the summary."""
 
@@ -122,11 +126,25 @@ class DumpSession:
         return open_invokes
 
     def run_all(self, events: Any, emit: Callable[[Record], None]) -> list[Record]:
-        """Buffer every record (flags from later frames land on earlier records),
-        then emit the ones that pass the filters, in capture order."""
-        records = [self.record(e) for e in events]
+        """Emit the records that pass the filters, in capture order, each as
+        soon as no later frame can change it.
+
+        An invoke without its terminal reply yet may still be flagged at the
+        end, so it and every record after it wait. Memory then follows the
+        invokes open at one time, not the length of the capture; past
+        ``MAX_HELD`` waiting records the oldest goes out anyway (a flag it
+        gets later still counts in the summary).
+        """
+        held: deque[Record] = deque()
+        settled = self.correlator.settled
+        for event in events:
+            held.append(self.record(event))
+            while held and (len(held) > MAX_HELD or settled(held[0])):
+                rec = held.popleft()
+                if self.shown(rec):
+                    emit(rec)
         open_invokes = self.finish()
-        for rec in records:
+        for rec in held:
             if self.shown(rec):
                 emit(rec)
         return open_invokes
