@@ -323,6 +323,42 @@ async def test_tls_client_verifies_by_default(tmp_path: Path) -> None:
 
 
 @pytest.mark.trio
+async def test_a_scheme_mismatch_is_named_on_both_sides(tmp_path: Path) -> None:
+    # amp:// against a TLS port, and amps:// against a plain one: each side
+    # says what went wrong instead of "peer closed the connection".
+    cert, key = _self_signed(tmp_path)
+    server_events = Recorder()
+
+    async def handler(driver: ConnectionDriver) -> None:
+        driver.on_event = server_events
+        await driver.run()
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            tls = Listener(lambda: make_conn(Role.SERVER, 2), handler=handler, ssl_context=server_context(cert, key))
+            plain = Listener(lambda: make_conn(Role.SERVER, 2))
+            (tls_tcp,) = await nursery.start(tls.serve_tcp, 0, "127.0.0.1")
+            (plain_tcp,) = await nursery.start(plain.serve_tcp, 0, "127.0.0.1")
+
+            plain_client = Recorder()
+            stream = await open_stream(parse_url(f"amp://127.0.0.1:{tls_tcp.socket.getsockname()[1]}"))
+            await ConnectionDriver(make_conn(Role.CLIENT, 1), stream, on_event=plain_client).run()
+            ended = await plain_client.wait_for(ConnectionTerminated)
+            assert "before answering the handshake (an amps:// TLS port" in ended.reason
+            ended = await server_events.wait_for(ConnectionTerminated)
+            assert ended.reason.startswith("TLS failed: ") and "does not speak TLS" in ended.reason
+
+            tls_client = Recorder()
+            stream = await open_stream(parse_url(f"amps://localhost:{plain_tcp.socket.getsockname()[1]}"),
+                                       ssl_context=client_context(ca_file=cert))
+            await ConnectionDriver(make_conn(Role.CLIENT, 1), stream, on_event=tls_client).run()
+            ended = await tls_client.wait_for(ConnectionTerminated)
+            assert ended.reason.startswith("TLS failed: ") and "does not speak TLS" in ended.reason
+            tls.stop()
+            plain.stop()
+
+
+@pytest.mark.trio
 async def test_raw_framing_reports_negotiated_at_once_with_a_silent_peer() -> None:
     """Raw framing has no handshake: Connection.start() queues Negotiated,
     and the driver delivers it before any read (a relay never speaks first)."""

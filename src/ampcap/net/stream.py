@@ -160,14 +160,17 @@ class ConnectionDriver:
         while conn.state is not ConnState.CLOSED:
             while self.backlog > limit and conn.state is not ConnState.CLOSED:
                 await self._wait_space()  # the peer is not reading: neither do we
+            broken = None
             try:
                 data = await self.stream.receive_some(RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                data, broken = b"", _broken_reason(exc, "peer closed the connection")
             if conn.state is ConnState.CLOSED:
                 break
             if data:
                 conn.receive_data(data, self._clock())
+            elif broken is not None:
+                conn.receive_eof(broken)
             else:
                 conn.receive_eof()
             self._kick()
@@ -185,17 +188,19 @@ class ConnectionDriver:
                 continue
             self._in_flight = len(data)
             timeout = self._write_timeout if conn.state is not ConnState.CLOSED else self._close_timeout
-            failed = False
+            failed: str | None = None
             with trio.move_on_after(timeout) as scope:
                 try:
                     await self.stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    failed = True
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    failed = _broken_reason(exc, "cannot write to the peer")
+            if scope.cancelled_caught:
+                failed = f"the peer read nothing for {timeout:g} s"
             self._in_flight = 0
             self._space.set()
             self._space = trio.Event()
-            if failed or scope.cancelled_caught:
-                conn.close()  # the peer cannot be written to: nothing more to say
+            if failed is not None:
+                conn.close(failed)  # the peer cannot be written to: nothing more to say
                 conn.data_to_send()
                 return
 
@@ -242,6 +247,19 @@ class ConnectionDriver:
                 await self.on_event(event)
                 # The owner may have sent replies from inside on_event.
                 self._writer_kick.set()
+
+
+def _broken_reason(exc: BaseException, default: str) -> str:
+    """Why a stream broke, for the ConnectionTerminated reason. A TLS failure
+    says so: a plain amp:// peer on an amps:// port (or the reverse) would
+    otherwise read as a peer that simply hung up."""
+    cause = exc.__cause__
+    if isinstance(cause, ssl.SSLError):
+        reason = cause.reason or cause.strerror or str(cause)
+        if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE"):
+            reason += " (the other side does not speak TLS: amps:// against an amp:// port, or the reverse?)"
+        return f"TLS failed: {reason}"
+    return default
 
 
 async def open_stream(url: AmpUrl, *, ssl_context: ssl.SSLContext | None = None,

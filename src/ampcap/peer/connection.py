@@ -162,8 +162,9 @@ class Connection:
         if failure is not None and self.state is not ConnState.CLOSED:
             self._fail(failure)
 
-    def receive_eof(self) -> None:
-        """The peer closed its side of the stream."""
+    def receive_eof(self, reason: str = "peer closed the connection") -> None:
+        """The stream ended: the peer closed its side, or the transport broke
+        (``reason`` says how, e.g. a failed TLS handshake)."""
         if self.state is ConnState.CLOSED:
             return
         try:
@@ -172,8 +173,11 @@ class Connection:
             self._state_to_closed(ConnInput.EOF)
             self._events.append(ConnectionTerminated(code=exc.code, reason=exc.message, by_peer=True))
             return
+        if self.role is Role.CLIENT and not self._transport_ready and reason == "peer closed the connection":
+            # Nothing AMP came back: the usual cause is a wrong port or scheme.
+            reason += " before answering the handshake (an amps:// TLS port, or not an AMP server?)"
         self._state_to_closed(ConnInput.EOF)
-        self._events.append(ConnectionTerminated(code=None, reason="peer closed the connection", by_peer=True))
+        self._events.append(ConnectionTerminated(code=None, reason=reason, by_peer=True))
 
     def next_event(self) -> Event | None:
         return self._events.popleft() if self._events else None
@@ -279,12 +283,14 @@ class Connection:
         self._state_to_closed(ConnInput.CLOSE)
         self._events.append(ConnectionTerminated(code=None, reason="closed during handshake (GOAWAY)"))
 
-    def close(self) -> None:
-        """Close locally; queued bytes may still be flushed by the edge."""
+    def close(self, reason: str = "closed locally") -> None:
+        """Close locally; queued bytes may still be flushed by the edge.
+        ``reason`` says why when it was not the owner's choice (the edge
+        could not write to the peer)."""
         if self.state is ConnState.CLOSED:
             return
         self._state_to_closed(ConnInput.CLOSE)
-        self._events.append(ConnectionTerminated(code=None, reason="closed locally"))
+        self._events.append(ConnectionTerminated(code=None, reason=reason))
 
     # ============================================================ frames
 
