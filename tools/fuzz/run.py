@@ -24,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 # Everything the targets reach must be imported here to be instrumented,
 # including what the CLI imports only when a command runs.
 with atheris.instrument_imports(include=["ampcap"]):
+    import ampcap.cli.client  # noqa: F401
     import ampcap.cli.dump  # noqa: F401
     import ampcap.cli.main  # noqa: F401
+    import ampcap.display  # noqa: F401
     import ampcap.dump.correlate  # noqa: F401
     import ampcap.dump.diag  # noqa: F401
     import ampcap.dump.pcap  # noqa: F401

@@ -13,6 +13,7 @@ CAP_INVOKE, at most one outcome per call.
 from __future__ import annotations
 
 import io
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -25,8 +26,10 @@ from ampcap.caps.catalog import Catalog
 from ampcap.caps.demo import demo_manifest
 from ampcap.caps.params import ParamsValidator
 from ampcap.dump.pcapwrite import PcapWriter
+from ampcap.display import printable
 from ampcap.errors import AmpError
 from ampcap.net.bindings_runner import BindingRunner, RunnerContext
+from ampcap.peer.config import ConnectionConfig, rust_example_config
 from ampcap.peer.connection import Connection, Role
 from ampcap.peer.events import MessageReceived
 from ampcap.peer.executor import Execute, Executor, ExecutorConfig
@@ -37,9 +40,10 @@ from ampcap.peer.policy import ALLOW_ALL
 from ampcap.schema import load_schemas
 from ampcap.wire.cbor import loads
 from ampcap.wire.envelope import seal
-from ampcap.wire.frames import FrameType, encode_frame
+from ampcap.wire.frames import FrameType, Framing, encode_frame
 from ampcap.wire.identity import DidKeyResolver, Identity
 from ampcap.wire.receive import ReceivePipeline
+from ampcap.wire.signing import Profile
 from ampcap.wire.transport import HandshakeRequest
 
 NOW = int(time.time() * 1000)
@@ -93,7 +97,8 @@ def _body(raw: bytes) -> Any:
 
 def frames(data: bytes) -> None:
     """Raw bytes at a server, before the handshake or after it, in small
-    reads; or at the decoder and the receive pipeline directly."""
+    reads; at a relay client (raw framing); or at the decoder and the
+    receive pipeline directly."""
     mode, rest = data[:1], data[1:]
     if mode == b"L":
         try:
@@ -111,6 +116,12 @@ def frames(data: bytes) -> None:
         return
     if mode == b"H":
         _, server = connected_pair()
+    elif mode == b"R":  # what a relay client (--compat rust-example) reads: bare lengths, no handshake
+        server = Connection(role=Role.CLIENT, identity=SERVER_ID, entropy=os.urandom, peer_did=CLIENT_ID.did,
+                            config=rust_example_config(ConnectionConfig(keepalive_interval_ms=None)),
+                            pipeline=ReceivePipeline(DidKeyResolver(), schemas=_SCHEMAS,
+                                                     profile=Profile.RUST_EXAMPLE))
+        server.start(NOW)
     else:
         server = Connection(role=Role.SERVER, identity=SERVER_ID, pipeline=_pipeline(), entropy=os.urandom)
         server.start(NOW)
@@ -120,6 +131,29 @@ def frames(data: bytes) -> None:
     while server.next_event():
         pass
     server.data_to_send()
+
+
+def render(data: bytes) -> None:
+    """Any CBOR a peer can send, as ``ampcap invoke``/``query`` and the dump
+    show it: strict JSON (any keys, tags, NaN) and one-line diagnostic
+    notation, with no control or bidi character left raw."""
+    from ampcap.cli.client import _json
+    from ampcap.dump.diag import diag
+
+    try:
+        value = loads(data)
+    except AmpError:
+        return
+    for shown in (_json(value), _json(value, indent=2), diag(value), printable(str(value))):
+        assert not any(c in shown for c in _UNSAFE), shown
+    json.loads(_json(value), parse_constant=_not_strict)
+
+
+_UNSAFE = frozenset(map(chr, [*range(0x0A), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0), 0x202E]))
+
+
+def _not_strict(constant: str) -> None:
+    raise AssertionError(f"not strict JSON: {constant}")
 
 
 def executor(data: bytes) -> None:
@@ -258,6 +292,15 @@ def _seeds_frames() -> Iterator[bytes]:
     yield b"H" + framed
     handshake = HandshakeRequest(max_msg_size=1 << 20, did=CLIENT_ID.did).to_payload()
     yield b"S" + encode_frame(FrameType.HANDSHAKE, handshake) + framed
+    rust = seal(CLIENT_ID, typ=0x22, to=SERVER_ID.did, body=ECHO_INVOKE, now_ms=NOW, entropy=os.urandom,
+                profile=Profile.RUST_EXAMPLE)[1]
+    yield b"R" + encode_frame(FrameType.AMP_MESSAGE, rust, Framing.RAW)
+
+
+def _seeds_render() -> Iterator[bytes]:
+    yield cbor2.dumps({"result": {"a": [1, 2.5, b"\x00", None]}, "status": "success"})
+    yield cbor2.dumps({b"k": 1, 1: "x", "1": "y", (1, 2): float("nan")})
+    yield cbor2.dumps({"t": cbor2.CBORTag(2, b"\x01" * 20), "u": cbor2.CBORTag(99, {"x": "\x1b[2J\u202e"})})
 
 
 def _seeds_executor() -> Iterator[bytes]:
@@ -298,4 +341,5 @@ TARGETS = {
     "executor": Target(executor, _seeds_executor, max_len=1024),
     "invoker": Target(invoker, _seeds_invoker, max_len=1024),
     "dump": Target(dump, _seeds_dump),
+    "render": Target(render, _seeds_render),
 }
