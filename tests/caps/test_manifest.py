@@ -146,6 +146,8 @@ def test_field_problems(tmp_path: Path, snippet: str, key: str, fragment: str) -
         ('{ command = ["ls", "a\\u0000b"] }', "NUL"),
         ('{ command = ["ls"], env = { A = "\\u0000" } }', "NUL"),
         ('{ command = ["ls"], cwd = "d\\u0000" }', "NUL"),
+        ('{ command = ["ls"], stderr_to_caller = "yes" }', "true or false"),
+        ('{ python = "x:y", stderr_to_caller = true }', "command bindings only"),
     ],
 )
 def test_binding_problems(tmp_path: Path, binding: str, fragment: str) -> None:
@@ -207,3 +209,11 @@ def test_inline_binding_is_parsed(tmp_path: Path) -> None:
     manifest, problems = check_manifest(write(tmp_path, text))
     assert not problems and manifest is not None
     assert manifest.capabilities[0].binding == PythonBinding(target="ampcap.caps.demo:noop", inline=True)
+
+
+def test_command_stderr_goes_to_the_caller_only_when_asked(tmp_path: Path) -> None:
+    for flag, expected in (("", False), (", stderr_to_caller = true", True)):
+        text = MINIMAL.replace('{ python = "ampcap.caps.demo:noop" }', f'{{ command = ["true"]{flag} }}')
+        manifest, problems = check_manifest(write(tmp_path, text))
+        assert not problems and manifest is not None
+        assert manifest.capabilities[0].binding.stderr_to_caller is expected

@@ -145,11 +145,21 @@ async def test_command_cancel_kills(tmp_path: Path) -> None:
 
 
 @pytest.mark.trio
-async def test_command_nonzero_exit_is_5001_with_stderr_tail() -> None:
-    code = "import sys; sys.stderr.write('x' * 10000 + 'the end'); sys.exit(3)"
+async def test_command_nonzero_exit_is_5001_and_stderr_stays_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    code = "import sys; sys.stderr.write('x' * 10000 + 'password=hunter2'); sys.exit(3)"
     with pytest.raises(AmpError) as info:
         await run_binding(cmd(code), {}, ctx())
     assert info.value.code == 5001
+    assert info.value.details == {"exit_status": 3}  # what the caller sees
+    logged = [r.getMessage() for r in caplog.records if "exited with status 3" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].endswith("password=hunter2")
+
+
+@pytest.mark.trio
+async def test_command_stderr_reaches_the_caller_only_when_asked() -> None:
+    code = "import sys; sys.stderr.write('x' * 10000 + 'the end'); sys.exit(3)"
+    with pytest.raises(AmpError) as info:
+        await run_binding(cmd(code, stderr_to_caller=True), {}, ctx())
     assert info.value.details["exit_status"] == 3
     tail = info.value.details["stderr_tail"]
     assert tail.endswith("the end") and len(tail) <= 2048

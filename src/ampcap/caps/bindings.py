@@ -106,6 +106,10 @@ class CommandBinding:
     cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     max_output_bytes: int = 4 << 20
+    # The tail of stderr goes to the local log on a failure; it reaches the
+    # caller (error details) only when the manifest says so, because stderr
+    # may hold paths, configuration or secrets a remote peer should not see.
+    stderr_to_caller: bool = False
 
     kind = "command"
 

@@ -68,7 +68,7 @@ _CAP_KEYS = frozenset({
     "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding", "bridge",
 })
 _TOP_KEYS = frozenset({"bundle_id", "python_path", "capability"})
-_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd", "inline"})
+_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd", "inline", "stderr_to_caller"})
 
 
 class Policy(enum.Enum):
@@ -492,7 +492,8 @@ class _CapabilityReader:
             self.problem("must be a table", "binding")
             return None
         for key in sorted(set(raw) - _BINDING_KEYS):
-            self.problem("unknown key (expected python, command, timeout_ms, env, cwd, inline)", f"binding.{key}")
+            self.problem("unknown key (expected python, command, timeout_ms, env, cwd, inline, stderr_to_caller)",
+                         f"binding.{key}")
         if ("python" in raw) == ("command" in raw):
             self.problem("needs exactly one of 'python' or 'command'", "binding")
             return None
@@ -503,8 +504,8 @@ class _CapabilityReader:
                 if not isinstance(target, str):
                     self.problem("must be a string 'module:function'", "binding.python")
                     return None
-                if "env" in raw or "cwd" in raw:
-                    self.problem("env and cwd apply to command bindings only", "binding")
+                if "env" in raw or "cwd" in raw or "stderr_to_caller" in raw:
+                    self.problem("env, cwd and stderr_to_caller apply to command bindings only", "binding")
                 inline = raw.get("inline", False)
                 if not isinstance(inline, bool):
                     self.problem("must be true or false", "binding.inline")
@@ -532,6 +533,10 @@ class _CapabilityReader:
             if cwd is not None and not isinstance(cwd, str):
                 self.problem("must be a string path", "binding.cwd")
                 return None
+            stderr_to_caller = raw.get("stderr_to_caller", False)
+            if not isinstance(stderr_to_caller, bool):
+                self.problem("must be true or false", "binding.stderr_to_caller")
+                return None
             # A process cannot be given NUL in its arguments, environment or
             # directory: say so now rather than fail every invoke later.
             for key, texts in (("command", argv), ("env", [*env, *env.values()]), ("cwd", [cwd or ""])):
@@ -540,7 +545,8 @@ class _CapabilityReader:
                     return None
             base = self.base_dir
             workdir = (base / cwd if base else Path(cwd)) if cwd else base
-            kwargs: dict[str, Any] = {"argv": tuple(argv), "env": env, "cwd": workdir}
+            kwargs: dict[str, Any] = {"argv": tuple(argv), "env": env, "cwd": workdir,
+                                      "stderr_to_caller": stderr_to_caller}
             if timeout is not None:
                 kwargs["timeout_ms"] = timeout
             return CommandBinding(**kwargs)

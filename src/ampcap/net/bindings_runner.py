@@ -221,16 +221,23 @@ class BindingRunner:
         if start_error is not None:
             log.error("capability %s: cannot start %r: %s", context.capability_id, binding.argv[0], start_error)
             raise AmpError(INTERNAL_ERROR, "capability command could not be started")
-        details = {"exit_status": process.returncode, "stderr_tail": _tail(bytes(stderr))}
+        tail = _tail(bytes(stderr))
+        details: dict[str, Any] = {"exit_status": process.returncode}
+        if binding.stderr_to_caller:
+            details["stderr_tail"] = tail
+
+        def failed(why: str) -> AmpError:
+            log.error("capability %s: %s; stderr: %s", context.capability_id, why, tail or "(empty)")
+            return AmpError(INTERNAL_ERROR, why, details=details)
+
         if too_big:
-            raise AmpError(INTERNAL_ERROR, f"command output exceeds {limit} bytes", details=details)
+            raise failed(f"command output exceeds {limit} bytes")
         if process.returncode != 0:
-            log.error("capability %s: command exited with %s", context.capability_id, process.returncode)
-            raise AmpError(INTERNAL_ERROR, f"command exited with status {process.returncode}", details=details)
+            raise failed(f"command exited with status {process.returncode}")
         try:
             return json.loads(bytes(stdout))
         except (ValueError, UnicodeDecodeError, RecursionError):
-            raise AmpError(INTERNAL_ERROR, "command output is not valid JSON", details=details) from None
+            raise failed("command output is not valid JSON") from None
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
