@@ -34,3 +34,8 @@ def test_json_safe_keeps_the_document_and_its_meaning(value: object) -> None:
     document = json_safe(json.dumps(value, ensure_ascii=False, indent=2))
     assert json.loads(document) == value
     assert not any(c in document for c in UNSAFE if c not in "\n")  # indent newlines are JSON's own
+
+
+def test_printable_shortens_to_a_limit_and_says_how_long() -> None:
+    assert printable("abc", limit=5) == "abc"
+    assert printable("\x1b" * 10, limit=3) == "\\x1b\\x1b\\x1b… (10 chars)"

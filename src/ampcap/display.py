@@ -32,8 +32,11 @@ _PRINTABLE = {c: _SHORT.get(c) or (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 _JSON = {c: f"\\u{c:04x}" for c in (*_DEL_C1, *_BIDI)}
 
 
-def printable(text: str) -> str:
-    """``text`` with control and bidi characters as backslash escapes."""
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` with control and bidi characters as backslash escapes; with
+    ``limit``, at most that many characters of it, and its length after."""
+    if limit is not None and len(text) > limit:
+        return text[:limit].translate(_PRINTABLE) + f"… ({len(text)} chars)"
     return text.translate(_PRINTABLE)
 
 

@@ -51,6 +51,10 @@ def _build_peer() -> ampcap.Peer:
         await ctx.progress(50, HOSTILE)
         raise AmpError(4001, HOSTILE, details={b"k": 1, "n": math.nan})
 
+    @peer.capability("org.t.long", "1.0.0", schema={"type": "object"}, output_schema=False)
+    async def long() -> object:
+        raise AmpError(4001, "y" * 5000)
+
     return peer
 
 
@@ -126,3 +130,10 @@ def test_query_shows_a_peers_notes_escaped(peer_url: str, tmp_path: Path) -> Non
     out = ampcap_cli(tmp_path, "query", peer_url, "org.t.hostile")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["org.t.hostile:1.0.0  (boom\\x1b[2J\\x9b31m\\u202eevil\\nforged line)"]
+
+
+def test_a_long_message_is_shortened_on_the_terminal_only(peer_url: str, tmp_path: Path) -> None:
+    out = ampcap_cli(tmp_path, "invoke", peer_url, "org.t.long:1.0.0", "--json")
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1] == "error 4001 BAD_REQUEST: " + "y" * 500 + "… (5000 chars)"
+    assert json.loads(out.stdout)["error"]["message"] == "y" * 5000

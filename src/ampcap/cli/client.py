@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["register", "run_query", "run_invoke"]
 
 EXIT_OK, EXIT_ERROR = 0, 1
+SHOWN_TEXT = 500  # characters of a peer's message or progress note per line (--json has all)
 
 
 def register(subparsers: Any) -> None:
@@ -75,7 +76,7 @@ def register(subparsers: Any) -> None:
 
 
 def _fail(exc: AmpError, as_json: bool) -> int:
-    print(printable(f"error {exc.code} {exc.name}: {exc.message}"), file=sys.stderr)
+    print(f"error {exc.code} {exc.name}: {printable(exc.message, SHOWN_TEXT)}", file=sys.stderr)
     if as_json:
         err: dict[str, Any] = {"code": exc.code, "name": exc.name, "message": exc.message}
         if exc.details is not None:
@@ -167,7 +168,7 @@ def run_invoke(args: argparse.Namespace) -> int:
         raise AmpError(1001, f"{args.target!r}: give a full id (name:version), or --version / --range")
 
     def show_progress(pct: int | None, text: str | None) -> None:
-        print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text)}" if text else ""),
+        print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text, SHOWN_TEXT)}" if text else ""),
               file=sys.stderr, flush=True)
 
     async def call(remote: Any) -> int:
