@@ -161,8 +161,8 @@ def _linear_unevaluated() -> dict[str, Any]:
     own keywords stay) and a set.
     """
     try:
-        from jsonschema._utils import (  # type: ignore[import-untyped]
-            find_evaluated_item_indexes_by_schema, find_evaluated_property_keys_by_schema)
+        from jsonschema._utils import (find_evaluated_item_indexes_by_schema,
+                                       find_evaluated_property_keys_by_schema)
     except ImportError:  # pragma: no cover - a jsonschema that moved them
         return {}
 

@@ -261,7 +261,7 @@ class _HexReader(io.RawIOBase):
         self._offset += len(raw)
         return True
 
-    def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]  # RawIOBase.read returns bytes | None
+    def read(self, n: int | None = -1) -> bytes:
         if n is None or n < 0:
             while self._fill():
                 pass
@@ -282,7 +282,7 @@ class _Prefixed(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+    def read(self, n: int = -1) -> bytes:
         if self._head:
             if n is None or n < 0:
                 data, self._head = self._head + self._rest.read(), b""
@@ -340,6 +340,6 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
     return session.finish()
 
 
-def _first_leaf(group: BaseExceptionGroup) -> BaseException:  # type: ignore[type-arg]
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

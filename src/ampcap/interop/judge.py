@@ -37,22 +37,22 @@ def skipped(notes: str) -> Outcome:
     return Outcome(Status.SKIP, notes)
 
 
-def single_terminal(ex: Exchange) -> tuple[Received | None, Outcome | None]:
+def single_terminal(ex: Exchange) -> Received | Outcome:
     """The one terminal reply, or the failure that there is not exactly one."""
     if not ex.terminals:
-        return None, failed(f"no terminal reply correlated by reply_to: {ex.summary()}")
+        return failed(f"no terminal reply correlated by reply_to: {ex.summary()}")
     if len(ex.terminals) > 1:
-        return None, failed(f"{len(ex.terminals)} terminal replies, expected exactly one: {ex.summary()}")
+        return failed(f"{len(ex.terminals)} terminal replies, expected exactly one: {ex.summary()}")
     reply = ex.terminals[0]
     if reply.check_error is not None:
-        return None, failed(f"the reply fails our receive checks: {reply.check_error}")
-    return reply, None
+        return failed(f"the reply fails our receive checks: {reply.check_error}")
+    return reply
 
 
 def expect_error(ex: Exchange, *codes: int) -> Outcome:
-    reply, bad = single_terminal(ex)
-    if reply is None:
-        return bad  # type: ignore[return-value]
+    reply = single_terminal(ex)
+    if isinstance(reply, Outcome):
+        return reply
     code = reply.error_code
     if code in codes:
         return passed(f"{reply.describe()}")
@@ -60,19 +60,18 @@ def expect_error(ex: Exchange, *codes: int) -> Outcome:
     return failed(f"expected ERROR {wanted}, got {reply.describe()}")
 
 
-def expect_message(ex: Exchange, typ: int) -> tuple[Received | None, Outcome | None]:
-    reply, bad = single_terminal(ex)
-    if reply is None:
-        return None, bad
-    if reply.typ != typ:
-        return None, failed(f"expected {MessageType(typ).name}, got {reply.describe()}")
-    return reply, None
+def expect_message(ex: Exchange, typ: int) -> Received | Outcome:
+    """The one terminal reply if it has type ``typ``, else the failure."""
+    reply = single_terminal(ex)
+    if isinstance(reply, Outcome) or reply.typ == typ:
+        return reply
+    return failed(f"expected {MessageType(typ).name}, got {reply.describe()}")
 
 
 def expect_success(ex: Exchange, version: str | None = None) -> Outcome:
-    reply, bad = expect_message(ex, MessageType.CAP_RESULT)
-    if reply is None:
-        return bad  # type: ignore[return-value]
+    reply = expect_message(ex, MessageType.CAP_RESULT)
+    if isinstance(reply, Outcome):
+        return reply
     body = reply.envelope.body if reply.envelope is not None else None
     if type(body) is not dict or body.get("status") != "success" or "result" not in body:
         return failed(f"CAP_RESULT is not status=success with a result: {body!r:.200}")

@@ -268,7 +268,7 @@ class Probe:
         self._closed = True
         self._pending.append(Received(kind=ReceivedKind.CLOSED, note=note))
 
-    def _feed(self, data: bytes) -> None:
+    def _feed(self, data: bytes | bytearray) -> None:
         try:
             frames = self._decoder.feed(data)
         except FramingError as exc:

@@ -107,9 +107,9 @@ def _implementation(run: RunResult) -> dict[str, str]:
     if isinstance(impl, str) and impl.strip():
         name, _, version = impl.strip().partition("/")
         return {"id": name or impl, "version": version or "unknown"}
-    name = info.get("name")
-    if isinstance(name, str) and name.strip():
-        return {"id": name.strip(), "version": "unknown"}
+    label = info.get("name")
+    if isinstance(label, str) and label.strip():
+        return {"id": label.strip(), "version": "unknown"}
     return {"id": run.target_did or run.target, "version": "unknown"}
 
 

@@ -129,8 +129,8 @@ async def v002_a1(ctx: Context) -> Outcome:
         env, wire = probe.seal(MessageType.CAP_QUERY, {"filter": {"capability": ctx.subject.name}})
         await probe.send_bytes(probe.frame(wire), chunk=1)
         ex = await probe.collect(env, frozenset({MessageType.CAP_DECLARE}))
-        reply, bad = single_terminal(ex)
-        return bad if reply is None else passed(f"one reply to a byte-by-byte frame: {reply.describe()}")
+        reply = single_terminal(ex)
+        return reply if isinstance(reply, Outcome) else passed(f"one reply to a byte-by-byte frame: {reply.describe()}")
 
 
 async def v002_a2(ctx: Context) -> Outcome:
@@ -193,9 +193,9 @@ async def v001_hello(ctx: Context) -> Outcome:
     async with ctx.connect() as probe:
         await probe.handshake()
         hello, ex = await probe.hello(("1.0",))
-        reply, bad = expect_message(ex, MessageType.HELLO_ACK)
-        if reply is None:
-            return bad  # type: ignore[return-value]
+        reply = expect_message(ex, MessageType.HELLO_ACK)
+        if isinstance(reply, Outcome):
+            return reply
         env = reply.envelope
         assert env is not None
         if env.v != 1:
@@ -215,9 +215,9 @@ async def v001_hello_reject(ctx: Context) -> Outcome:
     async with ctx.connect() as probe:
         await probe.handshake()
         _, ex = await probe.hello(("99.0",))
-        reply, bad = expect_message(ex, MessageType.HELLO_REJECT)
-        if reply is None:
-            return bad  # type: ignore[return-value]
+        reply = expect_message(ex, MessageType.HELLO_REJECT)
+        if isinstance(reply, Outcome):
+            return reply
         return passed("HELLO_REJECT for a HELLO offering only 99.0")
 
 
@@ -319,9 +319,9 @@ async def v004_a1(ctx: Context) -> Outcome:
     ex = await _declare(ctx, _query(ctx))
     if len(ex.terminals) == 1 and ex.terminals[0].error_code == 4002:
         return skipped(f"the target does not declare {ctx.subject.name!r}; name one it offers with --capability")
-    reply, bad = expect_message(ex, MessageType.CAP_DECLARE)
-    if reply is None:
-        return bad  # type: ignore[return-value]
+    reply = expect_message(ex, MessageType.CAP_DECLARE)
+    if isinstance(reply, Outcome):
+        return reply
     descriptors, bad = _check_declare(reply, ctx.subject.name)
     if bad is not None:
         return bad
@@ -398,9 +398,9 @@ async def v004_a7(ctx: Context) -> Outcome:
     if ctx.subject.alias is None:
         return skipped("no legacy alias known for the capability; give one with --alias")
     ex = await _declare(ctx, {"filter": {"type": ctx.subject.alias}})
-    reply, bad = expect_message(ex, MessageType.CAP_DECLARE)
-    if reply is None:
-        return bad  # type: ignore[return-value]
+    reply = expect_message(ex, MessageType.CAP_DECLARE)
+    if isinstance(reply, Outcome):
+        return reply
     descriptors, bad = _check_declare(reply, ctx.subject.name)
     return bad or passed(f"type {ctx.subject.alias!r} resolved to {ctx.subject.name!r}")
 
@@ -430,10 +430,10 @@ async def v004_a14(ctx: Context) -> Outcome:
             if cursor is not None:
                 body["cursor"] = cursor
             env = await probe.send_message(MessageType.CAP_QUERY, body)
-            reply, bad = expect_message(await probe.collect(env, frozenset({MessageType.CAP_DECLARE})),
-                                        MessageType.CAP_DECLARE)
-            if reply is None:
-                return bad  # type: ignore[return-value]
+            reply = expect_message(await probe.collect(env, frozenset({MessageType.CAP_DECLARE})),
+                                    MessageType.CAP_DECLARE)
+            if isinstance(reply, Outcome):
+                return reply
             descriptors, bad = _check_declare(reply, ctx.subject.name)
             if bad is not None:
                 return bad

@@ -120,11 +120,11 @@ async def run_tap(listen: tuple[str, int], upstream: tuple[str, int], *, framing
         if recorder is not None:
             recorder.open(n, c_addr, s_addr, clock())
         async with client, server, trio.open_nursery() as nursery:
-            for src, dst, where in ((client, server, Where("c2s", c_addr, s_addr)),
-                                    (server, client, Where("s2c", s_addr, c_addr))):
+            for src, dst, direction, where in ((client, server, "c2s", Where("c2s", c_addr, s_addr)),
+                                               (server, client, "s2c", Where("s2c", s_addr, c_addr))):
                 send, receive = trio.open_memory_channel[bytes](_DECODE_BACKLOG)
                 backlog = _Backlog()
-                nursery.start_soon(_copy, src, dst, send, backlog, _recording(recorder, n, where.direction, clock))
+                nursery.start_soon(_copy, src, dst, send, backlog, _recording(recorder, n, direction, clock))
                 nursery.start_soon(_decode, receive, FramedStream(where, framing, max_size), backlog,
                                    on_event, clock)
 

@@ -66,7 +66,7 @@ class InvokeCache:
         self.max_entries = max_entries
         self.max_waiters = max_waiters
         self._entries: dict[InvokeKey, _Entry] = {}
-        self._expiry = DeadlineQueue()  # DONE entries only: the evictable ones
+        self._expiry: DeadlineQueue[InvokeKey] = DeadlineQueue()  # DONE entries only: the evictable ones
         self.evicted = 0
 
     def __len__(self) -> int:
@@ -137,12 +137,12 @@ class InvokeCache:
     def _purge(self, now_ms: int) -> None:
         # Entries expire strictly after ts + ttl, matching the pipeline's 1003 rule.
         for key in self._expiry.pop_due(now_ms - 1):
-            self._entries.pop(key, None)  # type: ignore[call-overload]
+            self._entries.pop(key, None)
 
     def _bound(self) -> None:
         while len(self._entries) > self.max_entries:
             key = self._expiry.pop_earliest()
             if key is None:
                 return  # only RUNNING entries left: bounded by the in-flight limits
-            self._entries.pop(key, None)  # type: ignore[call-overload]
+            self._entries.pop(key, None)
             self.evicted += 1

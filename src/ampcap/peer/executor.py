@@ -289,7 +289,7 @@ class Executor:
         self.config = config
         self._cache = InvokeCache(max_entries=config.cache_entries, max_waiters=config.max_waiters)
         self._running: dict[InvokeKey, _Running] = {}
-        self._deadlines = DeadlineQueue()
+        self._deadlines: DeadlineQueue[InvokeKey] = DeadlineQueue()
         self._closing = False
 
     # ------------------------------------------------------------ inbound

@@ -256,7 +256,7 @@ class Invoker:
         self._jitter = jitter
         self._entropy = entropy
         self._calls: dict[Handle, _Call] = {}
-        self._timers = DeadlineQueue()
+        self._timers: DeadlineQueue[bytes] = DeadlineQueue()
         self._finished: OrderedDict[Handle, None] = OrderedDict()
 
     # --------------------------------------------------------------- start
@@ -475,10 +475,8 @@ def _error_from_error_body(body: Any) -> tuple[AmpError, bool]:
     sender's advice (RFC 001 §16.3 step 1); the registry fills in when absent."""
     if not isinstance(body, dict) or isinstance(body.get("code"), bool) or not isinstance(body.get("code"), int):
         return AmpError(1001, "malformed ERROR body", path="body"), False
-    code = body["code"]
-    message = body.get("message") if isinstance(body.get("message"), str) else ""
-    retry = body.get("retry")
-    return (AmpError(code, message, details=body.get("details")),
+    code, message, retry = body["code"], body.get("message"), body.get("retry")
+    return (AmpError(code, message if isinstance(message, str) else "", details=body.get("details")),
             retry if isinstance(retry, bool) else error_info(code).retry)
 
 
@@ -486,6 +484,6 @@ def _error_from_result(err: Mapping[str, Any]) -> AmpError:
     code = err.get("code")
     if isinstance(code, bool) or not isinstance(code, int):
         return AmpError(1001, "malformed CAP_RESULT error", path="body.error.code")
-    message = err.get("message") if isinstance(err.get("message"), str) else ""
-    return AmpError(code, message, details=err.get("details"))
+    message = err.get("message")
+    return AmpError(code, message if isinstance(message, str) else "", details=err.get("details"))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from ..errors import AmpError
 
@@ -72,12 +73,15 @@ class InFlightLimits:
         self._total -= 1
 
 
-class DeadlineQueue:
+K = TypeVar("K", bound=Hashable)
+
+
+class DeadlineQueue(Generic[K]):
     """Deadlines by key: ``set``, ``discard``, ``next_deadline``, ``pop_due``."""
 
     def __init__(self) -> None:
-        self._live: dict[Hashable, int] = {}
-        self._heap: list[tuple[int, int, Hashable]] = []
+        self._live: dict[K, int] = {}
+        self._heap: list[tuple[int, int, K]] = []
         self._seq = 0  # tie-breaker: keys need not be orderable
 
     def __len__(self) -> int:
@@ -86,16 +90,16 @@ class DeadlineQueue:
     def __contains__(self, key: object) -> bool:
         return key in self._live
 
-    def get(self, key: Hashable) -> int | None:
+    def get(self, key: K) -> int | None:
         return self._live.get(key)
 
-    def set(self, key: Hashable, deadline_ms: int) -> None:
+    def set(self, key: K, deadline_ms: int) -> None:
         self._live[key] = deadline_ms
         self._seq += 1
         heapq.heappush(self._heap, (deadline_ms, self._seq, key))
         self._compact()
 
-    def discard(self, key: Hashable) -> None:
+    def discard(self, key: K) -> None:
         self._live.pop(key, None)
         self._compact()
 
@@ -103,9 +107,9 @@ class DeadlineQueue:
         self._skip_stale()
         return self._heap[0][0] if self._heap else None
 
-    def pop_due(self, now_ms: int) -> list[Hashable]:
+    def pop_due(self, now_ms: int) -> list[K]:
         """Remove and return every key whose deadline is ``<= now_ms``, earliest first."""
-        due = []
+        due: list[K] = []
         while True:
             self._skip_stale()
             if not self._heap or self._heap[0][0] > now_ms:
@@ -114,7 +118,7 @@ class DeadlineQueue:
             del self._live[key]
             due.append(key)
 
-    def pop_earliest(self) -> Hashable | None:
+    def pop_earliest(self) -> K | None:
         """Remove and return the key with the earliest deadline (None when empty)."""
         self._skip_stale()
         if not self._heap:

@@ -24,7 +24,7 @@ integers and integers are not floats, as in CBOR (Python's ``True`` is an
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from cbor2 import CBORTag
 
@@ -298,7 +298,7 @@ def _depth(path: str) -> int:
     return path.count(".") + path.count("[")
 
 
-def _failure_score(found: Findings) -> tuple[int, int]:
+def _failure_score(found: Iterable[Violation]) -> tuple[int, int]:
     errors = [f for f in found if f.kind == ERROR]
     return (max((_depth(f.path) for f in errors), default=0), -len(errors))
 
