@@ -26,7 +26,7 @@ def test_reply_names_request_and_latency() -> None:
     assert res.answers == ((1).to_bytes(16, "big").hex(), "CAP_INVOKE")
     assert res.latency_ms == 250.0
     assert c.finish() == [] and inv.flags == []
-    assert c.invoke_latencies_ms == [250.0]
+    assert list(c.invoke_latencies_ms) == [250.0]
 
 
 def test_latency_falls_back_to_envelope_ts() -> None:

@@ -9,6 +9,7 @@ reply (CAP_RESULT or ERROR) per invoke.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -33,7 +34,9 @@ class Correlator:
     def __init__(self, max_tracked: int = 100_000) -> None:
         self._seen: OrderedDict[bytes, _Request] = OrderedDict()
         self._max = max_tracked
-        self.invoke_latencies_ms: list[float] = []
+        # 8 bytes per answered invoke (a list of floats takes 32): the summary's
+        # percentiles need them all, and a long capture holds millions.
+        self.invoke_latencies_ms = array("d")
 
     def add(self, rec: Record) -> None:
         if rec.id is None or rec.typ is None:
