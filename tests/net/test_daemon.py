@@ -7,6 +7,7 @@ peer, and one terminal reply per invoke.
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -154,3 +155,16 @@ async def test_an_internal_error_costs_one_connection_not_the_daemon(monkeypatch
             assert ok.body["result"]["message"] == "fine"
         errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
         assert any("internal error" in m and "RuntimeError: simulated bug" in m for m in errors), errors
+
+
+@pytest.mark.trio
+async def test_a_peers_text_is_one_escaped_log_line_under_any_handler(caplog: pytest.LogCaptureFixture) -> None:
+    # No CLI formatter here: the daemon escapes what a peer wrote itself.
+    caplog.set_level(logging.INFO, logger="ampcap")
+    async with demo_daemon() as daemon, memory_peer(daemon) as peer:
+        peer.driver.start_drain(0, "bye\x1b[2J\nforged line")
+        with trio.fail_after(5):
+            while not any("GOAWAY" in r.getMessage() for r in caplog.records):
+                await trio.sleep(0.01)
+    (line,) = [r.getMessage() for r in caplog.records if "GOAWAY" in r.getMessage()]
+    assert line.endswith("message=bye\\x1b[2J\\nforged line")

@@ -40,6 +40,7 @@ import trio
 
 from ..caps.catalog import Catalog
 from ..caps.stats import UsageStats
+from ..display import printable
 from ..errors import AmpError, LocalProtocolError
 from ..net.bindings_runner import BindingRunner, RunnerContext
 from ..schema import load_schemas
@@ -341,6 +342,8 @@ class Daemon:
     # ================================================================ events
 
     async def _on_event(self, link: Link, event: Event) -> None:
+        # A peer's text (reasons, messages) is logged through printable(): one
+        # event stays one line under whatever handler the program installed.
         if type(event) is MessageReceived:
             self._on_message(link, event)
         elif type(event) is Negotiated:
@@ -350,13 +353,14 @@ class Daemon:
         elif type(event) is ConnectionTerminated:
             lasted = self.clock.monotonic_ms() - link.opened_ms
             log.info("connection closed peer=%s code=%s reason=%s after=%dms", link.peer_did, event.code,
-                     event.reason, lasted)
+                     printable(event.reason), lasted)
             link.ready.set()
         elif type(event) is MessageRejected:
             log.info("message rejected peer=%s id=%s: %s", link.peer_did,
-                     event.message_id.hex() if event.message_id else "-", event.error)
+                     event.message_id.hex() if event.message_id else "-", printable(str(event.error)))
         elif type(event) is GoAwayReceived:
-            log.info("GOAWAY from peer=%s reason=%s message=%s", link.peer_did, event.reason, event.message or "-")
+            log.info("GOAWAY from peer=%s reason=%s message=%s", link.peer_did, event.reason,
+                     printable(event.message or "-"))
 
     def _on_message(self, link: Link, event: MessageReceived) -> None:
         inbound = event.inbound
@@ -426,7 +430,8 @@ class Daemon:
             elif kind is InvokeProgress:
                 self._progress_call(action)
             elif kind is InvokeRetrying:
-                log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt, action.reason)
+                log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt,
+                         printable(str(action.reason)))
         self._rearm()
 
     # ================================================================== jobs
