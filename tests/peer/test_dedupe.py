@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ampcap.peer.dedupe import CacheStatus, InvokeCache, InvokeKey
+from ampcap.peer.dedupe import ENTRY_OVERHEAD, CacheStatus, InvokeCache, InvokeKey
 from ampcap.peer.outbound import Outbound
+from ampcap.wire.cbor import dumps
 
 K = InvokeKey("did:key:a", b"\x01" * 16)
 FP, OTHER = b"f" * 16, b"g" * 16
@@ -20,7 +21,11 @@ def test_lifecycle_running_then_done() -> None:
     assert c.add_waiter(K, "B") and not c.add_waiter(K, "B") and not c.add_waiter(K, "A")
     assert c.finish(K, RESULT, 2) == ("A", "B")
     hit = c.lookup(K, FP, 3)
-    assert hit.status is CacheStatus.DONE and hit.terminal is RESULT
+    assert hit.status is CacheStatus.DONE and hit.terminal is not None
+    # The same message again: kept encoded, handed out decoded, same bytes to sign.
+    again = hit.terminal
+    assert (again.typ, again.reply_to, again.body) == (RESULT.typ, RESULT.reply_to, RESULT.body)
+    assert again.body_cbor == dumps(RESULT.body)
     with pytest.raises(RuntimeError):
         c.finish(K, RESULT, 4)
     with pytest.raises(RuntimeError):
@@ -68,3 +73,52 @@ def test_waiters_are_bounded_and_dropped_on_close() -> None:
     c.drop_waiter("A")
     assert c.waiters(K) == ("B",)
     assert c.finish(K, RESULT, 0) == ("B",)
+
+
+def big_result(size: int, key: InvokeKey) -> Outbound:
+    body = {"status": "success", "result": b"r" * size}
+    return Outbound(typ=0x23, body=body, reply_to=key.msg_id, body_cbor=dumps(body))
+
+
+def test_kept_terminals_stay_within_the_byte_budget() -> None:
+    # A caller cannot make the cache hold max_entries results of a message's
+    # size each: past max_bytes the soonest-expiring terminals are dropped.
+    c = InvokeCache(max_entries=1000, max_bytes=100_000)
+    keys = [InvokeKey("did:key:a", i.to_bytes(16, "big")) for i in range(50)]
+    for i, key in enumerate(keys):
+        c.start(key, FP, "A", expires_at=1000 + i)
+        c.finish(key, big_result(10_000, key), 0)
+        assert c.kept_bytes <= c.max_bytes
+    assert c.kept_bytes > c.max_bytes - (10_000 + ENTRY_OVERHEAD)  # the budget is used, not wasted
+    assert c.forgotten == 50 - 9 and len(c) == 50
+    assert c.lookup(keys[-1], FP, 0).status is CacheStatus.DONE  # latest expiry kept
+    # R8 still holds for the dropped ones: recognised, never NEW again until expiry.
+    assert c.lookup(keys[0], FP, 0).status is CacheStatus.FORGOTTEN
+    assert c.lookup(keys[0], OTHER, 0).status is CacheStatus.CONFLICT
+    assert c.lookup(keys[0], FP, 1001).status is CacheStatus.NEW  # expired with its message
+
+
+def test_bytes_are_returned_when_entries_expire_or_are_evicted() -> None:
+    c = InvokeCache(max_entries=2, max_bytes=10**9)
+    for i in range(5):
+        key = InvokeKey("did:key:a", bytes([i + 1]) * 16)
+        c.remember(key, FP, big_result(1000, key), expires_at=100 + i, now_ms=0)
+    assert len(c) == 2 and c.evicted == 3
+    assert c.kept_bytes == 2 * (ENTRY_OVERHEAD + len(dumps({"status": "success", "result": b"r" * 1000})))
+    c.lookup(K, FP, 1000)  # everything expired meanwhile
+    assert len(c) == 0 and c.kept_bytes == 0
+
+
+def test_finished_entries_cost_the_garbage_collector_nothing() -> None:
+    # One entry per invoke served stays for the message's lifetime; none of it
+    # may be tracked by the GC, or every collection would walk all of them.
+    import gc
+
+    c = InvokeCache()
+    for i in range(3):
+        key = InvokeKey("did:key:a", bytes([i + 1]) * 16)
+        c.start(key, FP, "A", expires_at=1000)
+        c.finish(key, big_result(100, key), 0)
+    gc.collect()  # CPython untracks tuples of untracked values during a collection
+    entries = list(c._entries.items())
+    assert entries and not any(gc.is_tracked(k) or gc.is_tracked(v) or gc.is_tracked(v[2]) for k, v in entries)

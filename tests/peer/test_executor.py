@@ -346,6 +346,26 @@ def test_same_id_with_different_content_is_4001_and_reveals_nothing() -> None:
     assert b"secret" not in dumps(send.out.body)
 
 
+def test_retry_after_the_result_was_dropped_for_memory_never_runs_again() -> None:
+    # R8 within a memory budget: results past cache_bytes are dropped, but a
+    # retry of such an invoke is still recognised and answered 4001, not run.
+    ex = make_executor(config=ExecutorConfig(cache_bytes=4096))
+    invokes = [message(ALICE, INVOKE, by_id(params={"message": "x" * 1000})) for _ in range(8)]
+    for inv in invokes:
+        [job] = jobs(ex.handle(inv, "A", T0))
+        ex.complete(job.job.key, result={"message": "x" * 1000}, now_ms=T0)
+    first = invokes[0]
+    retry = message(ALICE, INVOKE, by_id(params={"message": "x" * 1000}), msg_id=first.envelope.id,
+                    ts=first.envelope.ts, now=T0 + 5)
+    actions = ex.handle(retry, "B", T0 + 5)
+    assert jobs(actions) == [] and error_code(actions) == 4001
+    last = invokes[-1]
+    retry = message(ALICE, INVOKE, by_id(params={"message": "x" * 1000}), msg_id=last.envelope.id,
+                    ts=last.envelope.ts, now=T0 + 5)
+    again = only_send(ex.handle(retry, "B", T0 + 5))  # the latest results are still kept
+    assert again.out.typ == RESULT and again.out.body["result"] == {"message": "x" * 1000}
+
+
 def test_rejections_cached_unless_retryable() -> None:
     limits = InFlightLimits(per_connection=1, total=1)
     ex = make_executor(limits=limits)

@@ -71,3 +71,16 @@ def test_peek_does_not_store() -> None:
     assert cache.peek("a", b"1", b"f", 5) is ReplayStatus.DUPLICATE
     assert cache.peek("a", b"1", b"g", 5) is ReplayStatus.CONFLICT
     assert cache.peek("a", b"1", b"f", 11) is ReplayStatus.NEW
+
+
+def test_entries_are_not_tracked_by_the_garbage_collector() -> None:
+    # A busy daemon keeps one entry per message received; the collector must
+    # not have to walk them (they hold only strings, bytes and ints).
+    import gc
+
+    cache = ReplayCache()
+    for i in range(3):
+        cache.check_and_store("did:key:a", bytes([i]) * 16, expires_at=100, fingerprint=b"f" * 16, now_ms=0)
+    gc.collect()
+    assert not any(gc.is_tracked(k) or gc.is_tracked(v) for k, v in cache._entries.items())
+    assert all(not gc.is_tracked(item) for item in cache._heap)

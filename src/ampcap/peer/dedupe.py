@@ -2,22 +2,41 @@
 
 Keyed by ``(sender DID, message id)``. Each entry remembers a fingerprint
 of the signed content (``Inbound.fingerprint``: a hash of Sig_Input, so it
-covers every signed header and the body) and one of two things:
+covers every signed header and the body) and one of three things:
 
 * RUNNING: the invocation is executing; the set of connections waiting for
   its outcome (the first delivery's, plus any connection a retry arrived on);
 * DONE: the one terminal message (CAP_RESULT, or the ERROR of a rejection),
-  to be sent again, unchanged, to any later retry.
+  to be sent again, unchanged, to any later retry;
+* FORGOTTEN: it finished, but its terminal message was dropped to stay within
+  the memory budget. Only the fingerprint is left, so a retry is still
+  recognised and never runs the invocation a second time; it is told the
+  result is gone (the executor answers 4001) instead of getting it again.
 
 A message that reuses a known ``(from, id)`` with a different fingerprint is
 not a retry: :meth:`lookup` says CONFLICT and never hands out the entry.
 
 Entries live until the message expires (``ts + ttl``); after that the
-receive pipeline refuses the message (1003) before it gets here. Memory is
-bounded: DONE entries beyond ``max_entries`` are evicted soonest-expiry
-first (they were about to go anyway). RUNNING entries are never evicted: the
-executor's in-flight limits bound them, and forgetting one would let a retry
-run the same invocation twice. Waiters per entry are bounded too.
+receive pipeline refuses the message (1003) before it gets here.
+
+Memory is bounded twice. Terminal bodies are kept encoded (deterministic
+CBOR, the bytes that were signed) and their sizes add up to at most
+``max_bytes``: beyond it the terminal that expires soonest is dropped and
+its entry becomes FORGOTTEN. Without that bound a caller could make the
+daemon hold ``max_entries`` results of up to a message's size each (echo a
+1 MiB params a hundred thousand times); keeping the bodies encoded rather
+than decoded also makes the budget mean what it says, since a decoded body
+can take many times its encoded size. Entries of any kind beyond
+``max_entries`` are evicted soonest-expiry first (they were about to go
+anyway). RUNNING entries are never evicted: the executor's in-flight limits
+bound them, and forgetting one would let a retry run the same invocation
+twice. Waiters per entry are bounded too.
+
+A finished entry is a plain ``(fingerprint, expires_at, terminal or None)``
+tuple and the key an untracked struct: a full cache holds one entry per
+invoke served, and none of it needs the garbage collector's attention
+(CPython stops tracking tuples of untracked values; an Outbound is never
+tracked).
 """
 
 from __future__ import annotations
@@ -25,15 +44,23 @@ from __future__ import annotations
 import enum
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
+import msgspec
+
+from ..wire.cbor import dumps, loads
 from .limits import DeadlineQueue
 from .outbound import Outbound
 
-__all__ = ["InvokeKey", "CacheStatus", "Lookup", "InvokeCache"]
+__all__ = ["InvokeKey", "CacheStatus", "Lookup", "InvokeCache", "ENTRY_OVERHEAD"]
+
+# What a kept terminal costs besides its encoded body: key, entry tuple,
+# Outbound, dict slot and expiry-heap items, rounded up.
+ENTRY_OVERHEAD = 512
 
 
-class InvokeKey(NamedTuple):
+class InvokeKey(msgspec.Struct, frozen=True, gc=False):
+    """``(sender DID, message id)``: hashable, two scalars, never in a cycle."""
+
     sender: str
     msg_id: bytes
 
@@ -42,6 +69,7 @@ class CacheStatus(enum.Enum):
     NEW = "new"  # never seen (or forgotten after expiry)
     RUNNING = "running"  # same content, still executing: wait for its outcome
     DONE = "done"  # same content, finished: resend the cached terminal
+    FORGOTTEN = "forgotten"  # same content, finished, terminal dropped for memory: never run again
     CONFLICT = "conflict"  # same (from, id), different content: 4001, reveal nothing
 
 
@@ -52,48 +80,68 @@ class Lookup:
 
 
 @dataclass(slots=True)
-class _Entry:
+class _Running:
     fingerprint: bytes
     expires_at: int
-    waiters: list[Hashable] = field(default_factory=list)  # RUNNING only; ordered, no repeats
-    terminal: Outbound | None = None  # set when DONE
+    waiters: list[Hashable] = field(default_factory=list)  # ordered, no repeats
+
+
+# (fingerprint, expires_at, terminal with its body only encoded, or None once forgotten)
+_Finished = tuple[bytes, int, Outbound | None]
+_NEW, _RUNNING, _CONFLICT = Lookup(CacheStatus.NEW), Lookup(CacheStatus.RUNNING), Lookup(CacheStatus.CONFLICT)
+_FORGOTTEN = Lookup(CacheStatus.FORGOTTEN)
 
 
 class InvokeCache:
-    def __init__(self, *, max_entries: int = 100_000, max_waiters: int = 16) -> None:
-        if max_entries < 1 or max_waiters < 1:
+    def __init__(self, *, max_entries: int = 100_000, max_bytes: int = 64 * 1024 * 1024,
+                 max_waiters: int = 16) -> None:
+        if max_entries < 1 or max_waiters < 1 or max_bytes < 1:
             raise ValueError("cache bounds must be positive")
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self.max_waiters = max_waiters
-        self._entries: dict[InvokeKey, _Entry] = {}
-        self._expiry: DeadlineQueue[InvokeKey] = DeadlineQueue()  # DONE entries only: the evictable ones
-        self.evicted = 0
+        self._entries: dict[InvokeKey, _Running | _Finished] = {}
+        self._expiry: DeadlineQueue[InvokeKey] = DeadlineQueue()  # finished entries: the evictable ones
+        self._kept: DeadlineQueue[InvokeKey] = DeadlineQueue()  # finished entries still holding a terminal
+        self._bytes = 0  # ENTRY_OVERHEAD + encoded body size of every kept terminal
+        self.evicted = 0  # entries dropped for max_entries
+        self.forgotten = 0  # terminals dropped for max_bytes
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def kept_bytes(self) -> int:
+        """What the kept terminals cost, as counted against ``max_bytes``."""
+        return self._bytes
 
     def lookup(self, key: InvokeKey, fingerprint: bytes, now_ms: int) -> Lookup:
         self._purge(now_ms)
         entry = self._entries.get(key)
         if entry is None:
-            return Lookup(CacheStatus.NEW)
-        if entry.fingerprint != fingerprint:
-            return Lookup(CacheStatus.CONFLICT)
-        if entry.terminal is None:
-            return Lookup(CacheStatus.RUNNING)
-        return Lookup(CacheStatus.DONE, entry.terminal)
+            return _NEW
+        if isinstance(entry, _Running):
+            return _RUNNING if entry.fingerprint == fingerprint else _CONFLICT
+        done_fingerprint, _, kept = entry
+        if done_fingerprint != fingerprint:
+            return _CONFLICT
+        if kept is None:
+            return _FORGOTTEN
+        # The body was kept encoded only; hand out the same message as first sent.
+        assert kept.body_cbor is not None
+        return Lookup(CacheStatus.DONE, msgspec.structs.replace(kept, body=loads(kept.body_cbor)))
 
     def start(self, key: InvokeKey, fingerprint: bytes, conn: Hashable, *, expires_at: int) -> None:
         """Record an accepted invocation as RUNNING, with ``conn`` waiting."""
         if key in self._entries:
             raise RuntimeError(f"invocation {key} is already cached")  # the executor looks up first
-        self._entries[key] = _Entry(fingerprint, expires_at, [conn])
+        self._entries[key] = _Running(fingerprint, expires_at, [conn])
 
     def add_waiter(self, key: InvokeKey, conn: Hashable) -> bool:
         """Let ``conn`` receive the outcome too; False when it already waits
         or the waiter bound is reached (a flood of retries gains nothing)."""
         entry = self._entries[key]
-        if entry.terminal is not None:
+        if not isinstance(entry, _Running):
             raise RuntimeError("add_waiter on a finished invocation")
         if conn in entry.waiters or len(entry.waiters) >= self.max_waiters:
             return False
@@ -102,27 +150,23 @@ class InvokeCache:
 
     def waiters(self, key: InvokeKey) -> tuple[Hashable, ...]:
         entry = self._entries.get(key)
-        return tuple(entry.waiters) if entry is not None else ()
+        return tuple(entry.waiters) if isinstance(entry, _Running) else ()
 
     def drop_waiter(self, conn: Hashable) -> None:
         """A connection closed: nobody can hear it any more. O(running)."""
         for entry in self._entries.values():
-            if entry.terminal is None and conn in entry.waiters:
+            if isinstance(entry, _Running) and conn in entry.waiters:
                 entry.waiters.remove(conn)
 
     def finish(self, key: InvokeKey, terminal: Outbound, now_ms: int) -> tuple[Hashable, ...]:
         """RUNNING → DONE; return the connections to send ``terminal`` to."""
         entry = self._entries[key]
-        if entry.terminal is not None:
+        if not isinstance(entry, _Running):
             raise RuntimeError(f"invocation {key} finished twice")
-        entry.terminal = terminal
-        waiters, entry.waiters = tuple(entry.waiters), []
         # A job may outlive its message; keep the result a little so that a
         # retry racing the completion still finds it, and stay evictable.
-        entry.expires_at = max(entry.expires_at, now_ms)
-        self._expiry.set(key, entry.expires_at)
-        self._bound()
-        return waiters
+        self._keep(key, entry.fingerprint, max(entry.expires_at, now_ms), terminal)
+        return tuple(entry.waiters)
 
     def remember(self, key: InvokeKey, fingerprint: bytes, terminal: Outbound, *, expires_at: int,
                  now_ms: int) -> None:
@@ -130,19 +174,47 @@ class InvokeCache:
         self._purge(now_ms)
         if key in self._entries or expires_at < now_ms:
             return
-        self._entries[key] = _Entry(fingerprint, expires_at, [], terminal)
+        self._keep(key, fingerprint, expires_at, terminal)
+
+    def _keep(self, key: InvokeKey, fingerprint: bytes, expires_at: int, terminal: Outbound) -> None:
+        encoded = terminal.body_cbor if terminal.body_cbor is not None else dumps(terminal.body)
+        self._entries[key] = (fingerprint, expires_at,
+                              msgspec.structs.replace(terminal, body=None, body_cbor=encoded))
+        self._bytes += ENTRY_OVERHEAD + len(encoded)
         self._expiry.set(key, expires_at)
+        self._kept.set(key, expires_at)
         self._bound()
 
     def _purge(self, now_ms: int) -> None:
         # Entries expire strictly after ts + ttl, matching the pipeline's 1003 rule.
         for key in self._expiry.pop_due(now_ms - 1):
-            self._entries.pop(key, None)
+            self._drop(key)
+
+    def _drop(self, key: InvokeKey) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None and not isinstance(entry, _Running):
+            self._unkeep(key, entry[2])
+
+    def _unkeep(self, key: InvokeKey, kept: Outbound | None) -> None:
+        if kept is not None:
+            assert kept.body_cbor is not None
+            self._bytes -= ENTRY_OVERHEAD + len(kept.body_cbor)
+            self._kept.discard(key)
 
     def _bound(self) -> None:
+        while self._bytes > self.max_bytes:
+            key = self._kept.pop_earliest()
+            if key is None:  # pragma: no cover - _bytes counts exactly the kept terminals
+                break
+            entry = self._entries[key]
+            assert not isinstance(entry, _Running)  # only finished entries keep a terminal
+            fingerprint, expires_at, kept = entry
+            self._unkeep(key, kept)
+            self._entries[key] = (fingerprint, expires_at, None)
+            self.forgotten += 1
         while len(self._entries) > self.max_entries:
             key = self._expiry.pop_earliest()
             if key is None:
                 return  # only RUNNING entries left: bounded by the in-flight limits
-            self._entries.pop(key, None)
+            self._drop(key)
             self.evicted += 1

@@ -28,9 +28,11 @@ whether the capability or version exists or not, while a caller with a
 grant still gets 4002 for a name that does not exist.
 
 What is cached for retries: every CAP_RESULT, and every rejection whose
-code is not retryable. Retryable rejections (3005, 5002, 5004) are not
-cached: the invocation never started, so a retry with the same message id
-(RFC 001 §16.3) is validated afresh and cannot run anything twice.
+code is not retryable, within a memory budget (``cache_bytes``; past it a
+retry still never runs twice, but is told that the result is gone: 4001).
+Retryable rejections (3005, 5002, 5004) are not cached: the invocation
+never started, so a retry with the same message id (RFC 001 §16.3) is
+validated afresh and cannot run anything twice.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
+
 from ..errors import AmpError, LocalProtocolError
 from ..wire.cbor import dumps
 from ..wire.envelope import Envelope
@@ -50,6 +54,7 @@ from .dedupe import CacheStatus, InvokeCache, InvokeKey
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
+from .state import TableEnum
 from .progress import (
     BAD_REQUEST,
     InvokeRequest,
@@ -101,7 +106,7 @@ def _denied() -> AmpError:
 # ------------------------------------------------------------ state table
 
 
-class InvokeState(enum.Enum):
+class InvokeState(TableEnum):
     RECEIVED = "received"
     VALIDATING = "validating"
     REJECTED = "rejected"
@@ -109,7 +114,7 @@ class InvokeState(enum.Enum):
     DONE = "done"
 
 
-class InvokeInput(enum.Enum):
+class InvokeInput(TableEnum):
     VALIDATE = "validate"
     REJECT = "reject"  # a §7.2 step failed → ERROR
     ACCEPT = "accept"  # all steps passed → Execute
@@ -226,6 +231,7 @@ class ExecutorConfig:
     max_timeout_ms: int = 600_000  # a caller cannot pin a worker longer than this
     shutdown_code: int = UNAVAILABLE  # see Executor.shutdown
     cache_entries: int = 100_000
+    cache_bytes: int = 64 * 1024 * 1024  # encoded terminal replies kept for retries (R8)
     max_waiters: int = 16
 
     def __post_init__(self) -> None:
@@ -287,7 +293,8 @@ class Executor:
         self._rates = policy.new_rate_limiter()
         self._limits = limits if limits is not None else InFlightLimits()
         self.config = config
-        self._cache = InvokeCache(max_entries=config.cache_entries, max_waiters=config.max_waiters)
+        self._cache = InvokeCache(max_entries=config.cache_entries, max_bytes=config.cache_bytes,
+                                  max_waiters=config.max_waiters)
         self._running: dict[InvokeKey, _Running] = {}
         self._deadlines: DeadlineQueue[InvokeKey] = DeadlineQueue()
         self._closing = False
@@ -315,6 +322,12 @@ class Executor:
         if seen.status is CacheStatus.DONE:
             assert seen.terminal is not None
             return [Send(conn, seen.terminal)]
+        if seen.status is CacheStatus.FORGOTTEN:
+            # R8: it ran once and must not run again, but its reply was dropped
+            # to keep the cache within its memory budget.
+            err = AmpError(BAD_REQUEST, "this invocation already completed; its result is no longer available",
+                           path="id")
+            return [Send(conn, error_reply(env, err))]
         if seen.status is CacheStatus.RUNNING:
             joined = self._cache.add_waiter(key, conn)
             return [Log(logging.DEBUG, f"retry of a running invoke {'joined' if joined else 'already waiting'}")]
@@ -390,6 +403,9 @@ class Executor:
         env = inbound.envelope
         out = error_reply(env, err)
         if not error_info(err.code).retry:
+            # Encoded once here: the cache keeps only these bytes, and a retry
+            # gets exactly the message sent now.
+            out = msgspec.structs.replace(out, body_cbor=dumps(out.body))
             self._cache.remember(InvokeKey(env.sender, env.id), inbound.fingerprint, out,
                                  expires_at=env.ts + env.ttl, now_ms=now_ms)
         return [Send(conn, out)]

@@ -49,6 +49,7 @@ from ..wire.registry import MessageType, error_info
 from .limits import DeadlineQueue
 from .outbound import Log, Outbound, Send, error_reply
 from .progress import clamp_pct
+from .state import TableEnum
 
 __all__ = [
     "RetryPolicy",
@@ -105,13 +106,13 @@ class InvokerConfig:
     remember_finished: int = 4_096  # ids of ended calls, to tell late replies from wrong ones
 
 
-class CallState(enum.Enum):
+class CallState(TableEnum):
     SENT = "sent"  # waiting for a reply (or the local deadline)
     BACKOFF = "backoff"  # waiting to resend the same message
     DONE = "done"
 
 
-class CallInput(enum.Enum):
+class CallInput(TableEnum):
     PROVISIONAL = "provisional"  # ACK / PROCESSING / PROGRESS
     FINAL = "final"  # the one outcome (reply, local timeout, give-up)
     RETRY = "retry"  # retryable failure with attempts left

@@ -18,6 +18,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from ..errors import AmpError
 from ..wire.envelope import Envelope
 from ..wire.registry import MessageType
@@ -29,8 +31,11 @@ __all__ = ["Outbound", "Send", "Log", "reply_to", "error_reply", "ConnKey"]
 ConnKey = Hashable
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Outbound:
+# gc=False: an Outbound holds only a body (decoded or caller-made data, which
+# cannot point back at it) and scalars, so it can never be part of a reference
+# cycle. The executor keeps every terminal reply for retries (R8): untracked,
+# those thousands of cached replies cost the garbage collector nothing.
+class Outbound(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A message to seal and send on one connection."""
 
     typ: int

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from ..errors import RemoteProtocolError
 
 __all__ = [
+    "TableEnum",
     "ConnState",
     "ConnInput",
     "HelloState",
@@ -42,7 +43,16 @@ __all__ = [
 ]
 
 
-class ConnState(enum.Enum):
+class TableEnum(enum.Enum):
+    """An enum used as a key of a transition table. Members are singletons
+    compared by identity, so hashing by identity is consistent with equality;
+    it is done in C, where Enum's own ``__hash__`` is a Python call, and every
+    message crosses a few of these tables."""
+
+    __hash__ = object.__hash__
+
+
+class ConnState(TableEnum):
     IDLE = "IDLE"  # object built, transport not yet started
     CONNECTED = "CONNECTED"  # transport up, no HANDSHAKE frame exchanged yet
     HANDSHAKE = "HANDSHAKE"  # transport HANDSHAKE and/or HELLO negotiation in progress
@@ -51,7 +61,7 @@ class ConnState(enum.Enum):
     CLOSED = "CLOSED"  # terminal
 
 
-class ConnInput(enum.Enum):
+class ConnInput(TableEnum):
     START = "START"  # the transport connection exists
     SEND_HANDSHAKE = "SEND_HANDSHAKE"  # client: handshake request queued
     RECV_HANDSHAKE = "RECV_HANDSHAKE"  # server: request received (and answered)
@@ -72,7 +82,7 @@ class ConnInput(enum.Enum):
     CLOSE = "CLOSE"  # the local side closes
 
 
-class HelloState(enum.Enum):
+class HelloState(TableEnum):
     UNNEGOTIATED = "UNNEGOTIATED"
     WAIT_ACK = "WAIT_ACK"
     SELECT = "SELECT"
@@ -80,7 +90,7 @@ class HelloState(enum.Enum):
     FAILED = "FAILED"
 
 
-class HelloInput(enum.Enum):
+class HelloInput(TableEnum):
     SEND_HELLO = "SEND_HELLO"
     RECV_HELLO = "RECV_HELLO"
     RECV_HELLO_ACK = "RECV_HELLO_ACK"

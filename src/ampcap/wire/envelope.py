@@ -49,7 +49,10 @@ _Did = Annotated[str, msgspec.Meta(min_length=1)]
 _Recipients = Annotated[tuple[_Did, ...], msgspec.Meta(min_length=1)]
 
 
-class EncryptedPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+# Envelope and EncryptedPayload hold decoded CBOR values and scalars only, which
+# cannot refer back to them, so they never form reference cycles: gc=False
+# keeps the garbage collector from tracking one more object per message.
+class EncryptedPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """The ``enc`` map of an authcrypt message (RFC 001 §4.1)."""
 
     nonce: bytes
@@ -63,7 +66,7 @@ class EncryptedPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
 
 class Envelope(msgspec.Struct, frozen=True, kw_only=True, rename={"sender": "from"},
-               forbid_unknown_fields=True):
+               forbid_unknown_fields=True, gc=False):
     """One AMP message. ``sender`` is the wire key ``from``.
 
     ``body`` and ``enc`` are exclusive; without ``enc`` the body is always

@@ -80,9 +80,10 @@ class BodySchemas(Protocol):
     def validate_body(self, typ: int, body: Any) -> Sequence[Any]: ...
 
 
-class Inbound(msgspec.Struct, frozen=True, kw_only=True):
+class Inbound(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A message that passed every check (a msgspec Struct: it is built once
-    per received message, and msgspec's C constructor is the cheapest)."""
+    per received message, and msgspec's C constructor is the cheapest; like
+    the Envelope it holds only decoded values, so it is not GC-tracked)."""
 
     envelope: Envelope
     body: Any  # decrypted when the message was encrypted

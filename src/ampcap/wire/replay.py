@@ -15,6 +15,10 @@ soonest-expiring entry keeps that window as small as the bound allows (those
 entries were about to be dropped anyway) and cannot be exploited to push out
 long-lived entries with short-lived junk. Operations are O(log n) (a heap of
 expiry times with lazy deletion).
+
+Entries are stored as plain ``(expires_at, fingerprint)`` tuples of scalars:
+CPython stops tracking such tuples in the garbage collector, so a full cache
+(one entry per message received) adds nothing to every later collection.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class ReplayCache:
         if max_entries < 1:
             raise ValueError("max_entries must be positive")
         self.max_entries = max_entries
-        self._entries: dict[tuple[str, bytes], ReplayEntry] = {}
+        self._entries: dict[tuple[str, bytes], tuple[int, bytes]] = {}  # (expires_at, fingerprint)
         self._heap: list[tuple[int, str, bytes]] = []
         self.evicted = 0
 
@@ -54,7 +58,8 @@ class ReplayCache:
         return key in self._entries
 
     def get(self, sender: str, message_id: bytes) -> ReplayEntry | None:
-        return self._entries.get((sender, message_id))
+        entry = self._entries.get((sender, message_id))
+        return ReplayEntry(*entry) if entry is not None else None
 
     def _purge(self, now_ms: int) -> None:
         heap = self._heap
@@ -62,11 +67,11 @@ class ReplayCache:
         while heap and heap[0][0] < now_ms:
             expires, sender, mid = heapq.heappop(heap)
             entry = entries.get((sender, mid))
-            if entry is not None and entry.expires_at == expires:
+            if entry is not None and entry[0] == expires:
                 del entries[(sender, mid)]
         # Lazy deletion leaves stale heap items; rebuild when they dominate.
         if len(heap) > 2 * len(entries) + 64:
-            self._heap = [(e.expires_at, s, m) for (s, m), e in entries.items()]
+            self._heap = [(e[0], s, m) for (s, m), e in entries.items()]
             heapq.heapify(self._heap)
 
     def _evict_one(self) -> None:
@@ -74,7 +79,7 @@ class ReplayCache:
         while heap:
             expires, sender, mid = heapq.heappop(heap)
             entry = self._entries.get((sender, mid))
-            if entry is not None and entry.expires_at == expires:
+            if entry is not None and entry[0] == expires:
                 del self._entries[(sender, mid)]
                 self.evicted += 1
                 return
@@ -82,9 +87,9 @@ class ReplayCache:
     def peek(self, sender: str, message_id: bytes, fingerprint: bytes, now_ms: int) -> ReplayStatus:
         """What :meth:`check_and_store` would answer, without recording anything."""
         entry = self._entries.get((sender, message_id))
-        if entry is None or entry.expires_at < now_ms:
+        if entry is None or entry[0] < now_ms:
             return ReplayStatus.NEW
-        return ReplayStatus.DUPLICATE if entry.fingerprint == fingerprint else ReplayStatus.CONFLICT
+        return ReplayStatus.DUPLICATE if entry[1] == fingerprint else ReplayStatus.CONFLICT
 
     def check_and_store(self, sender: str, message_id: bytes, *, expires_at: int, fingerprint: bytes,
                         now_ms: int) -> ReplayStatus:
@@ -97,11 +102,11 @@ class ReplayCache:
         key = (sender, message_id)
         entry = self._entries.get(key)
         if entry is not None:
-            return ReplayStatus.DUPLICATE if entry.fingerprint == fingerprint else ReplayStatus.CONFLICT
+            return ReplayStatus.DUPLICATE if entry[1] == fingerprint else ReplayStatus.CONFLICT
         if expires_at < now_ms:
             return ReplayStatus.NEW  # already expired: nothing worth remembering
         while len(self._entries) >= self.max_entries:
             self._evict_one()
-        self._entries[key] = ReplayEntry(expires_at, fingerprint)
+        self._entries[key] = (expires_at, fingerprint)
         heapq.heappush(self._heap, (expires_at, sender, message_id))
         return ReplayStatus.NEW
