@@ -372,3 +372,42 @@ async def test_raw_framing_reports_negotiated_at_once_with_a_silent_peer() -> No
         with trio.fail_after(1):
             await recorder.wait_for(Negotiated)
         driver.close()
+
+
+class _QueuedEvents:
+    """Just enough of a Connection for ConnectionDriver._deliver."""
+
+    def __init__(self, events: list[Any]) -> None:
+        self.events = list(events)
+        self.pending_bytes = 0
+        self.state = ConnState.OPEN
+
+    def next_event(self) -> Any:
+        return self.events.pop(0) if self.events else None
+
+    def get_timer(self) -> None:
+        return None
+
+
+@pytest.mark.trio
+async def test_a_second_delivery_while_one_is_suspended_keeps_event_order() -> None:
+    # The reader and the timer task both deliver; an owner's on_event may
+    # suspend. Events must still reach the owner once each, in queue order.
+    conn = _QueuedEvents(["first"])
+    seen: list[str] = []
+    release = trio.Event()
+
+    async def on_event(event: Any) -> None:
+        seen.append(event)
+        if event == "first":
+            await release.wait()
+
+    driver = ConnectionDriver(conn, None, on_event=on_event)  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(driver._deliver)
+        await trio.testing.wait_all_tasks_blocked()
+        conn.events += ["second", "third"]  # queued while "first" is being handled
+        await driver._deliver()  # returns at once: the running loop owns delivery
+        assert seen == ["first"]
+        release.set()
+    assert seen == ["first", "second", "third"]

@@ -106,7 +106,8 @@ class DaemonConfig:
 
 @dataclass(eq=False, slots=True)
 class Link:
-    """One connection as the daemon sees it (also its executor/invoker key)."""
+    """One connection as the daemon sees it (also its executor/invoker key:
+    ``eq=False`` keeps object identity for equality and hashing)."""
 
     driver: ConnectionDriver
     outbound: bool  # we dialled it
@@ -121,9 +122,6 @@ class Link:
     @property
     def open(self) -> bool:
         return self.driver.terminated is None and self.driver.conn.peer_did is not None
-
-    def __hash__(self) -> int:
-        return id(self)
 
 
 @dataclass(slots=True)

@@ -83,7 +83,7 @@ class ConnectionDriver:
         self._timer_armed_ms: int | None = None  # what _timer sleeps until (None: no deadline)
         self._space = trio.Event()  # set whenever the writer made progress
         self._in_flight = 0
-        self._deliver_lock = trio.StrictFIFOLock()
+        self._delivering = False  # one delivery loop at a time keeps events in order
         self.closed = trio.Event()  # set once the stream is closed
         self.terminated: ConnectionTerminated | None = None
 
@@ -223,7 +223,12 @@ class ConnectionDriver:
     # ------------------------------------------------------------ helpers
 
     def _kick(self) -> None:
-        self._writer_kick.set()
+        # Wake the writer only when it has something to do (bytes to send, or
+        # a close to carry out): a wakeup costs a pass of trio's scheduler, and
+        # a read usually queues nothing until its events have been delivered.
+        conn = self.conn
+        if conn.pending_bytes or conn.state is ConnState.CLOSED:
+            self._writer_kick.set()
         # Wake the timer task only for an earlier deadline. Most traffic only
         # pushes the keepalive deadline later; the timer notices that when it
         # wakes, so waking it on every message would be pure overhead.
@@ -238,15 +243,26 @@ class ConnectionDriver:
         await self._space.wait()
 
     async def _deliver(self) -> None:
-        async with self._deliver_lock:
+        # The reader and the timer both deliver. If a delivery loop is already
+        # running (its task is suspended inside on_event), it will also hand
+        # out what was queued meanwhile, in order; a second loop would not.
+        # (A flag, not a lock: taking a trio lock yields to the scheduler even
+        # when it is free, once per read.)
+        if self._delivering:
+            return
+        self._delivering = True
+        try:
             while (event := self.conn.next_event()) is not None:
                 if isinstance(event, ConnectionTerminated):
                     self.terminated = event
                     self._space.set()  # release anyone waiting for room
                     self._writer_kick.set()
                 await self.on_event(event)
-                # The owner may have sent replies from inside on_event.
-                self._writer_kick.set()
+        finally:
+            self._delivering = False
+        # Replies sent from inside on_event kicked the writer already; this
+        # catches anything the owner queued on the Connection directly.
+        self._kick()
 
 
 def _broken_reason(exc: BaseException, default: str) -> str:
