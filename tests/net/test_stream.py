@@ -411,3 +411,51 @@ async def test_a_second_delivery_while_one_is_suspended_keeps_event_order() -> N
         assert seen == ["first"]
         release.set()
     assert seen == ["first", "second", "third"]
+
+
+class WhenSent(CountingStream):
+    """Records, at every send_all, how many messages its owner had received."""
+
+    def __init__(self, inner: trio.abc.Stream, received: Recorder) -> None:
+        super().__init__(inner)
+        self.received = received
+        self.received_at_send: list[int] = []
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        self.received_at_send.append(sum(isinstance(e, MessageReceived) for e in self.received.events))
+        await super().send_all(data)
+
+
+@pytest.mark.trio
+async def test_replies_leave_while_the_rest_of_a_read_is_still_being_verified(
+        autojump_clock: trio.testing.MockClock) -> None:
+    # 30 pipelined messages arrive in one read. The first replies must not
+    # wait for all 30 signatures to be checked: a peer waiting on them would
+    # sit idle while we verify (the two sides would take turns).
+    a, b = trio.testing.memory_stream_pair()
+    cr, sr = Recorder(), Recorder()
+    client = ConnectionDriver(make_conn(Role.CLIENT, 1), a, on_event=cr, clock_ms=mock_clock_ms)
+    watched = WhenSent(b, sr)
+    server = ConnectionDriver(make_conn(Role.SERVER, 2), watched, on_event=sr, clock_ms=mock_clock_ms)
+
+    async def answer(event: Event) -> None:
+        await sr(event)
+        if isinstance(event, MessageReceived):
+            env = event.inbound.envelope
+            server.send_nowait(Outbound(typ=MessageType.ACK, body={"ack_source": "recipient"}, reply_to=env.id))
+
+    server.on_event = answer
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.run)
+        nursery.start_soon(server.run)
+        await cr.wait_for(Negotiated)
+        watched.received_at_send.clear()
+        for i in range(30):
+            client.send_nowait(Outbound(typ=MessageType.MESSAGE, body={"i": i, "pad": "x" * 300}))
+        while sum(isinstance(e, MessageReceived) for e in cr.events) < 30:
+            await trio.sleep(0.001)
+        # One read holds 28 of them. The first replies go out after one slice
+        # (7 messages), or two when trio's batch order runs the reader first.
+        assert watched.received_at_send[0] <= 14, watched.received_at_send
+        assert len(watched.received_at_send) >= 3  # replies left in several writes
+        client.close()
