@@ -122,3 +122,17 @@ def test_finished_entries_cost_the_garbage_collector_nothing() -> None:
     gc.collect()  # CPython untracks tuples of untracked values during a collection
     entries = list(c._entries.items())
     assert entries and not any(gc.is_tracked(k) or gc.is_tracked(v) or gc.is_tracked(v[2]) for k, v in entries)
+
+
+def test_a_result_bigger_or_deeper_than_a_peer_may_send_still_comes_back() -> None:
+    # The cache reads back its own encoding, not a peer's: the receive limits
+    # (1 MiB, depth 32) do not apply to what a capability returned.
+    deep: object = 1
+    for _ in range(100):
+        deep = [deep]
+    body = {"status": "success", "result": {"deep": deep, "big": b"b" * (2 << 20)}}
+    c = InvokeCache()
+    c.start(K, FP, "A", expires_at=1000)
+    c.finish(K, Outbound(typ=0x23, body=body, reply_to=K.msg_id), 0)
+    hit = c.lookup(K, FP, 1)
+    assert hit.status is CacheStatus.DONE and hit.terminal is not None and hit.terminal.body == body

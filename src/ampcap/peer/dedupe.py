@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from ..wire.cbor import dumps, loads
+from ..wire.cbor import DecodeLimits, dumps, loads
 from .limits import DeadlineQueue
 from .outbound import Outbound
 
@@ -56,6 +56,10 @@ __all__ = ["InvokeKey", "CacheStatus", "Lookup", "InvokeCache", "ENTRY_OVERHEAD"
 # What a kept terminal costs besides its encoded body: key, entry tuple,
 # Outbound, dict slot and expiry-heap items, rounded up.
 ENTRY_OVERHEAD = 512
+# Reading back bytes we encoded ourselves: a result may be bigger or deeper
+# than what we accept from a peer (dumps nests only as deep as Python's
+# recursion limit allows, well under this), and it must come back all the same.
+_OWN_BYTES = DecodeLimits(max_depth=1024, max_items=1 << 62, max_bytes=1 << 62)
 
 
 class InvokeKey(msgspec.Struct, frozen=True, gc=False):
@@ -129,7 +133,7 @@ class InvokeCache:
             return _FORGOTTEN
         # The body was kept encoded only; hand out the same message as first sent.
         assert kept.body_cbor is not None
-        return Lookup(CacheStatus.DONE, msgspec.structs.replace(kept, body=loads(kept.body_cbor)))
+        return Lookup(CacheStatus.DONE, msgspec.structs.replace(kept, body=loads(kept.body_cbor, _OWN_BYTES)))
 
     def start(self, key: InvokeKey, fingerprint: bytes, conn: Hashable, *, expires_at: int) -> None:
         """Record an accepted invocation as RUNNING, with ``conn`` waiting."""
