@@ -37,7 +37,6 @@ validated afresh and cannot run anything twice.
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
@@ -54,7 +53,6 @@ from .dedupe import CacheStatus, InvokeCache, InvokeKey
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
-from .state import TableEnum
 from .progress import (
     BAD_REQUEST,
     InvokeRequest,
@@ -67,6 +65,7 @@ from .progress import (
     result_error,
     result_success,
 )
+from .state import TableEnum
 
 __all__ = [
     "ExecutorConfig",
