@@ -390,12 +390,14 @@ class _QueuedEvents:
 
 
 @pytest.mark.trio
-async def test_a_second_delivery_while_one_is_suspended_keeps_event_order() -> None:
+async def test_a_second_delivery_waits_for_a_suspended_one_and_keeps_event_order() -> None:
     # The reader and the timer task both deliver; an owner's on_event may
-    # suspend. Events must still reach the owner once each, in queue order.
+    # suspend. Events must reach the owner once each, in queue order, and the
+    # second caller waits (so a slow owner also holds back further reading).
     conn = _QueuedEvents(["first"])
     seen: list[str] = []
     release = trio.Event()
+    second_done = trio.Event()
 
     async def on_event(event: Any) -> None:
         seen.append(event)
@@ -403,14 +405,20 @@ async def test_a_second_delivery_while_one_is_suspended_keeps_event_order() -> N
             await release.wait()
 
     driver = ConnectionDriver(conn, None, on_event=on_event)  # type: ignore[arg-type]
+
+    async def second() -> None:
+        await driver._deliver()
+        second_done.set()
+
     async with trio.open_nursery() as nursery:
         nursery.start_soon(driver._deliver)
         await trio.testing.wait_all_tasks_blocked()
         conn.events += ["second", "third"]  # queued while "first" is being handled
-        await driver._deliver()  # returns at once: the running loop owns delivery
-        assert seen == ["first"]
+        nursery.start_soon(second)
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == ["first"] and not second_done.is_set()
         release.set()
-    assert seen == ["first", "second", "third"]
+    assert seen == ["first", "second", "third"] and second_done.is_set()
 
 
 class WhenSent(CountingStream):

@@ -87,7 +87,7 @@ class ConnectionDriver:
         self._timer_armed_ms: int | None = None  # what _timer sleeps until (None: no deadline)
         self._space = trio.Event()  # set whenever the writer made progress
         self._in_flight = 0
-        self._delivering = False  # one delivery loop at a time keeps events in order
+        self._delivering: trio.Event | None = None  # set when the running delivery loop ends
         self.closed = trio.Event()  # set once the stream is closed
         self.terminated: ConnectionTerminated | None = None
 
@@ -266,14 +266,15 @@ class ConnectionDriver:
         await self._space.wait()
 
     async def _deliver(self) -> None:
-        # The reader and the timer both deliver. If a delivery loop is already
-        # running (its task is suspended inside on_event), it will also hand
-        # out what was queued meanwhile, in order; a second loop would not.
-        # (A flag, not a lock: taking a trio lock yields to the scheduler even
-        # when it is free, once per read.)
-        if self._delivering:
-            return
-        self._delivering = True
+        # The reader and the timer both deliver, one loop at a time so events
+        # reach the owner in order. A caller that finds another task's loop
+        # running (suspended inside on_event) waits for it, as it would for a
+        # lock, so a slow owner also slows down reading. Uncontended (always,
+        # for the daemon, whose handlers never suspend) this costs no trip
+        # through the scheduler, which taking even a free trio lock does.
+        while self._delivering is not None:
+            await self._delivering.wait()
+        done = self._delivering = trio.Event()
         try:
             while (event := self.conn.next_event()) is not None:
                 if isinstance(event, ConnectionTerminated):
@@ -282,7 +283,8 @@ class ConnectionDriver:
                     self._writer_kick.set()
                 await self.on_event(event)
         finally:
-            self._delivering = False
+            self._delivering = None
+            done.set()
         # Replies sent from inside on_event kicked the writer already; this
         # catches anything the owner queued on the Connection directly.
         self._kick()
