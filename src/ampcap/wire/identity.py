@@ -61,7 +61,7 @@ class Identity:
     public_key: bytes
     x25519_secret: bytes = field(repr=False)
     x25519_public: bytes
-    _signing_key: SigningKey = field(repr=False, compare=False)
+    _secret_key: bytes = field(repr=False, compare=False)  # libsodium's form: seed || public key
 
     @classmethod
     def from_seed(cls, seed: bytes, *, did: str | None = None, x25519_secret: bytes | None = None) -> Identity:
@@ -77,7 +77,7 @@ class Identity:
         x_public = bytes(PrivateKey(x25519_secret).public_key)
         return cls(
             seed=seed, did=did or did_key_from_ed25519(public), public_key=public,
-            x25519_secret=x25519_secret, x25519_public=x_public, _signing_key=signing_key,
+            x25519_secret=x25519_secret, x25519_public=x_public, _secret_key=seed + public,
         )
 
     @classmethod
@@ -91,7 +91,7 @@ class Identity:
         """Detached Ed25519 signature (64 bytes). libsodium's combined form is
         ``signature || message``; calling the binding directly skips the
         SignedMessage object SigningKey.sign builds around it (hot path)."""
-        return crypto_sign(message, self.seed + self.public_key)[:64]
+        return crypto_sign(message, self._secret_key)[:64]
 
     # ---------------------------------------------------------------- files
 
