@@ -58,6 +58,9 @@ async def test_python_api_against_cli_daemon(daemon: ServeProcess) -> None:
     async with connect(daemon.url, identity=new_identity(), peer_did=daemon.did) as remote:
         assert remote.did == daemon.did
         assert await remote.invoke("org.ampcap.demo.math.add", version="1.0.0", params={"a": 2, "b": 3.5}) == {"sum": 5.5}
+        # Integers past 64 bits travel as CBOR bignums and arrive as ints on both sides.
+        assert await remote.invoke("org.ampcap.demo.math.add:1.0.0", params={"a": 2**70, "b": -(2**65)}) == {
+            "sum": 2**70 - 2**65}
         out = await remote.invoke(ECHO, negotiate=Negotiate(preferred="2.1.0", acceptable=["2.0.0"]),
                                   params={"message": "hey"})
         assert out == {"message": "hey", "version": "2.0.0", "length": 3}

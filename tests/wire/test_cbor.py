@@ -8,7 +8,7 @@ import cbor2
 import pytest
 
 from ampcap.errors import AmpError
-from ampcap.wire.cbor import DEFAULT_LIMITS, CBORTag, DecodeLimits, check_well_formed, dumps, loads
+from ampcap.wire.cbor import DEFAULT_LIMITS, CBORTag, DecodeLimits, check_well_formed, dumps, loads, plain_integers
 
 
 def h(text: str) -> bytes:
@@ -160,3 +160,27 @@ def test_round_trip_of_plain_values() -> None:
 def test_default_limits_are_sane() -> None:
     assert DEFAULT_LIMITS.max_bytes >= 1 << 20
     assert DEFAULT_LIMITS.max_depth >= 16
+
+
+# ------------------------------------------------- bignums for application code
+
+
+def test_bignums_become_ints_for_the_application() -> None:
+    big, neg = 2**70, -(2**70) - 5
+    decoded = loads(dumps({"a": big, "b": [1, {"c": neg}], "d": "x"}))
+    assert decoded["a"] == CBORTag(2, big.to_bytes(9, "big"))  # the wire value stays tagged
+    assert plain_integers(decoded) == {"a": big, "b": [1, {"c": neg}], "d": "x"}
+    assert plain_integers(CBORTag(3, b"\x00")) == -1
+
+
+def test_a_value_without_bignums_comes_back_as_the_same_object() -> None:
+    value = loads(dumps({"a": 1, "b": [1.5, "x", b"y", None, True], "t": CBORTag(1, 10)}))
+    assert plain_integers(value) is value
+
+
+def test_other_tags_oversized_bignums_and_keys_stay_as_they_are() -> None:
+    huge = CBORTag(2, b"\x01" + bytes(128))  # 129 bytes: its decimal form is past Python's digit limit
+    inner = CBORTag(1, CBORTag(2, b"\x01\x00"))  # a bignum inside another tag is that tag's business
+    odd = CBORTag(2, "not bytes")
+    value = {"huge": huge, "inner": inner, "odd": odd, "ok": CBORTag(2, b"\x01\x00")}
+    assert plain_integers(value) == {"huge": huge, "inner": inner, "odd": odd, "ok": 256}

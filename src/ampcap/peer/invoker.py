@@ -43,6 +43,7 @@ from typing import Any
 
 from ..caps.descriptor import Descriptor
 from ..errors import AmpError, LocalProtocolError
+from ..wire.cbor import plain_integers
 from ..wire.envelope import Entropy, new_message_id
 from ..wire.receive import Inbound
 from ..wire.registry import MessageType, error_info
@@ -371,7 +372,7 @@ class Invoker:
         status = body.get("status") if isinstance(body, dict) else None
         if status == "success" and "result" in body:
             self._end(handle, call)
-            return [InvokeSucceeded(handle=handle, result=body["result"], capability_id=call.capability_id,
+            return [InvokeSucceeded(handle=handle, result=plain_integers(body["result"]), capability_id=call.capability_id,
                                     attempts=call.attempts)]
         if status == "error" and isinstance(body.get("error"), dict):
             err = _error_from_result(body["error"])

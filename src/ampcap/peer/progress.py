@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import AmpError
 from ..schema.invoke import identity_violation
 from ..caps.semver import Range, Version
+from ..wire.cbor import plain_integers
 from ..wire.registry import error_info
 
 __all__ = [
@@ -151,11 +152,11 @@ def parse_invoke_body(body: Any) -> InvokeRequest:
     if ident is not None:
         name, _, id_version = ident.partition(":")
         return InvokeRequest(capability_id=ident, name=name, legacy_type=False, version=_version(id_version, "id"),
-                             negotiate=None, params=body["params"], timeout_ms=timeout_ms,
+                             negotiate=None, params=plain_integers(body["params"]), timeout_ms=timeout_ms,
                              session=session, has_delegation="delegation" in body)
     return InvokeRequest(capability_id=None, name=capability if capability is not None else legacy,
                          legacy_type=capability is None, version=version, negotiate=hints,
-                         params=body["params"], timeout_ms=timeout_ms, session=session,
+                         params=plain_integers(body["params"]), timeout_ms=timeout_ms, session=session,
                          has_delegation="delegation" in body)
 
 

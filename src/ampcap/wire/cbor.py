@@ -47,6 +47,7 @@ __all__ = [
     "dumps",
     "loads",
     "check_well_formed",
+    "plain_integers",
     "CBORTag",
     "RawCBOR",
     "write_raw",
@@ -434,6 +435,63 @@ def _reason(exc: BaseException) -> str:
     if "maximum recursion" in text or "depth" in text:
         return "nesting deeper than allowed"
     return text or type(exc).__name__
+
+
+# --------------------------------------------------------------------------
+# Bignums for the application
+# --------------------------------------------------------------------------
+# loads() keeps tags 2 and 3 as CBORTag so a message re-encodes to exactly the
+# bytes that were signed. In the CBOR data model a bignum *is* an integer
+# (RFC 8949 §3.4.3), and cbor2 writes any Python int beyond 64 bits as one, so
+# what crosses into application code (a capability's params, the result a
+# caller gets) turns them back into ints: 2**70 sent is 2**70 received, and a
+# JSON Schema "integer" accepts it. Bignums over 128 bytes (1024 bits) stay
+# tagged, as in the dump's diagnostic view: their decimal form alone would
+# pass Python's int-to-str digit limit.
+
+_MAX_BIGNUM_BYTES = 128
+_LEAVES = frozenset((str, int, float, bool, bytes, type(None)))
+
+
+def plain_integers(value: Any) -> Any:
+    """``value`` with every bignum (tag 2 or 3 over at most 128 bytes) inside
+    maps and arrays as a Python ``int``. Without one, ``value`` itself comes
+    back, not a copy (the usual case costs one walk and no allocation). Map
+    keys and other tags' contents are left as they are."""
+    return _with_ints(value) if _has_bignum(value) else value
+
+
+def _is_bignum(value: Any) -> bool:
+    return (type(value) is CBORTag and value.tag in (2, 3) and type(value.value) is bytes
+            and len(value.value) <= _MAX_BIGNUM_BYTES)
+
+
+def _has_bignum(value: Any) -> bool:
+    t = type(value)
+    if t is dict:
+        items: Iterable[Any] = value.values()
+    elif t is list or t is tuple:
+        items = value
+    else:
+        return _is_bignum(value)
+    for item in items:
+        if type(item) not in _LEAVES and _has_bignum(item):
+            return True
+    return False
+
+
+def _with_ints(value: Any) -> Any:
+    t = type(value)
+    if t is dict:
+        return {k: _with_ints(v) for k, v in value.items()}
+    if t is list:
+        return [_with_ints(v) for v in value]
+    if t is tuple:
+        return tuple(_with_ints(v) for v in value)
+    if _is_bignum(value):
+        n = int.from_bytes(value.value, "big")
+        return n if value.tag == 2 else -1 - n
+    return value
 
 
 # --------------------------------------------------------------------------
