@@ -18,6 +18,7 @@ from ampcap.wire.frames import (
     Framing,
     FramingError,
     encode_frame,
+    other_protocol,
 )
 
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "rfc002" / "frames.json").read_text())
@@ -121,6 +122,30 @@ def test_zero_length_and_unknown_type() -> None:
     assert err is not None and "length 0" in err.message
     _, err = decode_all([b"\x00\x00\x00\x01\x07"])
     assert err is not None and "unknown frame type 0x07" in err.message
+
+
+@pytest.mark.parametrize("first_bytes, protocol", [
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "HTTP"),  # an HTTP server or proxy answered
+    (b"HTTP", "HTTP"),  # only the four header bytes have arrived
+    (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP"),  # an HTTP client at our port
+    (b"\x15\x03\x03\x00\x02\x02\x32", "TLS"),  # a TLS alert: amp:// against an amps:// port
+    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "TLS"),  # a ClientHello at a plain port
+    (b"SSH-2.0-OpenSSH_9.2\r\n", "SSH"),
+])
+@pytest.mark.parametrize("framing", [Framing.RFC002, Framing.RAW])
+def test_another_protocols_first_bytes_are_named(first_bytes: bytes, protocol: str, framing: Framing) -> None:
+    _, err = decode_all([first_bytes], framing=framing)
+    assert err is not None and err.offset == 0
+    assert err.message.endswith(f"(the peer seems to speak {protocol}, not AMP)")
+
+
+def test_only_the_first_bytes_of_a_stream_are_taken_for_another_protocol() -> None:
+    good = encode_frame(FrameType.PING, b"hi")
+    _, err = decode_all([good + b"HTTP/1.1 200 OK\r\n"])  # later garbage is just a bad frame
+    assert err is not None and err.offset == len(good) and "seems to speak" not in err.message
+    _, err = decode_all([b"\x7f\xff\xff\xff\x01"])  # an oversized AMP frame is not another protocol
+    assert err is not None and "seems to speak" not in err.message
+    assert other_protocol(b"\x00\x00\x01\x00\x01") is None and other_protocol(b"") is None
 
 
 def test_frames_before_a_fault_are_kept() -> None:

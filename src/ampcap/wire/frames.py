@@ -32,6 +32,7 @@ __all__ = [
     "FramingError",
     "FrameDecoder",
     "encode_frame",
+    "other_protocol",
     "DEFAULT_MAX_SIZE",
     "MIN_MAX_SIZE",
 ]
@@ -223,6 +224,14 @@ class FrameDecoder:
         self._buf = bytearray()
         raise exc
 
+    def _bad_frame(self, message: str, buf: bytes | bytearray | memoryview, pos: int) -> None:
+        offset = self._consumed + pos
+        if offset == 0:  # the peer's very first bytes: say so if they are another protocol's
+            other = other_protocol(bytes(buf[pos:pos + 8]))
+            if other is not None:
+                message += f" (the peer seems to speak {other}, not AMP)"
+        self._fail(message, offset)
+
     def _parse(self, buf: bytes | bytearray | memoryview, out: list[Frame]) -> int:
         """Append complete frames from ``buf`` to ``out``; return bytes used."""
         pos = 0
@@ -233,18 +242,17 @@ class FrameDecoder:
             length = _LENGTH.unpack_from(buf, pos)[0]
             payload_size = length - 1 if rfc else length
             if rfc and length == 0:
-                self._fail("frame length 0 (must be at least 1 for the frame-type byte)",
-                           self._consumed + pos)
+                self._bad_frame("frame length 0 (must be at least 1 for the frame-type byte)", buf, pos)
             if payload_size > max_size:
-                self._fail(f"frame declares a {payload_size}-byte payload, over the {max_size}-byte maximum",
-                           self._consumed + pos)
+                self._bad_frame(f"frame declares a {payload_size}-byte payload, over the {max_size}-byte maximum",
+                                buf, pos)
             if rfc:
                 if end - pos < 5:
                     break
                 code = buf[pos + 4]
                 frame_type = _FRAME_TYPES.get(code)
                 if frame_type is None:
-                    self._fail(f"unknown frame type 0x{code:02X}", self._consumed + pos)
+                    self._bad_frame(f"unknown frame type 0x{code:02X}", buf, pos)
             else:
                 frame_type = FrameType.AMP_MESSAGE
             stop = pos + 4 + length
@@ -254,3 +262,23 @@ class FrameDecoder:
             out.append(Frame(frame_type, bytes(buf[start:stop])))  # type: ignore[arg-type]
             pos = stop
         return pos
+
+
+_HTTP_STARTS = (b"HTTP/", b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"OPTIONS ", b"PATCH ",
+                b"CONNECT ", b"PRI * HTTP/2")
+
+
+def other_protocol(head: bytes) -> str | None:
+    """Which well-known protocol a stream's first bytes belong to, if any: a
+    frame header that makes no sense is far more often an HTTP server or
+    proxy, a TLS endpoint (``amp://`` against an ``amps://`` port) or an SSH
+    server than a broken AMP peer, and naming it saves a confused operator
+    from reading "a 1213486159-byte payload" (that is "HTTP")."""
+    # (A first read may hold only the 4 header bytes: "HTTP" alone counts.)
+    if any(head.startswith(start) or (len(head) >= 4 and start.startswith(head)) for start in _HTTP_STARTS):
+        return "HTTP"
+    if len(head) >= 2 and 0x14 <= head[0] <= 0x17 and head[1] == 0x03:
+        return "TLS"  # a TLS record header: content type, then major version 3
+    if head.startswith(b"SSH-"):
+        return "SSH"
+    return None
