@@ -72,6 +72,7 @@ EventHandler = Callable[[Event], Awaitable[None]]
 # 64 KiB reads no better than 16.
 RECEIVE_SIZE = 16 * 1024
 RECEIVE_SLICE = 4 * 1024
+_POSIX = os.name == "posix"
 
 
 def wall_clock_ms() -> int:
@@ -105,8 +106,9 @@ class ConnectionDriver:
         self.terminated: ConnectionTerminated | None = None
         # Direct mode (plain TCP, see the module docstring): the socket's file
         # descriptor, -1 otherwise and once the stream is being closed (the
-        # number may then be reused by another connection).
-        self._fd = stream.socket.fileno() if type(stream) is trio.SocketStream else -1
+        # number may then be reused by another connection). POSIX only: on
+        # Windows a socket is not a file descriptor os.read can use.
+        self._fd = stream.socket.fileno() if type(stream) is trio.SocketStream and _POSIX else -1
         self._unsent: bytes | memoryview = b""  # direct mode: taken from the Connection, not yet by the kernel
         self._write_failed: str | None = None  # direct mode: why the socket cannot be written to
         # Direct mode: the first message queued from outside a delivery since
