@@ -99,9 +99,13 @@ class ConnectionDriver:
         self._writer_kick = trio.Event()
         self._timer_kick = trio.Event()
         self._timer_armed_ms: int | None = None  # what _timer sleeps until (None: no deadline)
-        self._space = trio.Event()  # set whenever the writer made progress
+        # Made by a task that waits for room; set (and dropped) when a write
+        # made progress or the connection ended. Events are made only when
+        # someone waits: a write or a delivery with nobody waiting costs none.
+        self._space: trio.Event | None = None
         self._in_flight = 0
-        self._delivering: trio.Event | None = None  # set when the running delivery loop ends
+        self._delivering = False  # a delivery loop is running (perhaps suspended in on_event)
+        self._delivered: trio.Event | None = None  # made by a task waiting for that loop to end
         self.closed = trio.Event()  # set once the stream is closed
         self.terminated: ConnectionTerminated | None = None
         # Direct mode (plain TCP, see the module docstring): the socket's file
@@ -154,7 +158,7 @@ class ConnectionDriver:
     def send_nowait(self, out: Outbound) -> Envelope:
         """Seal and queue ``out`` now (LocalProtocolError if not allowed)."""
         env = self.conn.send(out, self._clock())
-        if self._write_next_send and self._fd >= 0 and self._delivering is None:
+        if self._write_next_send and self._fd >= 0 and not self._delivering:
             self._write_next_send = False
             self._write_direct()
         self._kick()
@@ -278,8 +282,7 @@ class ConnectionDriver:
                 self._writer_kick.set()
                 return
             if sent:
-                self._space.set()
-                self._space = trio.Event()
+                self._signal_space()
             if sent < len(data):
                 self._unsent = memoryview(data)[sent:]
                 self._in_flight = len(self._unsent)
@@ -334,8 +337,7 @@ class ConnectionDriver:
             if scope.cancelled_caught:
                 failed = f"the peer read nothing for {timeout:g} s"
             self._in_flight = 0
-            self._space.set()
-            self._space = trio.Event()
+            self._signal_space()
             if failed is not None:
                 conn.close(failed)  # the peer cannot be written to: nothing more to say
                 conn.data_to_send()
@@ -365,7 +367,7 @@ class ConnectionDriver:
         # a read usually queues nothing until its events have been delivered.
         # In direct mode a delivery in progress writes its own bytes when it ends.
         conn = self.conn
-        if conn.state is ConnState.CLOSED or (conn.pending_bytes and (self._fd < 0 or self._delivering is None)):
+        if conn.state is ConnState.CLOSED or (conn.pending_bytes and (self._fd < 0 or not self._delivering)):
             self._writer_kick.set()
         # Wake the timer task only for an earlier deadline. Most traffic only
         # pushes the keepalive deadline later; the timer notices that when it
@@ -378,7 +380,14 @@ class ConnectionDriver:
 
     async def _wait_space(self) -> None:
         # Re-check the backlog after every writer step (or a close).
+        if self._space is None:
+            self._space = trio.Event()
         await self._space.wait()
+
+    def _signal_space(self) -> None:
+        if self._space is not None:
+            self._space.set()
+            self._space = None
 
     async def _deliver(self) -> None:
         # The reader and the timer both deliver, one loop at a time so events
@@ -387,19 +396,23 @@ class ConnectionDriver:
         # lock, so a slow owner also slows down reading. Uncontended (always,
         # for the daemon, whose handlers never suspend) this costs no trip
         # through the scheduler, which taking even a free trio lock does.
-        while self._delivering is not None:
-            await self._delivering.wait()
-        done = self._delivering = trio.Event()
+        while self._delivering:
+            if self._delivered is None:
+                self._delivered = trio.Event()
+            await self._delivered.wait()
+        self._delivering = True
         try:
             while (event := self.conn.next_event()) is not None:
                 if isinstance(event, ConnectionTerminated):
                     self.terminated = event
-                    self._space.set()  # release anyone waiting for room
+                    self._signal_space()  # release anyone waiting for room
                     self._writer_kick.set()
                 await self.on_event(event)
         finally:
-            self._delivering = None
-            done.set()
+            self._delivering = False
+            if self._delivered is not None:
+                self._delivered.set()
+                self._delivered = None
         if self._fd >= 0:
             self._write_direct()  # the replies this delivery produced, in one write
         # Replies sent from inside on_event kicked the writer already (direct

@@ -226,6 +226,11 @@ class Connection:
 
     def get_timer(self) -> int | None:
         """The next deadline (ms, same clock as ``now_ms``), or ``None``."""
+        # The edge asks after every read and send: the steady state (OPEN,
+        # nothing outstanding, keepalive on) is answered without a list.
+        if (self.state is ConnState.OPEN and self._ping_deadline is None and not self._raw
+                and self.config.keepalive_interval_ms is not None):
+            return self._last_rx + self.config.keepalive_interval_ms
         deadlines = []
         if self.state in (ConnState.CONNECTED, ConnState.HANDSHAKE) and self._handshake_deadline is not None:
             deadlines.append(self._handshake_deadline)
