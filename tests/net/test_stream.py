@@ -91,6 +91,26 @@ class CountingStream(trio.abc.Stream):
         await self.inner.aclose()
 
 
+class Flood:
+    """Sends padded messages on a driver (waiting for room as ``send()``
+    does) until the connection closes; counts them and the largest backlog."""
+
+    def __init__(self, driver: ConnectionDriver, pad: int) -> None:
+        self.driver = driver
+        self.pad = pad
+        self.sent = 0
+        self.max_backlog = 0
+
+    async def run(self) -> None:
+        while self.driver.conn.state is not ConnState.CLOSED:
+            try:
+                await self.driver.send(Outbound(typ=MessageType.MESSAGE, body={"pad": b"x" * self.pad}))
+            except Exception:
+                return
+            self.sent += 1
+            self.max_backlog = max(self.max_backlog, self.driver.backlog)
+
+
 @pytest.mark.trio
 async def test_open_exchange_and_close(autojump_clock: trio.testing.MockClock) -> None:
     client, cr, server, sr = driver_pair()
@@ -175,24 +195,15 @@ async def test_a_peer_that_never_reads_stalls_only_itself(autojump_clock: trio.t
         await stuck_srec.wait_for(Negotiated)
         await stuck_rec.wait_for(Negotiated)
         await ok_rec.wait_for(Negotiated)
-        sent = 0
-
-        async def flood() -> None:
-            nonlocal sent
-            while stuck_server.conn.state is not ConnState.CLOSED:
-                try:
-                    await stuck_server.send(Outbound(typ=MessageType.MESSAGE, body={"pad": b"x" * 1000}))
-                except Exception:
-                    return
-                sent += 1
+        flood = Flood(stuck_server, 1000)
 
         # From its next read on, the stuck client never reads again; lockstep
         # streams make the server's send_all block until someone reads.
         stuck_client.stream.receive_some = _never  # type: ignore[method-assign]
-        nursery.start_soon(flood)
+        nursery.start_soon(flood.run)
         await trio.sleep(1)
         # Bounded: the flood waits instead of queueing without limit.
-        assert 0 < sent < 20 and stuck_server.backlog <= 4096 + 1200
+        assert 0 < flood.sent < 20 and flood.max_backlog <= 4096 + 1200
         # The other connection is unaffected.
         ok_client.send_nowait(Outbound(typ=MessageType.MESSAGE, body={"t": 1}))
         with trio.fail_after(1):

@@ -20,7 +20,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).parents[1] / "peer"))
 sys.path.insert(0, str(Path(__file__).parent))
 from conn_helpers import Outbound, make_conn  # noqa: E402
-from test_stream import Recorder  # noqa: E402
+from test_stream import CountingStream, Flood, Recorder  # noqa: E402
 
 from ampcap.net import stream as stream_module  # noqa: E402
 from ampcap.net.stream import ConnectionDriver  # noqa: E402
@@ -39,26 +39,6 @@ async def tcp_stream_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
     server = await listener.accept()
     await listener.aclose()
     return client, server
-
-
-class PassThrough(trio.abc.Stream):
-    """Hides a SocketStream behind the generic Stream interface (the driver
-    then uses receive_some/send_all), so a test can stop its reads."""
-
-    def __init__(self, inner: trio.abc.Stream) -> None:
-        self.inner = inner
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.inner.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self.inner.receive_some(max_bytes)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 @asynccontextmanager
@@ -165,17 +145,10 @@ async def test_order_and_content_survive_partial_writes(monkeypatch: pytest.Monk
     # room, which must go first. (A tiny receive buffer as well would stall
     # loopback TCP itself: its window never reaches one 64 KB segment.)
     log = WriteLog(monkeypatch)
-    a, b = await tcp_stream_pair()
-    b.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32768)
-    cr, sr = Recorder(), Recorder()
-    client = ConnectionDriver(make_conn(Role.CLIENT, 1), a, on_event=cr)
-    server = ConnectionDriver(make_conn(Role.SERVER, 2, ConnectionConfig(max_send_buffer=64 * 1024)), b,
-                              on_event=sr)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(client.run)
-        nursery.start_soon(server.run)
+    async with open_pair(server_cfg=ConnectionConfig(max_send_buffer=64 * 1024)) as (client, cr, server, _):
+        assert isinstance(server.stream, trio.SocketStream)
+        server.stream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32768)
         with trio.fail_after(30):
-            await cr.wait_for(Negotiated)
             for i in range(200):
                 await server.send(Outbound(typ=MessageType.MESSAGE,
                                            body={"i": i, "pad": struct.pack(">I", i) * 5000}))
@@ -184,9 +157,7 @@ async def test_order_and_content_survive_partial_writes(monkeypatch: pytest.Monk
         bodies = received(cr)
         assert [x["i"] for x in bodies] == list(range(200))
         assert all(x["pad"] == struct.pack(">I", x["i"]) * 5000 for x in bodies)
-        assert any(taken < asked for asked, taken, _ in log.on(b))  # the partial path was taken
-        client.close()
-        server.close()
+        assert any(taken < asked for asked, taken, _ in log.on(server.stream))  # the partial path was taken
 
 
 @pytest.mark.trio
@@ -198,30 +169,21 @@ async def test_a_tcp_peer_that_stops_reading_stalls_only_itself() -> None:
         raise AssertionError
 
     with trio.fail_after(30):
-        async with open_pair(wrap_client=PassThrough, server_cfg=cfg, write_timeout_s=1.0) as (
+        # The stuck client's socket hides behind a plain Stream wrapper, so
+        # its driver reads through receive_some, which the test then stops.
+        async with open_pair(wrap_client=CountingStream, server_cfg=cfg, write_timeout_s=1.0) as (
                 stuck_client, _, stuck_server, stuck_srec), open_pair() as (ok_client, _, ok_server, ok_srec):
             stuck_client.stream.receive_some = never  # type: ignore[method-assign]
-            sent = 0
-
-            async def flood() -> None:
-                nonlocal sent
-                while stuck_server.conn.state is not ConnState.CLOSED:
-                    try:
-                        await stuck_server.send(Outbound(typ=MessageType.MESSAGE, body={"pad": b"x" * 10_000}))
-                    except Exception:
-                        return
-                    sent += 1
-                    assert stuck_server.backlog <= 64 * 1024 + 11_000  # bounded: send() waits for room
-
+            flood = Flood(stuck_server, 10_000)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(flood)
+                nursery.start_soon(flood.run)
                 # The other connection carries on meanwhile.
                 ok_client.send_nowait(Outbound(typ=MessageType.MESSAGE, body={"t": 1}))
                 await ok_srec.wait_for(MessageReceived)
                 # No progress for write_timeout_s: that connection, and only it, closes.
                 term = await stuck_srec.wait_for(ConnectionTerminated)
                 assert "read nothing for 1 s" in term.reason
-            assert 0 < sent < 1000
+            assert 0 < flood.sent < 1000 and flood.max_backlog <= 64 * 1024 + 11_000  # send() waited for room
             assert stuck_server.closed.is_set() and ok_server.conn.state is ConnState.OPEN
 
 
