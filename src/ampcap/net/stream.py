@@ -120,6 +120,7 @@ class ConnectionDriver:
         # writer task); later ones are left to the writer, which sends them
         # together, so a burst of calls is still one write, not one per call.
         self._write_next_send = True
+        self._drained = False  # direct mode: the last read did not fill the buffer
 
     # ---------------------------------------------------------------- API
 
@@ -243,9 +244,17 @@ class ConnectionDriver:
     async def _read_direct(self) -> tuple[bytes, str | None]:
         """Direct mode: the next read, or ``(b"", reason)`` when the peer is
         gone. Yields once either way: waiting for data, or a checkpoint when
-        data was already there (cancellation, and other connections' turn)."""
+        data was already there (cancellation, and other connections' turn).
+        After a read that did not fill the buffer the socket was drained, so
+        it waits first instead of asking the kernel for what it just said it
+        does not have (a sequential peer's every other read, and an exception)."""
         fd = self._fd
-        waited = False
+        waited = self._drained
+        if waited:
+            try:
+                await trio.lowlevel.wait_readable(fd)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                return b"", "peer closed the connection"
         while True:
             try:
                 data = os.read(fd, RECEIVE_SIZE)
@@ -258,6 +267,7 @@ class ConnectionDriver:
                 continue
             except OSError as exc:
                 return b"", f"peer closed the connection ({exc.strerror or exc})"
+            self._drained = len(data) < RECEIVE_SIZE
             if not waited:
                 await trio.lowlevel.checkpoint()
             return data, None
