@@ -249,21 +249,19 @@ class ConnectionDriver:
         it waits first instead of asking the kernel for what it just said it
         does not have (a sequential peer's every other read, and an exception)."""
         fd = self._fd
-        waited = self._drained
-        if waited:
-            try:
-                await trio.lowlevel.wait_readable(fd)
-            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-                return b"", "peer closed the connection"
+        must_wait = self._drained
+        waited = False
         while True:
-            try:
-                data = os.read(fd, RECEIVE_SIZE)
-            except BlockingIOError:
-                waited = True
+            if must_wait:
                 try:
                     await trio.lowlevel.wait_readable(fd)
                 except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                     return b"", "peer closed the connection"
+                waited = True
+            try:
+                data = os.read(fd, RECEIVE_SIZE)
+            except BlockingIOError:
+                must_wait = True
                 continue
             except OSError as exc:
                 return b"", f"peer closed the connection ({exc.strerror or exc})"

@@ -372,8 +372,8 @@ class Invoker:
         status = body.get("status") if isinstance(body, dict) else None
         if status == "success" and "result" in body:
             self._end(handle, call)
-            return [InvokeSucceeded(handle=handle, result=plain_integers(body["result"]), capability_id=call.capability_id,
-                                    attempts=call.attempts)]
+            return [InvokeSucceeded(handle=handle, result=plain_integers(body["result"]),
+                                    capability_id=call.capability_id, attempts=call.attempts)]
         if status == "error" and isinstance(body.get("error"), dict):
             err = _error_from_result(body["error"])
             return self._failed(handle, call, err, error_info(err.code).retry, now_ms)

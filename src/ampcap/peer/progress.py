@@ -149,14 +149,15 @@ def parse_invoke_body(body: Any) -> InvokeRequest:
         where = f"body.{problem.path}" if problem.path else "body"
         raise AmpError(BAD_REQUEST, f"expected {problem.expected}, found {problem.found}", path=where)
     version = _version(version_text, "version") if version_text is not None else None
+    params = plain_integers(body["params"])
     if ident is not None:
         name, _, id_version = ident.partition(":")
         return InvokeRequest(capability_id=ident, name=name, legacy_type=False, version=_version(id_version, "id"),
-                             negotiate=None, params=plain_integers(body["params"]), timeout_ms=timeout_ms,
+                             negotiate=None, params=params, timeout_ms=timeout_ms,
                              session=session, has_delegation="delegation" in body)
     return InvokeRequest(capability_id=None, name=capability if capability is not None else legacy,
                          legacy_type=capability is None, version=version, negotiate=hints,
-                         params=plain_integers(body["params"]), timeout_ms=timeout_ms, session=session,
+                         params=params, timeout_ms=timeout_ms, session=session,
                          has_delegation="delegation" in body)
 
 

@@ -450,7 +450,7 @@ def _reason(exc: BaseException) -> str:
 # pass Python's int-to-str digit limit.
 
 _MAX_BIGNUM_BYTES = 128
-_LEAVES = frozenset((str, int, float, bool, bytes, type(None)))
+_LEAVES = _SCALARS | {float}
 
 
 def plain_integers(value: Any) -> Any:
