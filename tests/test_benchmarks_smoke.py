@@ -41,3 +41,12 @@ def test_bench_caps_quick() -> None:
 def test_bench_daemon_quick() -> None:
     out = run_tool("bench_daemon.py", "--quick", "--only", "ampcap")
     assert "daemon CPU per invoke" in out and "Ed25519 sign+verify here" in out
+
+
+def test_bench_protocol_quick() -> None:
+    out = run_tool("bench_protocol.py", "--quick")
+    assert "Ed25519 sign + verify here" in out and "least a sequential round trip" in out
+    rows = [line.split("|") for line in out.splitlines() if line.strip().startswith(("64 |", "1 |"))]
+    assert len(rows) == 2
+    for row in rows:  # daemon and client each spend more than their one sign + verify
+        assert float(row[2]) > 0 and float(row[4]) > 0
