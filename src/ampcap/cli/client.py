@@ -165,7 +165,8 @@ def run_invoke(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise AmpError(1001, f"--params is not valid JSON: {exc}") from None
     if args.version is None and args.range is None and ":" not in args.target:
-        raise AmpError(1001, f"{args.target!r}: give a full id (name:version), or --version / --range")
+        raise AmpError(1001, f"{args.target!r} names no version: give a full id (name:version), --version V or "
+                             f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")
 
     def show_progress(pct: int | None, text: str | None) -> None:
         print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text, SHOWN_TEXT)}" if text else ""),
