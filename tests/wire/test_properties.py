@@ -141,6 +141,10 @@ item_bytes = st.recursive(
 )
 
 
+# Some runs (seen in CI, not reproducible by seed) make hypothesis describe
+# the strategy; the recursive one above spells out to tens of kB and
+# hypothesis warns about the size, which says nothing about ampcap.
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
 @SETTINGS
 @given(item_bytes)
 @example(bytes.fromhex("a1" "d5a0" "00"))  # {21({}): 0}
