@@ -121,7 +121,7 @@ def test_listen_port_in_use_is_one_line() -> None:
                               capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and "in use" in proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"ampcap dump: cannot listen on 127.0.0.1:{port}: Address already in use"]
 
 
 @pytest.mark.parametrize("hostport", ["nohost", "127.0.0.1:99999", "127.0.0.1:abc", "::"])

@@ -104,7 +104,10 @@ async def run_tap(listen: tuple[str, int], upstream: tuple[str, int], *, framing
                   task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled; ``task_status.started`` receives the bound port.
     ``recorder`` (optional) is given every forwarded chunk."""
-    listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
+    try:
+        listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
+    except OSError as exc:  # a port in use, an address not ours: say which one
+        raise OSError(exc.errno, f"cannot listen on {listen[0]}:{listen[1]}: {exc.strerror or exc}") from None
     counter = itertools.count(1)
 
     async def handle(client: trio.SocketStream) -> None:
