@@ -213,10 +213,7 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)
-            try:
-                listeners = await daemon.listen(host, port)
-            except OSError as exc:  # a port in use, an address not ours: say which one
-                raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            listeners = await daemon.listen(host, port)
             sockname = listeners[0].socket.getsockname()
             bound_host, bound_port = sockname[0], sockname[1]
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host

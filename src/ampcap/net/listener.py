@@ -22,12 +22,22 @@ from ..wire.transport import TransportError
 from .stream import ConnectionDriver, wall_clock_ms
 from .tls import wrap_server
 
-__all__ = ["Listener", "OVERLOADED_FRAME"]
+__all__ = ["Listener", "OVERLOADED_FRAME", "open_listeners"]
 
 OVERLOADED_FRAME = encode_frame(FrameType.ERROR, TransportError(
     code=5004, message="too many connections; retry later").to_payload())
 
 ConnectionHandler = Callable[[ConnectionDriver], Awaitable[None]]
+
+
+async def open_listeners(host: str | None, port: int, *, backlog: int | None = None) -> list[trio.SocketListener]:
+    """trio's TCP listeners on ``host:port``; a failure (a port in use, an
+    address not ours) is an OSError that names the address, so whoever reports
+    it says which one."""
+    try:
+        return await trio.open_tcp_listeners(port, host=host, backlog=backlog)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
 
 
 async def _run_driver(driver: ConnectionDriver) -> None:
@@ -66,7 +76,7 @@ class Listener:
                         task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on ``host:port`` (port 0 = any free port; ``task_status``
         reports the listeners so the caller can read the bound address)."""
-        listeners = await trio.open_tcp_listeners(port, host=host, backlog=4096)
+        listeners = await open_listeners(host, port, backlog=4096)
         await self.serve(listeners, task_status=task_status)
 
     async def serve(self, listeners: list[trio.SocketListener], *,

@@ -21,6 +21,7 @@ import trio
 from ..errors import AmpError
 from ..wire.frames import Framing
 from ..dump.streams import FramedStream, StreamEvent, Where
+from .listener import open_listeners
 
 __all__ = ["run_tap", "parse_hostport", "Recorder"]
 
@@ -104,10 +105,7 @@ async def run_tap(listen: tuple[str, int], upstream: tuple[str, int], *, framing
                   task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled; ``task_status.started`` receives the bound port.
     ``recorder`` (optional) is given every forwarded chunk."""
-    try:
-        listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
-    except OSError as exc:  # a port in use, an address not ours: say which one
-        raise OSError(exc.errno, f"cannot listen on {listen[0]}:{listen[1]}: {exc.strerror or exc}") from None
+    listeners = await open_listeners(listen[0], listen[1])
     counter = itertools.count(1)
 
     async def handle(client: trio.SocketStream) -> None:
