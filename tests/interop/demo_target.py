@@ -27,7 +27,8 @@ from ampcap.caps.params import compile_schema
 from ampcap.caps.semver import Range, Version
 from ampcap.errors import AmpError
 from ampcap.net.listener import Listener
-from ampcap.net.stream import ConnectionDriver, wall_clock_ms
+from ampcap.net.clock import wall_clock_ms
+from ampcap.net.stream import ConnectionDriver
 from ampcap.peer.config import ConnectionConfig
 from ampcap.peer.connection import Connection, Role
 from ampcap.peer.events import Event, MessageReceived

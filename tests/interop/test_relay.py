@@ -20,7 +20,8 @@ from demo_target import EchoProvider, attach_to_relay, make_connection  # noqa: 
 from ampcap.interop.probe import ProbeSettings  # noqa: E402
 from ampcap.interop.runner import run_vectors  # noqa: E402
 from ampcap.interop.vectors import Status, demo_subject  # noqa: E402
-from ampcap.net.stream import ConnectionDriver, wall_clock_ms  # noqa: E402
+from ampcap.net.clock import wall_clock_ms
+from ampcap.net.stream import ConnectionDriver  # noqa: E402
 from ampcap.net.url import parse_url  # noqa: E402
 from ampcap.peer.connection import Role  # noqa: E402
 from ampcap.peer.events import Event, MessageReceived  # noqa: E402

@@ -27,7 +27,7 @@ import msgspec
 import trio
 
 from ..errors import AmpError
-from ..net.stream import wall_clock_ms
+from ..net.clock import wall_clock_ms
 from ..net.url import AmpUrl
 from ..peer.config import RELAY_MAX_MSG_SIZE, UNKNOWN_PEER_DID
 from ..wire.envelope import Envelope, decode_envelope, encode_envelope, seal

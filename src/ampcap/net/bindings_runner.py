@@ -28,7 +28,6 @@ import logging
 import math
 import os
 import subprocess
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +36,7 @@ import trio
 
 from ..caps.bindings import Binding, CommandBinding, InvocationContext, PythonBinding, resolve_callable, wants_context
 from ..errors import AmpError
+from .clock import wall_clock_ms
 
 __all__ = ["RunnerContext", "BindingRunner", "run_binding"]
 
@@ -53,10 +53,6 @@ async def _no_progress(percent: float | None, message: str | None) -> None:
     return None
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunnerContext:
     """The edge's :class:`InvocationContext`: trio sleeping, the wall clock,
@@ -65,7 +61,7 @@ class RunnerContext:
     capability_id: str
     version: str
     progress_sink: ProgressSink = _no_progress
-    clock_ms: Callable[[], int] = field(default=_wall_clock_ms)
+    clock_ms: Callable[[], int] = field(default=wall_clock_ms)
 
     def now_ms(self) -> int:
         return self.clock_ms()

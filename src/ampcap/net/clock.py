@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 import trio
 
-__all__ = ["Clock", "SYSTEM_CLOCK", "trio_clock", "to_trio_deadline"]
+__all__ = ["Clock", "SYSTEM_CLOCK", "wall_clock_ms", "trio_clock", "to_trio_deadline"]
 
 
-def _wall_ms() -> int:
+def wall_clock_ms() -> int:
+    """Unix time in milliseconds (what envelopes carry)."""
     return time.time_ns() // 1_000_000
 
 
@@ -33,7 +34,7 @@ def _monotonic_ms() -> int:
 class Clock:
     """``wall_ms()``: Unix milliseconds; ``monotonic_ms()``: for durations."""
 
-    wall_ms: Callable[[], int] = field(default=_wall_ms)
+    wall_ms: Callable[[], int] = field(default=wall_clock_ms)
     monotonic_ms: Callable[[], int] = field(default=_monotonic_ms)
 
 
@@ -54,8 +55,9 @@ def trio_clock(origin_ms: int = 1_763_800_000_000) -> Clock:
     return Clock(wall_ms=wall, monotonic_ms=mono)
 
 
-def to_trio_deadline(deadline_ms: int | None, clock: Clock) -> float:
-    """A core deadline (wall ms) as an absolute trio deadline (``inf`` for none)."""
+def to_trio_deadline(deadline_ms: int | None, wall_ms: Callable[[], int]) -> float:
+    """A core deadline (wall ms, as read from ``wall_ms``) as an absolute trio
+    deadline (``inf`` for none)."""
     if deadline_ms is None:
         return float("inf")
-    return trio.current_time() + max(0, deadline_ms - clock.wall_ms()) / 1000
+    return trio.current_time() + max(0, deadline_ms - wall_ms()) / 1000

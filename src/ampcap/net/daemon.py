@@ -520,7 +520,7 @@ class Daemon:
         while True:
             self._timer_kick = trio.Event()
             self._armed = _earliest(self.executor.get_timer(), self.invoker.get_timer())
-            with trio.move_on_at(to_trio_deadline(self._armed, self.clock)):
+            with trio.move_on_at(to_trio_deadline(self._armed, self.clock.wall_ms)):
                 await self._timer_kick.wait()
                 continue
             now = self.clock.wall_ms()

@@ -19,7 +19,8 @@ import trio
 from ..peer.connection import Connection
 from ..wire.frames import FrameType, encode_frame
 from ..wire.transport import TransportError
-from .stream import ConnectionDriver, wall_clock_ms
+from .clock import wall_clock_ms
+from .stream import ConnectionDriver
 from .tls import wrap_server
 
 __all__ = ["Listener", "OVERLOADED_FRAME", "open_listeners"]

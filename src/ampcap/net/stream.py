@@ -26,7 +26,8 @@ memory streams in tests) uses ``receive_some``/``send_all`` from the tasks.
 Clocks: the Connection has one time base, Unix milliseconds, because the same
 ``now_ms`` stamps envelopes (``ts``) and checks expiry. The driver reads it
 from the injected ``clock_ms`` (wall clock by default) and turns a deadline
-into a trio deadline as "trio now + (deadline − clock now)", so timers follow
+into a trio deadline as "trio now + (deadline − clock now)"
+(:func:`.clock.to_trio_deadline`, as the daemon's timer does), so timers follow
 trio's clock (``MockClock`` in tests: inject a ``clock_ms`` derived from
 ``trio.current_time()``).
 
@@ -40,10 +41,8 @@ its own tasks, so a slow or silent peer never stalls another connection.
 
 from __future__ import annotations
 
-import math
 import os
 import ssl
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -53,12 +52,13 @@ from ..peer.connection import Connection
 from ..peer.events import ConnectionTerminated, Event
 from ..peer.state import ConnState
 from ..wire.envelope import Envelope
+from .clock import to_trio_deadline, wall_clock_ms
 from .url import AmpUrl
 
 if TYPE_CHECKING:
     from ..peer.outbound import Outbound
 
-__all__ = ["ConnectionDriver", "wall_clock_ms", "EventHandler", "open_stream"]
+__all__ = ["ConnectionDriver", "EventHandler", "open_stream"]
 
 EventHandler = Callable[[Event], Awaitable[None]]
 # Bytes per read (allocated per call, not held by idle connections): about
@@ -73,11 +73,6 @@ EventHandler = Callable[[Event], Awaitable[None]]
 RECEIVE_SIZE = 16 * 1024
 RECEIVE_SLICE = 4 * 1024
 _POSIX = os.name == "posix"
-
-
-def wall_clock_ms() -> int:
-    """Unix time in milliseconds (what envelopes carry)."""
-    return time.time_ns() // 1_000_000
 
 
 async def _ignore(event: Event) -> None:
@@ -355,12 +350,8 @@ class ConnectionDriver:
         conn = self.conn
         while conn.state is not ConnState.CLOSED:
             self._timer_kick = trio.Event()
-            deadline_ms = self._timer_armed_ms = conn.get_timer()
-            if deadline_ms is None:
-                trio_deadline = math.inf
-            else:
-                trio_deadline = trio.current_time() + max(0, deadline_ms - self._clock()) / 1000
-            with trio.move_on_at(trio_deadline):
+            self._timer_armed_ms = conn.get_timer()
+            with trio.move_on_at(to_trio_deadline(self._timer_armed_ms, self._clock)):
                 await self._timer_kick.wait()
                 continue
             conn.handle_timer(self._clock())
