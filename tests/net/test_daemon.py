@@ -24,7 +24,7 @@ from ampcap.peer.outbound import Outbound  # noqa: E402
 from ampcap.peer.policy import parse_policy  # noqa: E402
 from ampcap.wire.cbor import loads  # noqa: E402
 from ampcap.wire.receive import Inbound  # noqa: E402
-from ampcap.wire.registry import MessageType  # noqa: E402
+from ampcap.wire.registry import MessageType, error_info  # noqa: E402
 
 
 @pytest.mark.trio
@@ -168,3 +168,34 @@ async def test_a_peers_text_is_one_escaped_log_line_under_any_handler(caplog: py
                 await trio.sleep(0.01)
     (line,) = [r.getMessage() for r in caplog.records if "GOAWAY" in r.getMessage()]
     assert line.endswith("message=bye\\x1b[2J\\nforged line")
+
+
+@pytest.mark.trio
+async def test_the_close_log_line_names_the_code_or_says_there_was_none(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ampcap")
+
+    def closed_lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("connection closed")]
+
+    async with demo_daemon() as daemon:
+        async with memory_peer(daemon):
+            pass
+        with trio.fail_after(5):
+            while not closed_lines():
+                await trio.sleep(0.01)
+        (orderly,) = closed_lines()
+        assert " code=- " in orderly and "peer=did:key:" in orderly
+
+        # Bytes that are no frame, before any HELLO: no peer yet, and a code with its name.
+        client_end, server_end = trio.testing.memory_stream_pair()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(daemon.serve_stream, server_end)
+            await client_end.send_all(b"\xff" * 64)
+            with trio.fail_after(5):
+                while len(closed_lines()) < 2:
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+    failed = closed_lines()[1]
+    assert failed.startswith("connection closed peer=- code=1"), failed
+    code = int(failed.split("code=")[1].split()[0])
+    assert f"code={code} {error_info(code).name} " in failed

@@ -68,7 +68,7 @@ from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
-from ..wire.registry import MessageType
+from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .listener import Listener
@@ -350,7 +350,9 @@ class Daemon:
             link.ready.set()
         elif type(event) is ConnectionTerminated:
             lasted = self.clock.monotonic_ms() - link.opened_ms
-            log.info("connection closed peer=%s code=%s reason=%s after=%dms", link.peer_did, event.code,
+            # An orderly close has no code; a failed one names it ("1004 VERSION_MISMATCH").
+            code = "-" if event.code is None else f"{event.code} {error_info(event.code).name}"
+            log.info("connection closed peer=%s code=%s reason=%s after=%dms", link.peer_did or "-", code,
                      printable(event.reason), lasted)
             link.ready.set()
         elif type(event) is MessageRejected:
