@@ -124,6 +124,20 @@ def test_listen_port_in_use_is_one_line() -> None:
     assert proc.stderr.strip().splitlines() == [f"ampcap dump: cannot listen on 127.0.0.1:{port}: Address already in use"]
 
 
+@pytest.mark.parametrize("argv", [["caps", "list", "--demo"], ["dump", "-", "--hex"]])
+def test_a_reader_that_leaves_early_is_not_an_error(argv: list[str]) -> None:
+    """`ampcap … | head`: the pipe's reader closes before the output is done."""
+    # Closed before the child has even imported ampcap, so its first write meets EPIPE.
+    proc = subprocess.Popen(AMPCAP + argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
+    proc.stdout.close()
+    proc.stdin.write(b"00" * 4096)  # for dump: hex that prints a line per chunk
+    proc.stdin.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == ""
+
+
 @pytest.mark.parametrize("hostport", ["nohost", "127.0.0.1:99999", "127.0.0.1:abc", "::"])
 def test_bad_listen_hostport_is_usage(capsys: pytest.CaptureFixture[str], hostport: str) -> None:
     argv = ["dump", "--listen", hostport, "--upstream", "127.0.0.1:9"]

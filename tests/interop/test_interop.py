@@ -184,12 +184,58 @@ def test_cli_bad_arguments_exit_2_with_one_line(argv: list[str], capsys: pytest.
     assert len(err) == 1 and err[0].startswith("ampcap interop: ")
 
 
-def test_cli_unreachable_target_fails_every_vector(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_unreachable_target_is_tried_once_and_fails_every_vector(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from ampcap.interop.probe import Probe
+
+    opened = []
+    real_open = Probe.open.__func__  # type: ignore[attr-defined]
+
+    async def counting_open(cls: type[Probe], *args: object, **kwargs: object) -> Probe:
+        opened.append(args[0])
+        return await real_open(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Probe, "open", classmethod(counting_open))
     sock_port = _free_port()  # bound and released: nobody listens there
-    code = main(["interop", f"amp://127.0.0.1:{sock_port}", "--timeout", "0.5", "--report", "-",
-                 "--vector", "004:A.17"])
+    report_file = tmp_path / "report.json"
+    code = main(["interop", f"amp://127.0.0.1:{sock_port}", "--timeout", "0.5", "--report", str(report_file)])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err.splitlines() == [
+        f"ampcap interop: error 5002 UNAVAILABLE: cannot connect to amp://127.0.0.1:{sock_port}: "
+        f"all attempts to connect to 127.0.0.1:{sock_port} failed; no vector ran "
+        f"(report, every vector failed: {report_file})"]
+    assert len(opened) == 1  # not once per vector
+    report = json.loads(report_file.read_text())
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text())).validate(report)
+    assert [r["vector_id"] for r in report["results"]] == vector_ids()
+    assert {r["status"] for r in report["results"]} == {"fail"}
+    assert all(r["notes"].startswith("not run: cannot connect to") for r in report["results"])
+
+
+def test_amps_against_a_port_that_does_not_speak_tls(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+
+        def answer_in_plain_text() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        server = threading.Thread(target=answer_in_plain_text, daemon=True)
+        server.start()
+        code = main(["interop", f"amps://127.0.0.1:{port}", "--insecure", "--timeout", "2", "--report", "-"])
+        server.join(5)
+    (line,) = capsys.readouterr().err.splitlines()
     assert code == 1
-    assert "cannot connect" in capsys.readouterr().out
+    assert line.startswith(f"ampcap interop: error 5002 UNAVAILABLE: cannot connect to amps://127.0.0.1:{port}: "
+                           "TLS failed: ")
+    assert line.endswith("; no vector ran")
 
 
 def _free_port() -> int:

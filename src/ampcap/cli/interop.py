@@ -17,7 +17,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..display import json_safe
+from ..display import json_safe, printable
 from ..errors import AmpError
 from ..net.url import AmpUrl, UrlError, parse_url
 from ..peer.config import RELAY_HELLO_VERSION
@@ -188,8 +188,12 @@ def run(args: argparse.Namespace) -> int:
             raise AmpError(5001, f"cannot write the report to {args.report}: {exc.strerror or exc}") from None
     if args.json:
         print(json_safe(json.dumps(report, indent=2, ensure_ascii=False)))
-    else:
+    elif result.unreachable is None:
         print(render_table(result))
         if args.report != "-":
             print(f"report written to {args.report}")
+    if result.unreachable is not None and not args.json:
+        # One line, not a table of the same reason: every vector failed unrun.
+        written = f" (report, every vector failed: {args.report})" if args.report != "-" else ""
+        raise AmpError(5002, f"{printable(result.unreachable)}; no vector ran{written}")
     return EXIT_FAILED if result.failures else EXIT_OK

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import select
 import sys
 from collections.abc import Sequence
 
@@ -77,6 +79,26 @@ def _report(line: str) -> None:
     print(line.encode(encoding, "backslashreplace").decode(encoding, "replace"), file=sys.stderr)
 
 
+def _stdout_reader_gone() -> bool:
+    """Is stdout a pipe whose reading end has closed? (A broken pipe can
+    also come from a socket, which is an error worth reporting.)"""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no real stdout (captured, closed)
+        return False
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush at exit
+    does not fail on the closed pipe a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -89,6 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AmpError as exc:
         _report(f"ampcap {args.command}: error {exc}")
         return EXIT_FAILURE
+    except BrokenPipeError as exc:
+        if not _stdout_reader_gone():
+            _report(f"ampcap {args.command}: {exc.strerror or exc}")
+            return EXIT_FAILURE
+        # `ampcap … | head`: the reader has all it wanted; nobody is left to tell.
+        _detach_stdout()
+        return EXIT_OK
     except OSError as exc:
         # Files that do not exist, ports in use, refused connections…
         _report(f"ampcap {args.command}: {exc.strerror or exc}"

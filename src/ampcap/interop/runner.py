@@ -3,7 +3,9 @@
 Vectors run one after another, each on its own connection, each under a hard
 deadline: a target that never answers costs at most that deadline per vector,
 and nothing a target sends can raise out of the runner (a probe failure or an
-AMP error becomes that vector's ``fail`` with the reason as its note).
+AMP error becomes that vector's ``fail`` with the reason as its note). A target
+that cannot be reached at all is tried once, not once per vector: every vector
+then fails with that one reason and the run says so (``RunResult.unreachable``).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import trio
 
 from ..caps.semver import Version
 from ..errors import AmpError
+from ..net.tls import tls_failure
 from ..net.url import AmpUrl
 from ..wire.registry import MessageType
-from .probe import ProbeError, ProbeSettings
+from .probe import Probe, ProbeError, ProbeSettings
 from .judge import Outcome, Status, failed
 from .vectors import VECTORS, Context, Subject, Vector
 
-__all__ = ["VectorResult", "RunResult", "run_vectors", "discover"]
+__all__ = ["VectorResult", "RunResult", "run_vectors", "discover", "reach"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ class RunResult:
     target_info: dict[str, Any] | None
     subject: Subject
     results: list[VectorResult] = field(default_factory=list)
+    unreachable: str | None = None  # why no vector could run (no connection to the target)
 
     @property
     def failures(self) -> list[VectorResult]:
@@ -107,6 +111,26 @@ async def discover(ctx: Context) -> None:
     ctx.subject.versions = sorted(versions)
 
 
+async def reach(url: AmpUrl, settings: ProbeSettings) -> str | None:
+    """None when a connection to ``url`` opens (TCP, and TLS for amps://),
+    else why not. Says nothing about AMP: the vectors judge that."""
+    try:
+        probe = await Probe.open(url, settings)
+    except ProbeError as exc:
+        return str(exc)
+    try:
+        if isinstance(probe.stream, trio.SSLStream):
+            with trio.fail_after(settings.timeout_s):
+                await probe.stream.do_handshake()
+    except trio.TooSlowError:
+        return f"cannot connect to {url}: no TLS handshake within {settings.timeout_s:g} s"
+    except trio.BrokenResourceError as exc:
+        return f"cannot connect to {url}: {tls_failure(exc) or 'the connection closed during the TLS handshake'}"
+    finally:
+        await probe.aclose()
+    return None
+
+
 async def _run_one(vector: Vector, ctx: Context, limit_s: float) -> Outcome:
     try:
         with trio.move_on_after(limit_s) as scope:
@@ -124,13 +148,21 @@ async def run_vectors(url: AmpUrl, settings: ProbeSettings, subject: Subject, *,
                       target_did: str | None = None, only: Sequence[str] | None = None) -> RunResult:
     """Discover, then run every vector (or those named in ``only``)."""
     ctx = Context(url=url, settings=settings, subject=subject, target_did=target_did)
+    selected = [v for v in VECTORS if only is None or v.id in only]
+    unreachable = await reach(url, settings)
+    if unreachable is not None:
+        # Each vector would wait for the same failed connect (a timeout each
+        # against an address that drops packets) and report the same reason.
+        log.info("%s: %s; no vector ran", url, unreachable)
+        return RunResult(target=str(url), target_did=target_did, target_info=None, subject=subject,
+                         unreachable=unreachable,
+                         results=[VectorResult(v.id, v.title, Status.FAIL, f"not run: {unreachable}", 0.0)
+                                  for v in selected])
     await discover(ctx)
     run = RunResult(target=str(url), target_did=ctx.target_did, target_info=ctx.target_info, subject=subject)
     # Generous but finite: a few reply windows per vector (A.14 does several round trips).
     limit_s = settings.timeout_s * 4 + settings.settle_s * 8 + 5
-    for vector in VECTORS:
-        if only is not None and vector.id not in only:
-            continue
+    for vector in selected:
         started = trio.current_time()
         outcome = await _run_one(vector, ctx, limit_s)
         took = trio.current_time() - started

@@ -53,6 +53,7 @@ from ..peer.events import ConnectionTerminated, Event
 from ..peer.state import ConnState
 from ..wire.envelope import Envelope
 from .clock import to_trio_deadline, wall_clock_ms
+from .tls import tls_failure
 from .url import AmpUrl
 
 if TYPE_CHECKING:
@@ -421,16 +422,8 @@ class ConnectionDriver:
 
 
 def _broken_reason(exc: BaseException, default: str) -> str:
-    """Why a stream broke, for the ConnectionTerminated reason. A TLS failure
-    says so: a plain amp:// peer on an amps:// port (or the reverse) would
-    otherwise read as a peer that simply hung up."""
-    cause = exc.__cause__
-    if isinstance(cause, ssl.SSLError):
-        reason = cause.reason or cause.strerror or str(cause)
-        if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE"):
-            reason += " (the other side does not speak TLS: amps:// against an amp:// port, or the reverse?)"
-        return f"TLS failed: {reason}"
-    return default
+    """Why a stream broke, for the ConnectionTerminated reason (a TLS failure says so)."""
+    return tls_failure(exc) or default
 
 
 async def open_stream(url: AmpUrl, *, ssl_context: ssl.SSLContext | None = None,

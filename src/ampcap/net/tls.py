@@ -14,7 +14,7 @@ import ssl
 
 import trio
 
-__all__ = ["server_context", "client_context", "wrap_client", "wrap_server", "ALPN"]
+__all__ = ["server_context", "client_context", "wrap_client", "wrap_server", "tls_failure", "ALPN"]
 
 ALPN = "amp/1"  # offered, never required: peers that do not speak ALPN still connect
 
@@ -55,3 +55,21 @@ def wrap_client(stream: trio.abc.Stream, ctx: ssl.SSLContext, server_hostname: s
 def wrap_server(stream: trio.abc.Stream, ctx: ssl.SSLContext) -> trio.SSLStream[trio.abc.Stream]:
     """TLS server side; the handshake runs on first use."""
     return trio.SSLStream(stream, ctx, server_side=True)
+
+
+# OpenSSL's reasons when the bytes that came back were not TLS at all.
+_NOT_TLS = frozenset(("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE"))
+
+
+def tls_failure(exc: BaseException) -> str | None:
+    """``"TLS failed: REASON"`` when ``exc`` is trio's wrapper around an
+    SSL error, else None. Says when the peer plainly does not speak TLS: a
+    plain amp:// peer on an amps:// port (or the reverse) would otherwise
+    read as a peer that simply hung up."""
+    cause = exc if isinstance(exc, ssl.SSLError) else exc.__cause__
+    if not isinstance(cause, ssl.SSLError):
+        return None
+    reason = cause.reason or cause.strerror or str(cause)
+    if reason in _NOT_TLS:
+        reason += " (the other side does not speak TLS: amps:// against an amp:// port, or the reverse?)"
+    return f"TLS failed: {reason}"
