@@ -113,8 +113,6 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None, stdout: TextIO 
     except _UsageError as exc:
         print(f"ampcap dump: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return 0
 
 
 def _framing(args: argparse.Namespace) -> Framing | None:
