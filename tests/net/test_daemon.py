@@ -199,3 +199,19 @@ async def test_the_close_log_line_names_the_code_or_says_there_was_none(caplog: 
     assert failed.startswith("connection closed peer=- code=1"), failed
     code = int(failed.split("code=")[1].split()[0])
     assert f"code={code} {error_info(code).name} " in failed
+
+
+@pytest.mark.trio
+async def test_drain_logs_what_it_waits_for_and_what_it_ends(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ampcap")
+    async with demo_daemon() as daemon, memory_peer(daemon) as peer:
+        env = peer.send(INVOKE, {"id": "org.ampcap.demo.sleep:1.0.0", "params": {"ms": 5000}})
+        with trio.fail_after(5):
+            while not daemon.executor.running:
+                await trio.sleep(0.01)
+        await daemon.drain(0.05)
+        reply = await peer.terminal(env.id)
+        assert error_code(reply) == 5002
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if "drain" in r.getMessage()]
+    assert lines[:2] == [("INFO", "draining: invokes_running=1 connections=1 timeout=0.05s"),
+                         ("WARNING", "drain timeout after 0.05s: invokes_running=1 end with 5002 UNAVAILABLE")]

@@ -218,7 +218,8 @@ class Daemon:
             return
         self._closing = True
         timeout = self.config.drain_timeout_s if timeout_s is None else timeout_s
-        log.info("draining: %d invokes running, %d connections", self.executor.running, len(self.links))
+        log.info("draining: invokes_running=%d connections=%d timeout=%gs", self.executor.running, len(self.links),
+                 timeout)
         self.listener.stop(0, "server shutting down")
         for link in list(self.links):
             if link.outbound:
@@ -227,7 +228,9 @@ class Daemon:
             while self.executor.running:
                 await trio.sleep(0.01)
         if self.executor.running:
-            log.warning("drain timeout: ending %d running invokes with 5002", self.executor.running)
+            code = self.executor.config.shutdown_code
+            log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout,
+                        self.executor.running, code, error_info(code).name)
         self._apply(self.executor.shutdown(self.clock.wall_ms()))
         for handle in list(self._calls):
             self.invoker.abandon(handle)
