@@ -41,8 +41,8 @@ CASES = [
     (["caps", "validate", "{garbage}"], 1),
     (["caps", "list", "{dir}"], 1),
     (["caps", "show", "--demo", "org.example.none"], 1),
-    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--params", "{{bad"], 1),
-    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo", "--params", "{{}}"], 1),
+    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--params", "{{bad"], 2),
+    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo", "--params", "{{}}"], 2),
     (["no-such-command"], 2),
 ]
 
@@ -71,6 +71,6 @@ def test_invoke_without_a_version_says_how_to_find_one() -> None:
     # Checked before dialling (port 9 has no daemon): the name alone picks no version.
     proc = subprocess.run(AMPCAP + ["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo", "--params", "{}"],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "names no version" in proc.stderr
     assert "ampcap query amp://127.0.0.1:9 org.ampcap.demo.echo" in proc.stderr

@@ -143,3 +143,34 @@ def test_bad_listen_hostport_is_usage(capsys: pytest.CaptureFixture[str], hostpo
     argv = ["dump", "--listen", hostport, "--upstream", "127.0.0.1:9"]
     line = _one_line_failure(capsys, main(argv), argv, 2)
     assert "HOST:PORT" in line
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--timeout", "0"], "--timeout must be positive"),
+    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--params", "{bad"], "--params is not valid JSON"),
+    (["query", "http://127.0.0.1:9", "echo"], "unsupported scheme 'http'"),
+    (["query", "amp://127.0.0.1:9", "echo", "--limit", "-1"], "--limit must not be negative"),
+    (["serve", "--demo", "--listen", "nohost"], "--listen: expected HOST:PORT"),
+    (["serve", "--demo", "--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+    (["serve", "--demo", "--max-in-flight", "0"], "--max-in-flight must be positive"),
+    (["serve", "--demo", "--connect", "ftp://x"], "--connect 'ftp://x'"),
+    (["serve"], "nothing to serve"),
+])
+def test_command_line_mistakes_are_usage_errors_without_an_amp_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        argv: list[str], needle: str) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    # Nothing was sent, so no AMP code (such as 1001 INVALID_MESSAGE) applies.
+    line = _one_line_failure(capsys, main(argv), argv, 2)
+    assert line.startswith(f"ampcap {argv[0]}: ") and needle in line, line
+    assert "error " not in line and "INVALID_MESSAGE" not in line
+    assert list(tmp_path.iterdir()) == []  # checked before the default identity is created
+
+
+def test_keygen_over_an_existing_file_is_a_plain_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key = tmp_path / "id.json"
+    assert main(["keygen", "--out", str(key)]) == 0
+    capsys.readouterr()
+    argv = ["keygen", "--out", str(key)]
+    line = _one_line_failure(capsys, main(argv), argv, 1)
+    assert line == f"ampcap keygen: {key} already exists; pass --force to replace it"

@@ -10,6 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from ampcap.cli.errors import CommandError
 from ampcap.errors import AmpError
 from ampcap.wire.frames import FrameType, encode_frame
 from ampcap.wire.transport import GoAway, HandshakeRequest, TransportError
@@ -163,7 +164,7 @@ def test_usage_and_file_errors(tmp_path: Path, dump) -> None:
     assert dump(["--listen", "127.0.0.1:0"])[0] == 2
     with pytest.raises(OSError):
         dump([str(tmp_path / "missing.bin")])
-    with pytest.raises(AmpError):
+    with pytest.raises(CommandError, match="--hex input is not hex text"):  # one line, exit 1, from main
         dump(["--hex", "-"], stdin=b"zz")
     with pytest.raises(AmpError):
         dump(["--keyring", str(tmp_path / "nope.json"), "-"])

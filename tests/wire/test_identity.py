@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ampcap.cli.errors import CommandError
 from ampcap.errors import AmpError
 from ampcap.wire.didkey import b58decode, b58encode, did_key_from_ed25519, ed25519_from_did_key, x25519_from_did_key
 from ampcap.wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver, default_identity_path
@@ -152,7 +153,7 @@ def test_keygen_and_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert did.startswith("did:key:z6Mk")
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     assert json.loads(out.read_text())["did"] == did
-    with pytest.raises(AmpError):
+    with pytest.raises(CommandError, match="already exists"):
         run_cli("keygen", "--out", str(out))
     assert run_cli("keygen", "--out", str(out), "--force") == 0
     new_did = capsys.readouterr().out.strip()

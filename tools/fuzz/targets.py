@@ -241,9 +241,10 @@ def _is_outcome(event: Any) -> bool:
 
 
 def dump(data: bytes) -> None:
-    """``ampcap dump`` on a file (pcap, framed stream, or hex): only AmpError,
-    which the CLI prints as one line."""
+    """``ampcap dump`` on a file (pcap, framed stream, or hex): only AmpError
+    or CommandError (input that is no hex), which the CLI prints as one line."""
     from ampcap.cli import dump as dump_cli
+    from ampcap.cli.errors import CommandError
     from ampcap.cli.main import build_parser
 
     if not data:
@@ -252,7 +253,7 @@ def dump(data: bytes) -> None:
     args = build_parser().parse_args(argv)
     try:
         dump_cli._run(args, io.BytesIO(data[1:]), io.StringIO())
-    except AmpError:
+    except (AmpError, CommandError):
         pass
 
 

@@ -26,6 +26,7 @@ from ..display import json_safe, printable
 from ..errors import AmpError
 from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.identity import default_identity_path
+from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "run_query", "run_invoke"]
 
-EXIT_OK, EXIT_ERROR = 0, 1
 SHOWN_TEXT = 500  # characters of a peer's message or progress note per line (--json has all)
 
 
@@ -82,7 +82,7 @@ def _fail(exc: AmpError, as_json: bool) -> int:
         if exc.details is not None:
             err["details"] = exc.details
         print(_json({"error": err}))
-    return EXIT_ERROR
+    return EXIT_FAILURE
 
 
 def _json(value: Any, *, indent: int | None = None) -> str:
@@ -103,14 +103,14 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     from ..net.peer import Peer
 
     if args.timeout is not None and not args.timeout > 0:
-        raise AmpError(1001, "--timeout must be positive")
-    identity = load_or_create_identity(args.identity)
+        raise UsageError("--timeout must be positive")
     try:
         from ..net.url import UrlError, parse_url
 
         parse_url(args.url)
     except UrlError as exc:
-        raise AmpError(1001, str(exc)) from None
+        raise UsageError(str(exc)) from None
+    identity = load_or_create_identity(args.identity)  # after the checks: a usage error creates no key file
 
     config = DaemonConfig()
     if args.compat == "rust-example":
@@ -132,7 +132,7 @@ def _run(args: argparse.Namespace, call: Any) -> int:
 
 def run_query(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 0:
-        raise AmpError(1001, "--limit must not be negative")
+        raise UsageError("--limit must not be negative")
 
     async def call(remote: Any) -> int:
         page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,
@@ -163,10 +163,10 @@ def run_invoke(args: argparse.Namespace) -> int:
     try:
         params = json.loads(args.params)
     except ValueError as exc:
-        raise AmpError(1001, f"--params is not valid JSON: {exc}") from None
+        raise UsageError(f"--params is not valid JSON: {exc}") from None
     if args.version is None and args.range is None and ":" not in args.target:
-        raise AmpError(1001, f"{args.target!r} names no version: give a full id (name:version), --version V or "
-                             f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")
+        raise UsageError(f"{args.target!r} names no version: give a full id (name:version), --version V or "
+                         f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")
 
     def show_progress(pct: int | None, text: str | None) -> None:
         print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text, SHOWN_TEXT)}" if text else ""),

@@ -17,8 +17,8 @@ from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from ..errors import AmpError
 from ..wire.frames import DEFAULT_MAX_SIZE, Framing
+from .errors import CommandError, UsageError
 
 if TYPE_CHECKING:
     from ..dump.records import Record
@@ -37,10 +37,6 @@ _CHUNK = 1 << 16
 # 32 bits, and time checks use signed 64-bit Unix milliseconds.
 _MAX_SIZE_CAP = (1 << 32) - 1
 _MAX_NOW_MS = (1 << 63) - 1
-
-
-class _UsageError(Exception):
-    pass
 
 
 def _bounded_int(low: int, high: int | None) -> Callable[[str], int]:
@@ -110,7 +106,7 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None, stdout: TextIO 
             stdin = sys.stdin.buffer
     try:
         return _run(args, stdin, out)
-    except _UsageError as exc:
+    except UsageError as exc:
         print(f"ampcap dump: {exc}", file=sys.stderr)
         return 2
 
@@ -138,11 +134,11 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
     from ..wire.signing import Profile
 
     if (args.listen is None) != (args.upstream is None):
-        raise _UsageError("--listen and --upstream go together")
+        raise UsageError("--listen and --upstream go together")
     if args.write_pcap is not None and args.listen is None:
-        raise _UsageError("--write-pcap records a live tap: use it with --listen and --upstream")
+        raise UsageError("--write-pcap records a live tap: use it with --listen and --upstream")
     if args.max_size < 1:
-        raise _UsageError("--max-size must be positive")
+        raise UsageError("--max-size must be positive")
     keyring = Keyring.load(args.keyring) if args.keyring else None
     profile = Profile.RUST_EXAMPLE if args.compat == "rust-example" else Profile.RFC
     framing = _framing(args)
@@ -243,18 +239,18 @@ class _HexReader(io.RawIOBase):
         if not raw:
             self._eof = True
             if self._carry:
-                raise AmpError(1001, "--hex input is not hex text: odd number of hex digits")
+                raise CommandError("--hex input is not hex text: odd number of hex digits")
             return False
         try:
             text = raw.decode("ascii")
         except UnicodeDecodeError:
-            raise AmpError(1001, f"--hex input is not hex text: non-ASCII byte near offset {self._offset}") from None
+            raise CommandError(f"--hex input is not hex text: non-ASCII byte near offset {self._offset}") from None
         digits = self._carry + "".join(text.split())
         keep = len(digits) - len(digits) % 2
         try:
             self._buffer += bytes.fromhex(digits[:keep])
         except ValueError:
-            raise AmpError(1001, f"--hex input is not hex text near offset {self._offset}") from None
+            raise CommandError(f"--hex input is not hex text near offset {self._offset}") from None
         self._carry = digits[keep:]
         self._offset += len(raw)
         return True
@@ -293,12 +289,13 @@ class _Prefixed(io.RawIOBase):
 def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSession, emit: Any) -> list[Record]:
     import trio
 
-    from ..net.tap import parse_hostport, run_tap
+    from ..net.tap import run_tap
+    from ..net.url import parse_hostport
 
     try:
         listen, upstream = parse_hostport(args.listen), parse_hostport(args.upstream)
     except ValueError as exc:
-        raise _UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
     def on_event(event: StreamEvent) -> None:
         rec = session.record(event)

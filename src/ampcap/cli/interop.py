@@ -23,6 +23,7 @@ from ..net.url import AmpUrl, UrlError, parse_url
 from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.frames import Framing
 from ..wire.signing import Profile
+from .errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CommandError, UsageError
 
 # The harness (trio, probes, vectors) loads when `interop` runs, not for
 # every `ampcap` command that builds the parser.
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "run"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def register(subparsers: Any) -> None:
@@ -72,10 +72,6 @@ def _json_arg(text: str | None, flag: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc.msg} at column {exc.colno}") from None
-
-
-class UsageError(ValueError):
-    pass
 
 
 def subject_from_args(args: argparse.Namespace) -> Subject:
@@ -185,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             write_report(report, args.report)
         except OSError as exc:
-            raise AmpError(5001, f"cannot write the report to {args.report}: {exc.strerror or exc}") from None
+            raise CommandError(f"cannot write the report to {args.report}: {exc.strerror or exc}") from None
     if args.json:
         print(json_safe(json.dumps(report, indent=2, ensure_ascii=False)))
     elif result.unreachable is None:
@@ -196,4 +192,4 @@ def run(args: argparse.Namespace) -> int:
         # One line, not a table of the same reason: every vector failed unrun.
         written = f" (report, every vector failed: {args.report})" if args.report != "-" else ""
         raise AmpError(5002, f"{printable(result.unreachable)}; no vector ran{written}")
-    return EXIT_FAILED if result.failures else EXIT_OK
+    return EXIT_FAILURE if result.failures else EXIT_OK

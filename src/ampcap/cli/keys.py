@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import AmpError
 from ..wire.identity import Identity, default_identity_path
+from .errors import CommandError
 
 
 def register(subparsers: Any) -> None:
@@ -45,9 +45,9 @@ def register(subparsers: Any) -> None:
 def run_keygen(args: argparse.Namespace) -> int:
     path: Path = args.out or default_identity_path()
     if path.exists() and not args.force:
-        raise AmpError(1001, f"{path} already exists; pass --force to replace it")
+        raise CommandError(f"{path} already exists; pass --force to replace it")
     if path.is_dir():
-        raise AmpError(1001, f"{path} is a directory")
+        raise CommandError(f"{path} is a directory")
     identity = Identity.generate(os.urandom)
     identity.save(path, overwrite=args.force)
     print(identity.did)

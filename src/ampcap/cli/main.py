@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..display import printable
 from ..errors import AmpError
+from .errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CommandError, UsageError
 
 # Subcommand modules, in the order ``ampcap --help`` lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -30,9 +31,6 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "keys",     # ampcap keygen, ampcap id
 )
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
+    except UsageError as exc:
+        _report(f"ampcap {args.command}: {exc}")
+        return EXIT_USAGE
+    except CommandError as exc:
+        _report(f"ampcap {args.command}: {exc}")
+        return EXIT_FAILURE
     except AmpError as exc:
         _report(f"ampcap {args.command}: error {exc}")
         return EXIT_FAILURE

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AmpError
 from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
+from ..net.url import parse_hostport
 from ..wire.frames import Framing
+from .errors import UsageError
 from ..wire.identity import (
     ChainResolver,
     DidKeyResolver,
@@ -82,12 +84,11 @@ def register(subparsers: Any) -> None:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` (127.0.0.1) or ``[v6]:PORT``; AmpError(1001) otherwise."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
-        raise AmpError(1001, f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:7700 or :0")
-    host = host.strip("[]") or "127.0.0.1"
-    return host, int(port_text)
+    """``--listen``'s value as (host, port); UsageError when it is none."""
+    try:
+        return parse_hostport(text)
+    except ValueError as exc:
+        raise UsageError(f"--listen: {exc}") from None
 
 
 def load_or_create_identity(path: Path | None) -> Identity:
@@ -117,7 +118,7 @@ def _manifests(args: argparse.Namespace) -> list[Manifest]:
         found.append(demo_manifest())
     found.extend(load_manifest(path) for path in args.manifest)
     if not found:
-        raise AmpError(1001, "nothing to serve: pass --demo and/or --manifest FILE")
+        raise UsageError("nothing to serve: pass --demo and/or --manifest FILE")
     return found
 
 
@@ -133,12 +134,12 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
 
     host, port = parse_listen(args.listen)
     if (args.tls_cert is None) != (args.tls_key is None):
-        raise AmpError(1001, "--tls-cert and --tls-key go together")
+        raise UsageError("--tls-cert and --tls-key go together")
     for name in ("drain_timeout", "max_in_flight", "max_in_flight_per_connection", "max_connections"):
         if getattr(args, name) <= 0:
-            raise AmpError(1001, f"--{name.replace('_', '-')} must be positive")
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    manifests = _manifests(args)  # before the identity: a usage error creates no key file
     identity = load_or_create_identity(args.identity)
-    manifests = _manifests(args)
     if len(manifests) == 1:
         store = manifests[0].schema_store()
     else:
@@ -174,7 +175,7 @@ def run_serve(args: argparse.Namespace) -> int:
             try:
                 parse_url(url)
             except UrlError as exc:
-                raise AmpError(1001, f"{flag} {url!r}: {exc}") from None
+                raise UsageError(f"{flag} {url!r}: {exc}") from None
     daemon, host, port = build_daemon(args)
     try:
         trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),

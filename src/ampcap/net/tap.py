@@ -23,18 +23,11 @@ from ..wire.frames import Framing
 from ..dump.streams import FramedStream, StreamEvent, Where
 from .listener import open_listeners
 
-__all__ = ["run_tap", "parse_hostport", "Recorder"]
+__all__ = ["run_tap", "Recorder"]
 
 log = logging.getLogger(__name__)
 _CHUNK = 65536
 _DECODE_BACKLOG = 256  # chunks (≤ 16 MiB) queued for decoding per direction
-
-
-def parse_hostport(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT, got {text!r}")
-    return (host.strip("[]") or "127.0.0.1"), int(port)
 
 
 @dataclass(slots=True)

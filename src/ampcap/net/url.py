@@ -4,7 +4,8 @@ RFC 002 gives no default port, so ampcap picks one: 7700 for both schemes
 (a URL without a port means 7700). ``amps`` means TLS 1.2+; plain ``amp`` is
 for trusted development networks only. The URL names an endpoint and nothing
 else: a path other than ``/``, a query, a fragment or user info is refused
-rather than silently ignored.
+rather than silently ignored. Listening addresses (``--listen``, the dump
+tap's ``--upstream``) are bare ``HOST:PORT`` pairs, parsed here too.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["AmpUrl", "UrlError", "parse_url", "DEFAULT_PORT"]
+__all__ = ["AmpUrl", "UrlError", "parse_url", "parse_hostport", "DEFAULT_PORT"]
 
 DEFAULT_PORT = 7700
 _SCHEMES = ("amp", "amps")
@@ -72,3 +73,12 @@ def parse_url(text: str) -> AmpUrl:
     if port == 0:
         raise UrlError(f"{text!r}: the port must be a number from 1 to 65535")
     return AmpUrl(scheme, host, port)
+
+
+def parse_hostport(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[v6]:PORT`` or ``:PORT`` (127.0.0.1) as (host, port);
+    ValueError otherwise. Port 0 is allowed: listen on any free port."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:7700, [::1]:7700 or :0), got {text!r}")
+    return (host.strip("[]") or "127.0.0.1"), int(port)

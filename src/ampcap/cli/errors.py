@@ -1,0 +1,29 @@
+"""The command line's own failures, apart from AMP outcomes.
+
+An AMP error (a peer's answer, or bytes that break the protocol) prints with
+its code and name. The two failures here carry no code, because none applies:
+``1001 INVALID_MESSAGE`` on "--timeout must be positive" would blame a
+message that was never sent.
+
+- :class:`UsageError`: what was typed is wrong (a flag's value, flags that
+  go together). Exit status 2, as for argparse's own complaints.
+- :class:`CommandError`: the command line is fine but the command cannot do
+  what it asks for a local reason (the key file already exists, an input
+  file holds no hex). Exit status 1.
+
+``ampcap.cli.main`` prints either as one line, ``ampcap COMMAND: message``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["UsageError", "CommandError", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE"]
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(ValueError):
+    """The command line itself is wrong (exit 2)."""
+
+
+class CommandError(Exception):
+    """The command cannot do what was asked, for a local reason (exit 1)."""
