@@ -1,9 +1,11 @@
 """The one exception type that crosses layer boundaries.
 
-Every failure caused by bad input (network bytes, files, command lines) is an
+Every failure caused by bad input (network bytes, files) is an
 :class:`AmpError` carrying the AMP error code that the RFCs assign to it, so
 the daemon can answer with the right ERROR and the dump can print the finding.
-Anything else escaping from the protocol core is a bug in ampcap.
+Anything else escaping from the protocol core is a bug in ampcap. (A mistake
+typed on the command line is the CLI's own ``UsageError``, in
+``ampcap.cli.errors``: nothing was sent, so no AMP code applies.)
 """
 
 from __future__ import annotations
