@@ -44,7 +44,9 @@ def register(subparsers: Any) -> None:
                         help=f"identity key file (default {default_identity_path()}, created if missing)")
     common.add_argument("--peer-did", default=None, metavar="DID",
                         help="refuse the connection unless the daemon proves this DID")
-    common.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds to wait for the answer")
+    common.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="seconds to wait for the answer (default 30 for query; 60 for invoke, "
+                             "which also asks the provider to stop by then)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     common.add_argument("--to", default=None, metavar="DID",
                         help="URL is a relay (like the public Rust example's): register there and address "
