@@ -50,3 +50,10 @@ def test_bench_protocol_quick() -> None:
     assert len(rows) == 2
     for row in rows:  # daemon and client each spend more than their one sign + verify
         assert float(row[2]) > 0 and float(row[4]) > 0
+
+
+def test_flood_unread_short() -> None:
+    out = run_tool("flood_unread.py", "--connections", "3", "--seconds", "2")
+    assert "3 peers sent" in out and "peak growth / bound" in out
+    growth = float(out.split("peak growth / bound = ")[1].split()[0])
+    assert growth < 1.0  # three flooders pin less than the shared budget promises

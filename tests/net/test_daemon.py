@@ -215,3 +215,63 @@ async def test_drain_logs_what_it_waits_for_and_what_it_ends(caplog: pytest.LogC
     lines = [(r.levelname, r.getMessage()) for r in caplog.records if "drain" in r.getMessage()]
     assert lines[:2] == [("INFO", "draining: invokes_running=1 connections=1 timeout=0.05s"),
                          ("WARNING", "drain timeout after 0.05s: invokes_running=1 end with 5002 UNAVAILABLE")]
+
+
+@pytest.mark.trio
+async def test_peers_that_never_read_share_one_send_budget() -> None:
+    """Each connection may queue up to max_send_buffer (1 MiB here) for its
+    peer; all of them together no more than max_send_buffer_total (64 KiB
+    here). PINGs cost the daemon nothing to answer, so flooders that never
+    read the PONGs would otherwise pin 1 MiB each."""
+    import socket
+
+    from ampcap.interop.probe import Probe, ProbeSettings
+    from ampcap.net.stream import RECEIVE_SIZE
+    from ampcap.net.url import parse_url
+    from ampcap.wire.frames import FrameType, encode_frame
+
+    total = 64 * 1024
+    config = DaemonConfig(max_send_buffer_total=total)
+    assert config.connection.max_send_buffer == 1 << 20
+    async with demo_daemon(config=config) as daemon:
+        (listener, *_) = await daemon.listen("127.0.0.1", 0)
+        url = parse_url(f"amp://127.0.0.1:{listener.socket.getsockname()[1]}")
+        flooders = []
+        for _ in range(3):
+            probe = await Probe.open(url, ProbeSettings(timeout_s=5))
+            await probe.open_session()
+            probe.stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # type: ignore[attr-defined]
+            flooders.append(probe)
+        pings = encode_frame(FrameType.PING, b"12345678") * 4096
+        peak = 0
+
+        async def flood(probe: Probe) -> None:
+            while True:
+                await probe.stream.send_all(pings)  # blocks once the daemon stops reading
+
+        async with trio.open_nursery() as nursery:
+            for probe in flooders:
+                nursery.start_soon(flood, probe)
+            with trio.move_on_after(20):
+                while not daemon.send_budget.exceeded:
+                    peak = max(peak, daemon.send_budget.used)
+                    await trio.sleep(0.005)
+            assert daemon.send_budget.exceeded  # the flood got past the kernel's buffers
+            # Now every flooder's reader waits; a well-behaved peer still gets answers.
+            async with memory_peer(daemon) as peer:
+                ok = await peer.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "still here"}})
+                assert ok.body["result"]["message"] == "still here"
+            for _ in range(50):
+                peak = max(peak, daemon.send_budget.used)
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        # Over the limit by at most what each flooder's last read produced.
+        assert peak <= total + len(flooders) * 2 * RECEIVE_SIZE, peak
+        backlogs = [d.backlog for d in daemon.listener.drivers]
+        assert max(backlogs) < 1 << 20  # no connection came near its own 1 MiB
+        for probe in flooders:
+            await probe.aclose()
+        with trio.fail_after(10):
+            while daemon.listener.drivers:
+                await trio.sleep(0.01)
+        assert daemon.send_budget.used == 0  # what closed connections held is returned

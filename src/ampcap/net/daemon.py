@@ -72,7 +72,7 @@ from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .listener import Listener
-from .stream import ConnectionDriver, open_stream
+from .stream import ConnectionDriver, SendBudget, open_stream
 from .url import AmpUrl, parse_url
 
 __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler", "CallOutcome"]
@@ -100,6 +100,9 @@ class DaemonConfig:
     max_in_flight: int = 1024  # running invokes, whole daemon → 5004 beyond
     max_in_flight_per_connection: int = 64  # → 5004 beyond
     max_connections: int = 10_000
+    # Bytes queued for peers across all connections (net/stream.SendBudget):
+    # past it, every connection with output still unsent stops reading.
+    max_send_buffer_total: int = 64 << 20
     drain_timeout_s: float = 10.0  # SIGTERM: how long running invokes may finish
     profile: Profile = Profile.RFC  # Sig_Input variant accepted (R15)
 
@@ -182,9 +185,10 @@ class Daemon:
         drain_ms = int(config.drain_timeout_s * 1000) + 5_000
         self._conn_config = replace(config.connection, drain_timeout_ms=max(config.connection.drain_timeout_ms,
                                                                             drain_ms))
+        self.send_budget = SendBudget(config.max_send_buffer_total)
         self.listener = Listener(self._new_server_connection, handler=self._serve_link,
                                  max_connections=config.max_connections, ssl_context=ssl_context,
-                                 clock_ms=clock.wall_ms)
+                                 clock_ms=clock.wall_ms, send_budget=self.send_budget)
         self.links: set[Link] = set()
         self._jobs: dict[InvokeKey, _RunningJob] = {}
         self._calls: dict[bytes, CallOutcome] = {}
@@ -314,7 +318,8 @@ class Daemon:
     async def serve_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one already-open stream (any transport: a memory stream in
         tests, a socket accepted elsewhere) until the connection ends."""
-        driver = ConnectionDriver(self._new_server_connection(), stream, clock_ms=self.clock.wall_ms)
+        driver = ConnectionDriver(self._new_server_connection(), stream, clock_ms=self.clock.wall_ms,
+                                  budget=self.send_budget)
         await self._serve_link(driver)
 
     async def connect_stream(self, stream: trio.abc.Stream, *, peer_did: str | None = None,
@@ -323,7 +328,8 @@ class Daemon:
         assert self._nursery is not None, "start the daemon first"
         conn = Connection(role=Role.CLIENT, identity=self.identity, pipeline=self.pipeline,
                           config=config or self._conn_config, entropy=self._entropy, peer_did=peer_did)
-        link = Link(driver=ConnectionDriver(conn, stream, clock_ms=self.clock.wall_ms), outbound=True)
+        link = Link(driver=ConnectionDriver(conn, stream, clock_ms=self.clock.wall_ms, budget=self.send_budget),
+                    outbound=True)
         self._nursery.start_soon(self._run_link, link)
         with trio.move_on_after(timeout_s):
             await link.ready.wait()

@@ -20,7 +20,7 @@ from ..peer.connection import Connection
 from ..wire.frames import FrameType, encode_frame
 from ..wire.transport import TransportError
 from .clock import wall_clock_ms
-from .stream import ConnectionDriver
+from .stream import ConnectionDriver, SendBudget
 from .tls import wrap_server
 
 __all__ = ["Listener", "OVERLOADED_FRAME", "open_listeners"]
@@ -56,12 +56,13 @@ class Listener:
 
     def __init__(self, new_connection: Callable[[], Connection], *, handler: ConnectionHandler = _run_driver,
                  max_connections: int = 10_000, ssl_context: ssl.SSLContext | None = None,
-                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms, send_budget: SendBudget | None = None) -> None:
         self._new_connection = new_connection
         self._handler = handler
         self.max_connections = max_connections
         self._ssl = ssl_context
         self._clock = clock_ms
+        self._send_budget = send_budget  # shared by every connection accepted here
         self.drivers: set[ConnectionDriver] = set()
         self.refused = 0
         self.accepted = 0
@@ -122,7 +123,7 @@ class Listener:
             return
         self.accepted += 1
         wrapped: trio.abc.Stream = wrap_server(stream, self._ssl) if self._ssl is not None else stream
-        driver = ConnectionDriver(self._new_connection(), wrapped, clock_ms=self._clock)
+        driver = ConnectionDriver(self._new_connection(), wrapped, clock_ms=self._clock, budget=self._send_budget)
         self.drivers.add(driver)
         try:
             await self._handler(driver)

@@ -37,6 +37,11 @@ in flight, the reader stops reading from that peer (so it cannot make us
 produce more replies) and ``send()`` waits; a single ``send_all`` that makes no
 progress for ``write_timeout_s`` closes the connection. Every connection has
 its own tasks, so a slow or silent peer never stalls another connection.
+Drivers may also share a :class:`SendBudget` (a daemon gives one to all of its
+connections): while the bytes queued across all of them exceed its limit, every
+connection with bytes still unsent stops reading too, so many peers that do
+not read cannot add up to more memory than that limit plus one read's replies
+each. A peer that keeps up has nothing unsent and is not held back.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ from .url import AmpUrl
 if TYPE_CHECKING:
     from ..peer.outbound import Outbound
 
-__all__ = ["ConnectionDriver", "EventHandler", "open_stream"]
+__all__ = ["ConnectionDriver", "EventHandler", "SendBudget", "open_stream"]
 
 EventHandler = Callable[[Event], Awaitable[None]]
 # Bytes per read (allocated per call, not held by idle connections): about
@@ -80,12 +85,29 @@ async def _ignore(event: Event) -> None:
     return None
 
 
+class SendBudget:
+    """Bytes queued for peers (not yet taken by the kernel) across every
+    driver that shares this budget. ``used`` is kept by the drivers."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("a send budget must be positive")
+        self.limit = limit
+        self.used = 0
+
+    @property
+    def exceeded(self) -> bool:
+        return self.used > self.limit
+
+
 class ConnectionDriver:
     """Drives one Connection over one ``trio.abc.Stream`` until it closes."""
 
     def __init__(self, conn: Connection, stream: trio.abc.Stream, *, on_event: EventHandler | None = None,
                  clock_ms: Callable[[], int] = wall_clock_ms, write_timeout_s: float = 30.0,
-                 close_timeout_s: float = 2.0) -> None:
+                 close_timeout_s: float = 2.0, budget: SendBudget | None = None) -> None:
         self.conn = conn
         self.stream = stream
         self.on_event: EventHandler = on_event or _ignore
@@ -117,6 +139,8 @@ class ConnectionDriver:
         # together, so a burst of calls is still one write, not one per call.
         self._write_next_send = True
         self._drained = False  # direct mode: the last read did not fill the buffer
+        self._budget = budget
+        self._charged = 0  # what this driver's backlog adds to budget.used
 
     # ---------------------------------------------------------------- API
 
@@ -137,6 +161,9 @@ class ConnectionDriver:
             await self._deliver()  # a final ConnectionTerminated from a close in the writer
         finally:
             self._fd = -1  # nothing may touch the descriptor once it is closed
+            if self._budget is not None:
+                self._budget.used -= self._charged  # whatever was unsent is dropped with the stream
+                self._charged = 0
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(self._close_timeout) as scope:
                     try:
@@ -159,6 +186,7 @@ class ConnectionDriver:
             self._write_next_send = False
             self._write_direct()
         self._kick()
+        self._charge()
         return env
 
     async def send(self, out: Outbound) -> Envelope:
@@ -191,9 +219,8 @@ class ConnectionDriver:
 
     async def _reader(self) -> None:
         conn = self.conn
-        limit = conn.config.max_send_buffer
         while conn.state is not ConnState.CLOSED:
-            while self.backlog > limit and conn.state is not ConnState.CLOSED:
+            while self._must_pause() and conn.state is not ConnState.CLOSED:
                 await self._wait_space()  # the peer is not reading: neither do we
             broken: str | None = None
             data: bytes | bytearray
@@ -291,8 +318,10 @@ class ConnectionDriver:
                 self._unsent = memoryview(data)[sent:]
                 self._in_flight = len(self._unsent)
                 self._writer_kick.set()
+                self._charge()
                 return
             self._unsent, self._in_flight = b"", 0
+        self._charge()
 
     async def _writer_direct(self) -> None:
         conn = self.conn
@@ -331,6 +360,7 @@ class ConnectionDriver:
                 await self._writer_kick.wait()
                 continue
             self._in_flight = len(data)
+            self._charge()
             timeout = self._write_timeout if conn.state is not ConnState.CLOSED else self._close_timeout
             failed: str | None = None
             with trio.move_on_after(timeout) as scope:
@@ -341,6 +371,7 @@ class ConnectionDriver:
             if scope.cancelled_caught:
                 failed = f"the peer read nothing for {timeout:g} s"
             self._in_flight = 0
+            self._charge()
             self._signal_space()
             if failed is not None:
                 conn.close(failed)  # the peer cannot be written to: nothing more to say
@@ -377,6 +408,26 @@ class ConnectionDriver:
             self._timer_kick.set()
         elif deadline is None and self.conn.state is ConnState.CLOSED:
             self._timer_kick.set()
+
+    def _must_pause(self) -> bool:
+        """Stop reading? When this peer leaves more than our own limit unread,
+        or when the shared budget is spent and this peer has bytes unsent."""
+        backlog = self.backlog
+        if backlog > self.conn.config.max_send_buffer:
+            return True
+        budget = self._budget
+        if budget is None or not backlog:
+            return False
+        self._charge()
+        return budget.exceeded
+
+    def _charge(self) -> None:
+        """Bring the shared budget up to date with this driver's backlog
+        (called wherever the backlog changes)."""
+        if self._budget is not None:
+            backlog = self.backlog
+            self._budget.used += backlog - self._charged
+            self._charged = backlog
 
     async def _wait_space(self) -> None:
         # Re-check the backlog after every writer step (or a close).
@@ -419,6 +470,7 @@ class ConnectionDriver:
         # mode: were just written); this catches anything the owner queued on
         # the Connection directly.
         self._kick()
+        self._charge()
 
 
 def _broken_reason(exc: BaseException, default: str) -> str:
