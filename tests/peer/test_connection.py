@@ -347,6 +347,58 @@ def test_keepalive_timeout_closes() -> None:
     assert frame.type is FrameType.ERROR
 
 
+def _frame_cut_at(cut: int) -> tuple[bytes, bytes]:
+    frame = encode_frame(FrameType.PING, b"p" * 1000)
+    return frame[:cut], frame[cut:]
+
+
+def test_a_frame_trickled_in_is_cut_off_a_minute_after_its_first_byte() -> None:
+    # Trickled bytes count as traffic (no keepalive PING is ever due), so only
+    # the frame deadline stops a peer holding a half frame in our memory.
+    pair = open_pair()
+    start = pair.now + 1_000
+    frame = encode_frame(FrameType.PING, b"p" * 1000)
+    pair.server.receive_data(frame[:10], start)
+    for i in range(10, 600, 10):  # a byte run every second: never idle
+        pair.server.receive_data(frame[i:i + 10], start + i * 100)
+        assert pair.server.get_timer() <= start + 60_000  # more of the same frame does not extend it
+    assert pair.server.get_timer() == start + 60_000  # the keepalive deadline (last byte + 30 s) is later
+    pair.server.handle_timer(start + 59_999)
+    assert pair.server.state is ConnState.OPEN
+    pair.server.handle_timer(start + 60_000)
+    assert pair.server.state is ConnState.CLOSED
+    term = drain_events(pair.server)[-1]
+    assert isinstance(term, ConnectionTerminated) and term.code == 5003
+    assert "still arriving 60000 ms after its first byte (600 bytes so far)" in term.reason
+    (error,) = frames_of(pair.server.data_to_send())
+    assert error.type is FrameType.ERROR
+
+
+def test_each_frame_gets_its_own_minute() -> None:
+    pair = open_pair(server_cfg=ConnectionConfig(keepalive_interval_ms=None))  # the frame deadline alone
+    head, tail = _frame_cut_at(500)
+    pair.server.receive_data(head, pair.now)
+    assert pair.server.get_timer() == pair.now + 60_000
+    later = pair.now + 50_000
+    pair.server.receive_data(tail + head, later)  # one frame completes, the next begins
+    assert pair.server.get_timer() == later + 60_000
+    pair.server.handle_timer(pair.now + 60_000)
+    assert pair.server.state is ConnState.OPEN
+    pair.server.receive_data(tail, later + 1)  # nothing half-received: no deadline
+    assert pair.server.get_timer() is None
+
+
+def test_the_frame_deadline_can_be_turned_off() -> None:
+    pair = open_pair(server_cfg=ConnectionConfig(frame_timeout_ms=None, keepalive_interval_ms=None))
+    head, _ = _frame_cut_at(500)
+    pair.server.receive_data(head, pair.now)
+    assert pair.server.get_timer() is None
+    pair.server.handle_timer(pair.now + 10**9)
+    assert pair.server.state is ConnState.OPEN
+    with pytest.raises(ValueError, match="frame_timeout_ms"):
+        ConnectionConfig(frame_timeout_ms=0)
+
+
 # ------------------------------------------------------------------ GOAWAY
 
 

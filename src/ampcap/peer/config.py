@@ -37,6 +37,12 @@ class ConnectionConfig:
     handshake_timeout_ms: int = 10_000  # RFC 002 §3.1 recommended default; covers HELLO too
     keepalive_interval_ms: int | None = 30_000  # idle time before we PING; None disables
     keepalive_timeout_ms: int = 10_000  # PONG must arrive within this
+    # A frame must arrive whole within this of its first byte (None: no limit).
+    # Bytes trickled into one large frame count as traffic, so keepalive alone
+    # would let a peer hold up to max_msg_size of our memory for as long as it
+    # likes; this makes holding it cost resending it every minute. At 60 s a
+    # full 16 MiB frame needs 280 KB/s.
+    frame_timeout_ms: int | None = 60_000
     drain_timeout_ms: int = 30_000  # after GOAWAY, close at the latest after this
     versions: tuple[str, ...] = ("1.0",)  # offered / accepted AMP versions, preferred first
     agent_name: str = "ampcap"
@@ -69,6 +75,8 @@ class ConnectionConfig:
             raise ValueError("timeouts must be positive")
         if self.keepalive_interval_ms is not None and self.keepalive_interval_ms <= 0:
             raise ValueError("keepalive_interval_ms must be positive or None")
+        if self.frame_timeout_ms is not None and self.frame_timeout_ms <= 0:
+            raise ValueError("frame_timeout_ms must be positive or None")
 
     @property
     def majors(self) -> frozenset[int]:

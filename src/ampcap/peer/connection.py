@@ -117,6 +117,7 @@ class Connection:
         self._ping_payload: bytes | None = None
         self._ping_deadline: int | None = None
         self._drain_deadline: int | None = None
+        self._frame_since: int | None = None  # when the frame now half-received began
         self._last_accepted_id: bytes | None = None
         self._hello_id: bytes | None = None
 
@@ -152,6 +153,11 @@ class Connection:
             failure: FramingError | None = None
         except FramingError as exc:
             frames, failure = list(exc.frames), exc
+        if self._decoder.buffered:
+            if frames or self._frame_since is None:
+                self._frame_since = now_ms  # a new frame began in this read
+        else:
+            self._frame_since = None
         for frame in frames:
             if self.state is ConnState.CLOSED:
                 return
@@ -229,9 +235,12 @@ class Connection:
         # The edge asks after every read and send: the steady state (OPEN,
         # nothing outstanding, keepalive on) is answered without a list.
         if (self.state is ConnState.OPEN and self._ping_deadline is None and not self._raw
-                and self.config.keepalive_interval_ms is not None):
+                and self.config.keepalive_interval_ms is not None and self._frame_since is None):
             return self._last_rx + self.config.keepalive_interval_ms
         deadlines = []
+        if self._frame_since is not None and self.config.frame_timeout_ms is not None \
+                and self.state is not ConnState.CLOSED:
+            deadlines.append(self._frame_since + self.config.frame_timeout_ms)
         if self.state in (ConnState.CONNECTED, ConnState.HANDSHAKE) and self._handshake_deadline is not None:
             deadlines.append(self._handshake_deadline)
         if self.state in (ConnState.OPEN, ConnState.DRAINING) and not self._raw:
@@ -246,6 +255,12 @@ class Connection:
     def handle_timer(self, now_ms: int) -> None:
         """Act on every deadline that has passed by ``now_ms``."""
         state = self.state
+        frame_timeout = self.config.frame_timeout_ms
+        if (self._frame_since is not None and frame_timeout is not None and state is not ConnState.CLOSED
+                and now_ms >= self._frame_since + frame_timeout):
+            self._fail(RemoteProtocolError(5003, f"a frame was still arriving {frame_timeout} ms after its "
+                                                 f"first byte ({self._decoder.buffered} bytes so far)"))
+            return
         if state in (ConnState.CONNECTED, ConnState.HANDSHAKE):
             if self._handshake_deadline is not None and now_ms >= self._handshake_deadline:
                 self._fail(RemoteProtocolError(5003, "handshake and HELLO did not complete in "
