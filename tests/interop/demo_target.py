@@ -56,6 +56,7 @@ class Faults:
 @dataclass
 class EchoProvider:
     faults: Faults = field(default_factory=Faults)
+    page_size: int | None = None  # declare at most this many per CAP_DECLARE, whatever the limit asked
 
     def __post_init__(self) -> None:
         specs = [s for s in demo_manifest().capabilities if s.name == NAME]
@@ -107,6 +108,8 @@ class EchoProvider:
                 raise AmpError(4001, "malformed cursor")
             start = int(cursor[5:])
         limit = body.get("limit", len(versions)) or len(versions)
+        if self.page_size is not None:
+            limit = min(limit, self.page_size)
         page = versions[start:start + limit]
         out: dict[str, Any] = {"capabilities": [self.specs[v].descriptor.to_wire() for v in page]}
         if start + limit < len(versions):

@@ -21,8 +21,8 @@ from demo_target import EchoProvider, Faults, serve_target  # noqa: E402
 from ampcap.cli.main import main  # noqa: E402
 from ampcap.interop.probe import ProbeSettings  # noqa: E402
 from ampcap.interop.report import REPORT_SCHEMA, build_report, render_table, validate_report  # noqa: E402
-from ampcap.interop.runner import RunResult, VectorResult, run_vectors  # noqa: E402
-from ampcap.interop.vectors import Status, demo_subject, vector_ids  # noqa: E402
+from ampcap.interop.runner import RunResult, VectorResult, discover, run_vectors  # noqa: E402
+from ampcap.interop.vectors import Context, Status, demo_subject, vector_ids  # noqa: E402
 from ampcap.net.url import parse_url  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
@@ -42,6 +42,17 @@ async def _run_against(faults: Faults) -> RunResult:
         result = await run_vectors(parse_url(f"amp://127.0.0.1:{port}"), FAST, demo_subject())
         nursery.cancel_scope.cancel()
     return result
+
+
+@pytest.mark.trio
+async def test_discovery_follows_next_cursor_across_pages() -> None:
+    # One version per CAP_DECLARE: the three demo versions arrive on three pages.
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_target, EchoProvider(page_size=1), Identity.generate(os.urandom))
+        ctx = Context(url=parse_url(f"amp://127.0.0.1:{port}"), settings=FAST, subject=demo_subject())
+        await discover(ctx)
+        nursery.cancel_scope.cancel()
+    assert [str(v) for v in ctx.subject.versions] == ["1.0.0", "1.1.0", "2.0.0"]
 
 
 def _failed(result: RunResult) -> set[str]:
@@ -284,3 +295,17 @@ async def test_amps_target_over_tls(tmp_path: Path) -> None:
             nursery.cancel_scope.cancel()
     assert {r.vector_id: r.status for r in result.results} == {
         "001:hello": Status.PASS, "002:A.5": Status.PASS, "004:A.5": Status.PASS}, result.results
+
+
+def test_amps_against_a_port_that_never_answers_the_tls_hello(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()  # the kernel accepts; nobody ever reads or writes
+        port = listener.getsockname()[1]
+        code = main(["interop", f"amps://127.0.0.1:{port}", "--insecure", "--timeout", "0.3", "--report", "-"])
+    assert code == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"ampcap interop: error 5002 UNAVAILABLE: cannot connect to amps://127.0.0.1:{port}: "
+        "no TLS handshake within 0.3 s; no vector ran"]
