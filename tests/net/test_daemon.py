@@ -16,10 +16,10 @@ import trio
 import trio.testing
 
 sys.path.insert(0, str(Path(__file__).parent))
-from amp_helpers import ECHO, ERROR, INVOKE, RESULT, demo_daemon, memory_peer, new_identity  # noqa: E402
+from amp_helpers import ECHO, ERROR, INVOKE, RESULT, demo_catalog, demo_daemon, memory_peer, new_identity  # noqa: E402
 from amp_scenarios import SCENARIOS, error_code  # noqa: E402
 
-from ampcap.net.daemon import DaemonConfig  # noqa: E402
+from ampcap.net.daemon import Daemon, DaemonConfig  # noqa: E402
 from ampcap.peer.outbound import Outbound  # noqa: E402
 from ampcap.peer.policy import parse_policy  # noqa: E402
 from ampcap.wire.cbor import loads  # noqa: E402
@@ -275,3 +275,35 @@ async def test_peers_that_never_read_share_one_send_budget() -> None:
             while daemon.listener.drivers:
                 await trio.sleep(0.01)
         assert daemon.send_budget.used == 0  # what closed connections held is returned
+
+
+@pytest.mark.trio
+async def test_a_daemon_on_trio_clock_runs_its_deadlines_in_virtual_time(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """Daemon(clock=trio_clock(...)): envelope time and timers follow trio's
+    clock, so a MockClock runs a 2 s invoke timeout at once."""
+    import time
+
+    from ampcap.net.clock import trio_clock, wall_clock_ms
+
+    catalog, params = demo_catalog()
+    # Origin = real now, so the peer's real-time envelopes are fresh for the daemon.
+    daemon = Daemon(new_identity(), catalog, params=params, clock=trio_clock(origin_ms=wall_clock_ms()))
+    real_start = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run)
+        async with memory_peer(daemon) as peer:
+            started = trio.current_time()
+            reply = await peer.invoke({"id": "org.ampcap.demo.sleep:1.0.0", "params": {"ms": 600_000},
+                                       "timeout_ms": 2_000}, timeout=60)
+            assert error_code(reply) == 5003
+            assert 2.0 <= trio.current_time() - started < 2.5
+            # Envelope time too: ten virtual seconds on, a message stamped
+            # (in real time) with a 5 s ttl has expired for this daemon.
+            await trio.sleep(10)
+            stale = peer.send(INVOKE, {"id": f"{ECHO}:1.0.0", "params": {"message": "late"}}, ttl_ms=5_000)
+            await peer.wait_for(lambda: peer.replies(stale.id))
+            assert error_code(peer.replies(stale.id)[0]) == 1003
+        await daemon.drain(1.0)
+        nursery.cancel_scope.cancel()
+    assert time.monotonic() - real_start < 2.0  # virtual seconds, not real ones
