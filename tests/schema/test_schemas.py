@@ -129,6 +129,15 @@ def test_invoke_extension_keys_pass_with_a_finding() -> None:
         ("a = uint\nb = tstr\na = bstr\n", "a", 3),
         ("a = [\n  * uint\n", "", None),  # syntax error
         ("a = #7.23\n", "", 1),
+        ("a = uint\na /= tstr\n", "rule extension '/=' is not supported", 2),
+        ("g = (x: uint, g)\na = { g }\n", "group 'g' includes itself", 1),
+        ("pair<T> = [T, T]\na = pair<uint>\n", "generic rule 'pair<...>' is not supported", 1),
+        ("a = [ uint // tstr, bstr ]\n", "group choices ('//') inside an array are not supported", 1),
+        ("a = [* (x: uint)]\n", "nested groups inside an array are not supported", 1),
+        ("a = (x: uint)\nb = [ a ]\n", "group 'a' inside an array is not supported", 2),
+        ("a = &(x: 1)\n", "choice from a group ('&') is not supported", 1),
+        ("a = ~b\nb = [uint]\n", "unwrap operator '~b' is not supported", 1),
+        ("a = bytes .cbor uint\n", "control operator '.cbor' is not supported", 1),
     ],
 )
 def test_unsupported_or_broken_schema_is_refused_at_load_with_file_and_line(text: str, fragment: str,

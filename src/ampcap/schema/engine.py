@@ -152,7 +152,8 @@ class _Compiler:
             name = rule.name.name
             here = _RuleDef(name, file, rule, None)
             if rule.assign.type != Tokens.ASSIGN:
-                raise self._error(rule.name, f"rule extension '{rule.assign.literal}' is not supported", here)
+                # The token's literal is empty for '/=' and '//='; its type holds the operator.
+                raise self._error(rule.name, f"rule extension '{rule.assign.type.value}' is not supported", here)
             if name.startswith("$"):
                 raise self._error(rule.name, f"socket/plug '{name}' is not supported", here)
             if rule.name.parameters is not None:
