@@ -63,6 +63,24 @@ def test_invoke_shows_progress_on_stderr(daemon: ServeProcess, tmp_path: Path) -
     assert "progress 100%" in out.stderr
 
 
+def test_ctrl_c_during_an_invoke_exits_130_without_a_traceback(daemon: ServeProcess, tmp_path: Path) -> None:
+    import signal
+
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    proc = subprocess.Popen([PY, "-m", "ampcap.cli.main", "invoke", daemon.url, "org.ampcap.demo.sleep:1.0.0",
+                             "--params", '{"ms": 5000}'], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()  # the new identity's note, then the first PROGRESS
+    while line and not line.startswith("progress"):
+        line = proc.stderr.readline()
+    assert line.startswith("progress"), line  # the call is running inside trio
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert out == "" and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
 def test_invoke_errors(daemon: ServeProcess, tmp_path: Path) -> None:
     fail = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.fail:1.0.0")
     assert fail.returncode == 1 and "error 5001 INTERNAL_ERROR" in fail.stderr

@@ -16,9 +16,10 @@ message that was never sent.
 
 from __future__ import annotations
 
-__all__ = ["UsageError", "CommandError", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE"]
+__all__ = ["UsageError", "CommandError", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
 
 class UsageError(ValueError):

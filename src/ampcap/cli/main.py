@@ -14,12 +14,12 @@ import logging
 import os
 import select
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .. import __version__
 from ..display import printable
 from ..errors import AmpError
-from .errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CommandError, UsageError
+from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, UsageError
 
 # Subcommand modules, in the order ``ampcap --help`` lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -97,6 +97,26 @@ def _detach_stdout() -> None:
     os.close(devnull)
 
 
+def _reportable(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What a command's trio nurseries let out, as main reports it: Ctrl-C
+    (however many tasks it reached) or a lone error of a kind reported in one
+    line comes out as itself; anything else stays the group (a bug: traceback)."""
+    leaves = list(_leaves(group))
+    if leaves and all(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+        return leaves[0]
+    if len(leaves) == 1 and isinstance(leaves[0], (UsageError, CommandError, AmpError, OSError)):
+        return leaves[0]
+    return group
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -105,7 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     configure_logging(args.verbose)
     try:
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        except BaseExceptionGroup as group:
+            raise _reportable(group) from None
     except UsageError as exc:
         _report(f"ampcap {args.command}: {exc}")
         return EXIT_USAGE
@@ -128,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + (f": {exc.filename}" if getattr(exc, "filename", None) else ""))
         return EXIT_FAILURE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

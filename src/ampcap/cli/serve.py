@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AmpError
 from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
 from ..net.url import parse_hostport
 from ..wire.frames import Framing
@@ -177,32 +176,11 @@ def run_serve(args: argparse.Namespace) -> int:
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
     daemon, host, port = build_daemon(args)
-    try:
-        trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
-                 args.relay_did, tuple(args.connect))
-    except BaseExceptionGroup as group:
-        # Errors from inside the nurseries (a port in use...) arrive wrapped;
-        # the dispatcher reports a bare AmpError / OSError as one line.
-        plain = _plain_error(group)
-        if plain is None:
-            raise
-        raise plain from None
+    # Errors from inside the nurseries (a port in use...) arrive wrapped in an
+    # exception group; main reports a lone one as one line.
+    trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
+             args.relay_did, tuple(args.connect))
     return 0
-
-
-def _plain_error(group: BaseExceptionGroup[Any]) -> BaseException | None:
-    leaves = list(_leaves(group))
-    if len(leaves) == 1 and isinstance(leaves[0], (AmpError, OSError)):
-        return leaves[0]
-    return None
-
-
-def _leaves(exc: BaseException) -> Any:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
 
 
 async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relays: tuple[str, ...] = (),
