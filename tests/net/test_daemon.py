@@ -307,3 +307,16 @@ async def test_a_daemon_on_trio_clock_runs_its_deadlines_in_virtual_time(
         await daemon.drain(1.0)
         nursery.cancel_scope.cancel()
     assert time.monotonic() - real_start < 2.0  # virtual seconds, not real ones
+
+
+@pytest.mark.trio
+async def test_connecting_to_a_silent_port_names_the_missing_handshake_answer() -> None:
+    from ampcap.errors import AmpError
+
+    async with demo_daemon() as daemon:
+        ours, silent = trio.testing.memory_stream_pair()
+        with pytest.raises(AmpError) as info:
+            await daemon.connect_stream(ours, timeout_s=0.2)
+        assert info.value.code == 5002
+        assert info.value.message == "cannot open connection: no answer to our HANDSHAKE within 0.2 s"
+        await silent.aclose()

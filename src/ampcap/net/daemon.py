@@ -65,6 +65,7 @@ from ..peer.invoker import (
 from ..peer.limits import InFlightLimits
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to
 from ..peer.policy import ALLOW_ALL, Policy
+from ..peer.state import HelloState
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
@@ -336,7 +337,11 @@ class Daemon:
         if not link.open:
             term = link.driver.terminated
             link.driver.close()
-            reason = term.reason if term else "no HELLO_ACK in time"
+            if term is not None:
+                reason = term.reason
+            else:  # name the step that never came: a silent port, or an AMP peer that stalls at HELLO
+                missing = "HELLO_ACK" if conn.hello_state is HelloState.WAIT_ACK else "answer to our HANDSHAKE"
+                reason = f"no {missing} within {timeout_s:g} s"
             raise AmpError(term.code if term and term.code else UNAVAILABLE, f"cannot open connection: {reason}")
         return link
 
