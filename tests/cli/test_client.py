@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
-from amp_helpers import ServeProcess, serve_process  # noqa: E402
+from amp_helpers import ServeProcess, self_signed_cert, serve_process  # noqa: E402
 
 PY = sys.executable
 
@@ -99,3 +99,40 @@ def test_invoke_errors(daemon: ServeProcess, tmp_path: Path) -> None:
 def test_unreachable_or_bad_url(tmp_path: Path, url: str) -> None:
     out = ampcap(tmp_path, "query", url, "x.y")
     assert out.returncode != 0 and "Traceback" not in out.stderr and out.stderr.strip()
+
+
+def test_query_and_invoke_over_amps_with_a_self_signed_daemon(tmp_path: Path) -> None:
+    cert, key = self_signed_cert(tmp_path)
+    with serve_process(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key)) as tls_daemon:
+        assert tls_daemon.url.startswith("amps://127.0.0.1:")
+        # Verified against the system store by default: a self-signed daemon is refused, in one line.
+        out = ampcap(tmp_path, "query", tls_daemon.url, "echo")
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        assert out.stderr.strip().endswith("TLS failed: the server's certificate is not trusted (self-signed "
+                                           "certificate); trust its CA with --ca-file "
+                                           "(ampcap.net.tls.client_context(ca_file=...))"), out.stderr
+        assert out.stderr.startswith("error 5002 UNAVAILABLE: ")
+        # --ca-file names the certificate to trust; --insecure skips the check.
+        out = ampcap(tmp_path, "query", tls_daemon.url, "echo", "--ca-file", str(cert))
+        assert out.returncode == 0 and out.stdout.startswith("org.ampcap.demo.echo:2.0.0"), out.stderr
+        out = ampcap(tmp_path, "invoke", tls_daemon.url, "org.ampcap.demo.echo:1.0.0", "--insecure",
+                     "--params", '{"message": "over tls"}')
+        assert out.returncode == 0 and json.loads(out.stdout) == {"message": "over tls", "version": "1.0.0"}
+    out = ampcap(tmp_path, "query", "amps://127.0.0.1:9", "echo", "--ca-file", str(tmp_path / "missing.pem"))
+    assert out.returncode == 2 and "cannot load CA file" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_serve_dials_an_amps_peer_it_trusts_with_ca_file(tmp_path: Path) -> None:
+    cert, key = self_signed_cert(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with serve_process(tmp_path / "a", "--tls-cert", str(cert), "--tls-key", str(key)) as tls_daemon:
+        # Trusted: the dialling daemon starts (its URL line comes after the dial succeeded).
+        with serve_process(tmp_path / "b", "--connect", tls_daemon.url, "--ca-file", str(cert)) as dialler:
+            assert dialler.url.startswith("amp://")
+        # Not trusted: serve stops with the reason on one line, before printing any URL.
+        env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "c"))
+        out = subprocess.run([PY, "-m", "ampcap.cli.main", "serve", "--demo", "--listen", "127.0.0.1:0",
+                              "--connect", tls_daemon.url], capture_output=True, text=True, env=env, timeout=60)
+        assert out.returncode == 1 and out.stdout == "" and "Traceback" not in out.stderr
+        assert "certificate is not trusted" in out.stderr.strip().splitlines()[-1]

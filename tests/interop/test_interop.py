@@ -16,6 +16,8 @@ import pytest
 import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
+from amp_helpers import self_signed_cert  # noqa: E402
 from demo_target import EchoProvider, Faults, serve_target  # noqa: E402
 
 from ampcap.cli.main import main  # noqa: E402
@@ -274,17 +276,9 @@ def test_self_passes_every_vector_it_runs(tmp_path: Path, capsys: pytest.Capture
 
 @pytest.mark.trio
 async def test_amps_target_over_tls(tmp_path: Path) -> None:
-    import shutil
-    import subprocess
-
     from ampcap.net.tls import client_context, server_context
 
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl CLI to create a test certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    cert, key = self_signed_cert(tmp_path)
     settings = ProbeSettings(timeout_s=2.0, settle_s=0.05, ssl_context=client_context(ca_file=cert))
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -227,3 +229,19 @@ def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
 
 def soak_scale(small: int, full: int) -> int:
     return full if os.environ.get("AMPCAP_SOAK_SCALE", "small") == "full" else small
+
+
+# ------------------------------------------------------------ certificates
+
+
+def self_signed_cert(tmp: Path) -> tuple[Path, Path]:
+    """A throwaway certificate and key for localhost and 127.0.0.1 (skips the
+    test where no openssl command line is installed)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command line to create a test certificate")
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import ssl
-import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
@@ -15,6 +13,8 @@ import trio
 import trio.testing
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "peer"))
+sys.path.insert(0, str(Path(__file__).parent))
+from amp_helpers import self_signed_cert  # noqa: E402
 from conn_helpers import T0, Outbound, make_conn  # noqa: E402
 
 from ampcap.peer.config import ConnectionConfig  # noqa: E402
@@ -284,20 +284,9 @@ async def test_memory_per_idle_connection_is_small() -> None:
 # ------------------------------------------------------------- TLS loopback
 
 
-def _self_signed(tmp: Path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl CLI to create a test certificate (and no 'cryptography' package)")
-    cert, key = tmp / "cert.pem", tmp / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    return cert, key
-
-
 @pytest.mark.trio
 async def test_tls_loopback(tmp_path: Path) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_cert(tmp_path)
     listener = Listener(lambda: make_conn(Role.SERVER, 2), ssl_context=server_context(cert, key))
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
@@ -319,7 +308,7 @@ async def test_tls_loopback(tmp_path: Path) -> None:
 
 @pytest.mark.trio
 async def test_tls_client_verifies_by_default(tmp_path: Path) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_cert(tmp_path)
     listener = Listener(lambda: make_conn(Role.SERVER, 2), ssl_context=server_context(cert, key))
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
@@ -337,7 +326,7 @@ async def test_tls_client_verifies_by_default(tmp_path: Path) -> None:
 async def test_a_scheme_mismatch_is_named_on_both_sides(tmp_path: Path) -> None:
     # amp:// against a TLS port, and amps:// against a plain one: each side
     # says what went wrong instead of "peer closed the connection".
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_cert(tmp_path)
     server_events = Recorder()
 
     async def handler(driver: ConnectionDriver) -> None:

@@ -28,6 +28,7 @@ from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.identity import default_identity_path
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
+from .tls_options import add_tls_client_arguments, tls_client_context
 
 if TYPE_CHECKING:
     from ..caps.descriptor import Descriptor
@@ -48,6 +49,7 @@ def register(subparsers: Any) -> None:
                         help="seconds to wait for the answer (default 30 for query; 60 for invoke, "
                              "which also asks the provider to stop by then)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+    add_tls_client_arguments(common)
     common.add_argument("--to", default=None, metavar="DID",
                         help="URL is a relay (like the public Rust example's): register there and address "
                              "this agent through it")
@@ -112,6 +114,7 @@ def _run(args: argparse.Namespace, call: Any) -> int:
         parse_url(args.url)
     except UrlError as exc:
         raise UsageError(str(exc)) from None
+    ssl_context = tls_client_context(args)
     identity = load_or_create_identity(args.identity)  # after the checks: a usage error creates no key file
 
     config = DaemonConfig()
@@ -121,7 +124,7 @@ def _run(args: argparse.Namespace, call: Any) -> int:
 
     async def main() -> int:
         async with Peer(identity, config=config).connect(args.url, peer_did=args.peer_did, relay_to=args.to,
-                                                         relay_did=args.relay_did) as remote:
+                                                         relay_did=args.relay_did, ssl_context=ssl_context) as remote:
             return int(await call(remote))
 
     try:

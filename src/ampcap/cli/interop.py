@@ -24,6 +24,7 @@ from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.frames import Framing
 from ..wire.signing import Profile
 from .errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CommandError, UsageError
+from .tls_options import add_tls_client_arguments, tls_client_context
 
 # The harness (trio, probes, vectors) loads when `interop` runs, not for
 # every `ampcap` command that builds the parser.
@@ -60,8 +61,7 @@ def register(subparsers: Any) -> None:
                    help="where to write the report (default ./interop-report.json; '-' for none)")
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
     p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for each reply")
-    p.add_argument("--ca-file", metavar="FILE", help="CA bundle to verify an amps:// target")
-    p.add_argument("--insecure", action="store_true", help="do not verify an amps:// target's certificate")
+    add_tls_client_arguments(p, "the target")
     p.set_defaults(func=run)
 
 
@@ -102,14 +102,7 @@ def settings_from_args(args: argparse.Namespace, url: AmpUrl | None) -> ProbeSet
 
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
         raise UsageError("--timeout must be a positive number of seconds")
-    ssl_context = None
-    if url is not None and url.tls:
-        from ..net.tls import client_context
-
-        try:
-            ssl_context = client_context(ca_file=args.ca_file, insecure=args.insecure)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    ssl_context = tls_client_context(args) if url is not None and url.tls else None
     if args.compat == "rust-example":
         return ProbeSettings(framing=Framing.RAW, profile=Profile.RUST_EXAMPLE, hello_versions=(RELAY_HELLO_VERSION,),
                              timeout_s=args.timeout, ssl_context=ssl_context)

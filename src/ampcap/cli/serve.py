@@ -21,6 +21,7 @@ from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
 from ..net.url import parse_hostport
 from ..wire.frames import Framing
 from .errors import UsageError
+from .tls_options import add_tls_client_arguments, tls_client_context
 from ..wire.identity import (
     ChainResolver,
     DidKeyResolver,
@@ -31,6 +32,8 @@ from ..wire.identity import (
 )
 
 if TYPE_CHECKING:
+    import ssl
+
     from ..caps.manifest import Manifest
 
 __all__ = ["register", "run_serve", "load_or_create_identity", "parse_listen", "DEFAULT_LISTEN"]
@@ -71,6 +74,7 @@ def register(subparsers: Any) -> None:
                    help=f"the relay's own DID, to which the registration frame is addressed (default {RELAY_DID})")
     p.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="serve amps:// with this certificate")
     p.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="private key for --tls-cert")
+    add_tls_client_arguments(p, "the peers and relays it dials")
     p.add_argument("--drain-timeout", type=float, default=10.0, metavar="S",
                    help="on SIGTERM, how long running invokes may finish (default 10)")
     p.add_argument("--max-in-flight", type=int, default=1024, metavar="N",
@@ -175,18 +179,20 @@ def run_serve(args: argparse.Namespace) -> int:
                 parse_url(url)
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
+    dial_tls = tls_client_context(args)
     daemon, host, port = build_daemon(args)
     # Errors from inside the nurseries (a port in use...) arrive wrapped in an
     # exception group; main reports a lone one as one line.
     trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
-             args.relay_did, tuple(args.connect))
+             args.relay_did, tuple(args.connect), dial_tls)
     return 0
 
 
 async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relays: tuple[str, ...] = (),
-                             relay_did: str = RELAY_DID, peers: tuple[str, ...] = ()) -> None:
-    """Listen, register at relays, dial peers, print the URL line, serve
-    until SIGTERM/SIGINT, then drain."""
+                             relay_did: str = RELAY_DID, peers: tuple[str, ...] = (),
+                             dial_tls: ssl.SSLContext | None = None) -> None:
+    """Listen, register at relays, dial peers (``dial_tls`` verifies the
+    amps:// ones), print the URL line, serve until SIGTERM/SIGINT, then drain."""
     import trio
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -197,9 +203,9 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
             bound_host, bound_port = sockname[0], sockname[1]
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
             for url in relays:
-                await daemon.join_relay(url, relay_did=relay_did)
+                await daemon.join_relay(url, relay_did=relay_did, ssl_context=dial_tls)
             for url in peers:
-                await daemon.connect(url)
+                await daemon.connect(url, ssl_context=dial_tls)
             # The one line scripts wait for; flushed before anything can be served.
             sys.stdout.write(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}\n")
             sys.stdout.flush()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -304,13 +305,13 @@ class Peer:
                         await daemon.drain(drain_timeout)
 
     @asynccontextmanager
-    async def join_relay(self, relay_url: str, *, relay_did: str = RELAY_DID, timeout: float = 10.0
-                         ) -> AsyncIterator[None]:
+    async def join_relay(self, relay_url: str, *, relay_did: str = RELAY_DID, timeout: float = 10.0,
+                         ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[None]:
         """Register at a relay like the public Rust example's for the block's
         duration: invokes addressed to this peer's DID reach it through the
         relay and are answered the same way (see :meth:`Daemon.join_relay`)."""
         async with self._running() as daemon:
-            link = await daemon.join_relay(relay_url, relay_did=relay_did, timeout_s=timeout)
+            link = await daemon.join_relay(relay_url, relay_did=relay_did, timeout_s=timeout, ssl_context=ssl_context)
             try:
                 yield
             finally:
@@ -327,18 +328,22 @@ class Peer:
 
     @asynccontextmanager
     async def connect(self, url: str, *, peer_did: str | None = None, timeout: float = 10.0,
-                      relay_to: str | None = None, relay_did: str = RELAY_DID) -> AsyncIterator[Remote]:
+                      relay_to: str | None = None, relay_did: str = RELAY_DID,
+                      ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[Remote]:
         """Open a connection to ``url`` for the duration of the block.
 
         ``peer_did`` pins whom we expect to reach (3001 if someone else answers).
         With ``relay_to``, ``url`` is a relay like the public Rust example's:
         this peer registers there and every call is addressed to ``relay_to``.
+        ``ssl_context`` verifies an ``amps://`` server (default: the system
+        trust store; ``ampcap.net.tls.client_context(ca_file=...)`` for a
+        self-signed one).
         """
         async with self._running() as daemon:
             if relay_to is not None:
-                link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout)
+                link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout, ssl_context=ssl_context)
             else:
-                link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout)
+                link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout, ssl_context=ssl_context)
             try:
                 yield Remote(daemon, link, to=relay_to)
             finally:
@@ -427,11 +432,12 @@ class Remote:
 async def connect(url: str, *, identity: Identity | str | os.PathLike[str] | None = None,
                   peer_did: str | None = None, timeout: float = 10.0,
                   config: DaemonConfig = DaemonConfig(), relay_to: str | None = None,
-                  relay_did: str = RELAY_DID) -> AsyncIterator[Remote]:
+                  relay_did: str = RELAY_DID, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[Remote]:
     """Connect to ``url`` as a peer that offers no capabilities (a pure
-    caller); ``relay_to`` as in :meth:`Peer.connect`."""
+    caller); ``relay_to`` and ``ssl_context`` as in :meth:`Peer.connect`."""
     async with Peer(identity, config=config).connect(url, peer_did=peer_did, timeout=timeout,
-                                                     relay_to=relay_to, relay_did=relay_did) as remote:
+                                                     relay_to=relay_to, relay_did=relay_did,
+                                                     ssl_context=ssl_context) as remote:
         yield remote
 
 

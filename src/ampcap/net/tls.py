@@ -69,6 +69,10 @@ def tls_failure(exc: BaseException) -> str | None:
     cause = exc if isinstance(exc, ssl.SSLError) else exc.__cause__
     if not isinstance(cause, ssl.SSLError):
         return None
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        # The usual case is a self-signed development certificate.
+        return (f"TLS failed: the server's certificate is not trusted ({cause.verify_message}); "
+                "trust its CA with --ca-file (ampcap.net.tls.client_context(ca_file=...))")
     reason = cause.reason or cause.strerror or str(cause)
     if reason in _NOT_TLS:
         reason += " (the other side does not speak TLS: amps:// against an amp:// port, or the reverse?)"
