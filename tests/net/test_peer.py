@@ -232,3 +232,36 @@ async def test_bridge_adapts_params_and_result_end_to_end() -> None:
         assert old == {"greeting": "hello Ada", "version": "1.4.0"}
         new = await remote.invoke("org.example.greet:2.0.0", params={"who": "Bo"})
         assert new == {"text": "hello Bo"}
+
+
+@pytest.mark.trio
+async def test_a_peer_serves_amps_with_its_tls_context_and_callers_trust_it_explicitly(tmp_path: Path) -> None:
+    from amp_helpers import self_signed_cert
+
+    from ampcap.net.tls import client_context, server_context
+
+    cert, key = self_signed_cert(tmp_path)
+    provider = Peer(new_identity(), tls=server_context(cert, key))
+
+    @provider.capability("org.example.secret", version="1.0.0")
+    async def secret(word: str) -> dict:
+        return {"heard": word}
+
+    with trio.fail_after(20):
+        async with provider.serve("amps://127.0.0.1:0") as server:
+            assert server.url.startswith("amps://127.0.0.1:")
+            async with connect(server.url, identity=new_identity(),
+                               ssl_context=client_context(ca_file=cert)) as remote:
+                assert await remote.invoke("org.example.secret:1.0.0", params={"word": "hi"}) == {"heard": "hi"}
+                assert remote.did == provider.did
+            with pytest.raises(AmpError) as info:  # the system store does not know a self-signed certificate
+                async with connect(server.url, identity=new_identity()):
+                    pass
+            assert info.value.code == 5002 and "certificate is not trusted" in info.value.message
+    # One daemon, one TLS setting: the URL's scheme must match it.
+    with pytest.raises(ValueError, match="Peer\\(tls="):
+        async with Peer(new_identity()).serve("amps://127.0.0.1:0"):
+            pass
+    with pytest.raises(ValueError, match="serve an amps:// URL"):
+        async with Peer(new_identity(), tls=server_context(cert, key)).serve("amp://127.0.0.1:0"):
+            pass

@@ -172,13 +172,17 @@ class Peer:
     :param policy: who may query/invoke what (``peer.policy.load_policy``).
     :param resolver: resolves non-``did:key`` senders (a keyring).
     :param config: limits, timeouts and framing (:class:`DaemonConfig`).
+    :param tls: what :meth:`serve` presents on ``amps://`` URLs
+        (``ampcap.net.tls.server_context(cert, key)``); without it the peer
+        serves plain ``amp://`` only.
     """
 
     def __init__(self, identity: Identity | str | os.PathLike[str] | None = None, *,
                  policy: Policy = ALLOW_ALL, resolver: KeyResolver | None = None,
                  config: DaemonConfig = DaemonConfig(), clock: Clock = SYSTEM_CLOCK,
-                 manifest: Manifest | None = None) -> None:
+                 manifest: Manifest | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.identity = _load_identity(identity)
+        self.tls = tls
         self.policy = policy
         self.resolver = resolver
         self.config = config
@@ -249,7 +253,7 @@ class Peer:
         catalog = Catalog(specs, cursor_key=os.urandom(32))
         return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
                       params=ParamsValidator(SchemaStore(bundles, offline=True)), resolver=self.resolver,
-                      handlers=handlers, clock=self.clock)
+                      handlers=handlers, clock=self.clock, ssl_context=self.tls)
 
     @asynccontextmanager
     async def _running(self) -> AsyncIterator[Daemon]:
@@ -290,13 +294,16 @@ class Peer:
         else:
             target = parse_url(url)
             host, port, tls = target.host, target.port, target.tls
-        if tls:
-            raise AmpError(1001, "serve amps:// through `ampcap serve --tls-cert/--tls-key`")
+        if tls != (self.tls is not None):
+            # One daemon listens with one TLS setting: the URL's scheme must agree with it.
+            raise ValueError("serving amps:// needs Peer(tls=ampcap.net.tls.server_context(cert, key))" if tls
+                             else "this peer has a TLS context: serve an amps:// URL")
         async with self._running() as daemon:
             listeners = await daemon.listen(host, port)
             bound = listeners[0].socket.getsockname()
             shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-            server = Server(url=f"amp://{shown}:{bound[1]}", did=self.did, daemon=daemon)
+            scheme = "amps" if tls else "amp"
+            server = Server(url=f"{scheme}://{shown}:{bound[1]}", did=self.did, daemon=daemon)
             try:
                 yield server
             finally:
