@@ -265,3 +265,21 @@ async def test_a_peer_serves_amps_with_its_tls_context_and_callers_trust_it_expl
     with pytest.raises(ValueError, match="serve an amps:// URL"):
         async with Peer(new_identity(), tls=server_context(cert, key)).serve("amp://127.0.0.1:0"):
             pass
+
+
+@pytest.mark.trio
+async def test_timeouts_and_limits_outside_what_the_wire_can_say() -> None:
+    import math
+
+    peer = make_peer()
+    async with peer.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=new_identity()) as remote:
+        # No limit: the provider's own cap ends the call if anything does.
+        for forever in (math.inf, 1e308):
+            assert await remote.invoke("org.example.greet:1.0.0", params={"name": "x"}, timeout=forever) == {
+                "greeting": "Hello, x."}
+        for bad in (0, -1, math.nan):
+            with pytest.raises(ValueError, match="positive number of seconds"):
+                await remote.invoke("org.example.greet:1.0.0", params={"name": "x"}, timeout=bad)
+        with pytest.raises(ValueError, match="limit must be from 0 to"):
+            await remote.query("org.example.greet", limit=1 << 64)
+        assert len((await remote.query("org.example.greet", limit=(1 << 64) - 1)).capabilities) == 2

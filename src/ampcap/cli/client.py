@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
                         help="refuse the connection unless the daemon proves this DID")
     common.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="seconds to wait for the answer (default 30 for query; 60 for invoke, "
-                             "which also asks the provider to stop by then)")
+                             "which also asks the provider to stop by then; 'inf': as long as it allows)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     add_tls_client_arguments(common)
     common.add_argument("--to", default=None, metavar="DID",
@@ -136,8 +136,8 @@ def _run(args: argparse.Namespace, call: Any) -> int:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    if args.limit is not None and args.limit < 0:
-        raise UsageError("--limit must not be negative")
+    if args.limit is not None and not 0 <= args.limit < 1 << 64:
+        raise UsageError(f"--limit must be from 0 to {(1 << 64) - 1}")
 
     async def call(remote: Any) -> int:
         page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,

@@ -11,6 +11,7 @@ CAP_RESULT, and the exit status is 0.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -138,7 +139,9 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     host, port = parse_listen(args.listen)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
-    for name in ("drain_timeout", "max_in_flight", "max_in_flight_per_connection", "max_connections"):
+    if not (args.drain_timeout > 0 and math.isfinite(args.drain_timeout)):  # NaN fails both
+        raise UsageError("--drain-timeout must be a positive number of seconds")
+    for name in ("max_in_flight", "max_in_flight_per_connection", "max_connections"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
     manifests = _manifests(args)  # before the identity: a usage error creates no key file

@@ -405,6 +405,8 @@ class Remote:
                     cursor: str | None = None, order: str | None = None, timeout: float = 30.0) -> QueryResult:
         """CAP_QUERY: descriptors of ``name`` (an alias or legacy type works too),
         optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…)."""
+        if limit is not None and not 0 <= limit <= _UINT64_MAX:
+            raise ValueError(f"limit must be from 0 to {_UINT64_MAX}")
         flt: dict[str, Any] = {"capability": name}
         if range is not None:
             flt["version"] = range
@@ -485,9 +487,16 @@ def _sole_error(group: BaseExceptionGroup[Any]) -> BaseException | None:
     return None
 
 
+_UINT64_MAX = (1 << 64) - 1  # timeout_ms and limit are CBOR uints on the wire
+
+
 def _ms(seconds: float) -> int:
-    if not seconds > 0:
-        raise ValueError("timeout must be positive")
+    """A timeout in seconds as wire milliseconds. ``math.inf`` (or anything
+    past what the wire can say) means as long as the provider allows."""
+    if not seconds > 0:  # also refuses NaN
+        raise ValueError("timeout must be a positive number of seconds")
+    if seconds * 1000 >= _UINT64_MAX:
+        return _UINT64_MAX
     return max(1, int(seconds * 1000))
 
 
