@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..display import json_safe, printable
@@ -63,6 +64,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for each reply")
     add_tls_client_arguments(p, "the target")
     p.set_defaults(func=run)
+
+
+def _check_report_path(text: str) -> None:
+    path = Path(text)
+    if not text or path.name in ("", ".", "..") or path.is_dir():
+        raise UsageError(f"--report {text!r}: expected a file name (or '-' for no report)")
+    if not path.parent.is_dir():
+        raise UsageError(f"--report {text!r}: no directory {str(path.parent)!r} to write it in")
 
 
 def _json_arg(text: str | None, flag: str) -> Any:
@@ -150,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--self tests ampcap in its default profile; --compat needs a TARGET")
         if args.compat and not args.target_did:
             raise UsageError("--compat rust-example needs --target-did: without HELLO nothing names the peer")
+        if args.report != "-":
+            _check_report_path(args.report)  # now, not after every vector has run
         url = parse_url(args.target) if args.target else None
         settings = settings_from_args(args, url)
         subject = subject_from_args(args)
