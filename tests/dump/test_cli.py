@@ -3,6 +3,7 @@ undecodable and truncated input, control frames, the Rust example captures."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -261,3 +262,42 @@ def test_non_seekable_stdin(rfc001, jrecords) -> None:
         assert not pipe.seekable()
         assert dump_cli.run(args, stdin=pipe, stdout=out) == 0
     assert len(jrecords(out.getvalue())) == len(_messages(rfc001))
+
+
+class _Endless(io.RawIOBase):
+    """An input with no end (like /dev/zero or a pipe nobody closes)."""
+
+    def __init__(self, fill: bytes) -> None:
+        self.fill, self.served = fill, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = len(buffer)
+        buffer[:n] = (self.fill * (n // len(self.fill) + 1))[:n]
+        self.served += n
+        if self.served > 64 << 20:
+            raise AssertionError("the dump kept reading an input it could no longer decode")
+        return n
+
+
+@pytest.mark.parametrize(("argv", "fill"), [
+    ([], b"\x00"),                              # a zero frame length: the framing is broken at once
+    (["--framing", "raw"], b"\xff"),            # a length over the maximum
+    (["--framing", "none"], b"\xa1"),           # one bare message that never ends
+])
+def test_an_endless_input_that_cannot_be_decoded_is_not_read_forever(argv: list[str], fill: bytes, jrecords) -> None:
+    import argparse
+
+    from ampcap.cli import dump as dump_cli
+
+    parser = argparse.ArgumentParser()
+    dump_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["dump", "--json", *argv])
+    endless = _Endless(fill)
+    out = io.StringIO()
+    assert dump_cli.run(args, stdin=io.BufferedReader(endless), stdout=out) == 0
+    (record,) = jrecords(out.getvalue())
+    assert record["errors"][0]["code"] == 1001, record
+    assert endless.served <= (16 << 20) + (1 << 20)  # at most one maximum-size message, then it stopped

@@ -403,3 +403,37 @@ def test_records_stream_out_while_the_capture_is_read(tmp_path: Path) -> None:
     assert [c for c, _ in emitted[30:]] == [50] * 20  # the open invoke and all after it: at the end
     assert emitted[30][1] == "CAP_INVOKE" and len(open_invokes) == 1
     assert "no terminal reply" in open_invokes[0].flags[0]
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_a_capture_down_a_pipe_is_shown_as_it_arrives(tmp_path: Path, fmt: str) -> None:
+    """`tcpdump -w - | ampcap dump -`: records appear while the capture is
+    still being written, not once the pipe closes."""
+    import json
+    import queue
+    import subprocess
+    import sys
+    import threading
+
+    w, _ = build_session()
+    path = tmp_path / f"s.{fmt}"
+    write_capture(path, w, fmt)
+    data = path.read_bytes()
+    cut = len(data) * 3 // 4  # the first connections' packets, not the end of the capture
+    proc = subprocess.Popen([sys.executable, "-m", "ampcap.cli.main", "dump", "--json", "-"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=False)
+    assert proc.stdin is not None and proc.stdout is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    proc.stdin.write(data[:cut])
+    proc.stdin.flush()
+    first = lines.get(timeout=30)  # blocks forever if the dump waits for the end of its input
+    assert json.loads(first)["frame_type"] == "HANDSHAKE"
+    assert proc.poll() is None  # still reading: the capture has not ended
+    proc.stdin.write(data[cut:])
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get())
+    assert len([first, *rest]) == 8

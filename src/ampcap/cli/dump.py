@@ -177,7 +177,7 @@ def _open_input(path: str, stdin: BinaryIO) -> BinaryIO:
 
 
 def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | None) -> Iterator[StreamEvent]:
-    from ..dump.streams import FramedStream, Where
+    from ..dump.streams import FramedStream, PrefixedReader, Where
 
     source = _open_input(args.input, stdin)
     fp: Any = source
@@ -188,17 +188,20 @@ def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | N
         if fp.seekable():
             fp.seek(0)
         else:
-            fp = _Prefixed(head, fp)
+            fp = PrefixedReader(head, fp)
         if head in _PCAP_MAGICS:
             from ..dump.pcap import read_capture  # dpkt only when a capture is read
 
-            if not fp.seekable():
-                fp = io.BytesIO(fp.read())
             yield from read_capture(fp, framing=framing, max_size=args.max_size, port=args.port)
             return
         stream = FramedStream(Where(), framing, args.max_size)
         for chunk in iter(functools.partial(fp.read, _CHUNK), b""):
             yield from stream.feed(chunk, None)
+            if stream.dead:
+                # A broken frame leaves nothing decodable after it: reading on
+                # would only wait for the end of an input that may have none
+                # (`ampcap dump /dev/zero`, a stuck pipe).
+                return
         yield from stream.close(None)
     finally:
         if source is not stdin:
@@ -265,25 +268,6 @@ class _HexReader(io.RawIOBase):
             pass
         data, self._buffer = self._buffer[:n], self._buffer[n:]
         return data
-
-
-class _Prefixed(io.RawIOBase):
-    """A non-seekable stream with some already-read bytes put back in front."""
-
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
-        self._head, self._rest = head, rest
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        if self._head:
-            if n is None or n < 0:
-                data, self._head = self._head + self._rest.read(), b""
-                return data
-            data, self._head = self._head[:n], self._head[n:]
-            return data
-        return self._rest.read(n)
 
 
 def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSession, emit: Any) -> list[Record]:

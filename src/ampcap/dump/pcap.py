@@ -24,7 +24,7 @@ import dpkt
 
 from ..errors import AmpError
 from ..wire.frames import Framing
-from .streams import FramedStream, StreamEvent, Where
+from .streams import FramedStream, PrefixedReader, StreamEvent, Where
 
 __all__ = ["read_capture", "TcpReassembler", "MAX_PENDING_BYTES"]
 
@@ -136,27 +136,22 @@ class _BoundedReader:
     dpkt reads a record with one ``read(declared_length)``, and a damaged
     length field must not turn into a multi-gigabyte allocation."""
 
-    def __init__(self, fp: BinaryIO) -> None:
+    def __init__(self, fp: BinaryIO | PrefixedReader) -> None:
         self._fp = fp
         self.name = getattr(fp, "name", "<capture>")
 
     def read(self, n: int = -1) -> bytes:
         return self._fp.read(_MAX_RECORD if n is None or n < 0 else min(n, _MAX_RECORD))
 
-    def seek(self, pos: int, whence: int = 0) -> int:
-        return self._fp.seek(pos, whence)
-
-    def tell(self) -> int:
-        return self._fp.tell()
-
 
 _MAX_RECORD = 64 << 20  # far above any real snaplen (262144 by default)
 
 
 def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
-    fp: Any = _BoundedReader(raw_fp)
-    magic = fp.read(4)
-    fp.seek(0)
+    # Read front to back, never seeking: a capture may come down a pipe
+    # (`tcpdump -w - | ampcap dump -`) and is shown packet by packet as it comes.
+    magic = raw_fp.read(4)
+    fp: Any = _BoundedReader(PrefixedReader(magic, raw_fp))
     try:
         if magic == b"\x0a\x0d\x0d\x0a":
             reader: Any = dpkt.pcapng.Reader(fp)

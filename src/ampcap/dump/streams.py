@@ -7,12 +7,14 @@ A :class:`FramedStream` wraps one direction of one connection: it feeds a
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from ..errors import AmpError
 from ..wire.frames import Frame, FrameDecoder, FrameType, Framing, FramingError
 
-__all__ = ["StreamEvent", "FramedStream", "Where"]
+__all__ = ["StreamEvent", "FramedStream", "PrefixedReader", "Where"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,31 @@ class StreamEvent:
     error: AmpError | None = None
 
 
+class PrefixedReader(io.RawIOBase):
+    """A non-seekable input with bytes already read (to sniff its format) put
+    back in front. ``read(n)`` returns ``n`` bytes unless the input ends, as a
+    buffered file's does: the capture readers parse fixed-size headers."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int | None = -1) -> bytes:
+        if n is None:
+            n = -1
+        if not self._head:
+            return self._rest.read(n)
+        if n < 0:
+            data, self._head = self._head + self._rest.read(), b""
+            return data
+        data, self._head = self._head[:n], self._head[n:]
+        if len(data) < n:
+            data += self._rest.read(n - len(data))
+        return data
+
+
 class FramedStream:
     """One direction of a connection. ``framing=None`` means the whole stream
     is one bare amp-message (``--framing none``)."""
@@ -45,12 +72,19 @@ class FramedStream:
         self._max_size = max_size
         self._dead = False
 
+    @property
+    def dead(self) -> bool:
+        """Nothing more can be decoded from this stream (a framing error, an
+        oversized bare message, or closed): the reader may stop reading."""
+        return self._dead
+
     def feed(self, data: bytes, at: float | None) -> list[StreamEvent]:
         if self._dead or not data:
             return []
         if self._decoder is None:
             if len(self._bare) + len(data) > self._max_size:
                 self._dead = True
+                self._bare = bytearray()
                 return [StreamEvent(self.where, at, error=AmpError(
                     1001, f"message exceeds the {self._max_size}-byte maximum", path="frame"))]
             self._bare += data
