@@ -168,8 +168,30 @@ def test_nul_in_file_names_is_a_problem_not_a_crash(tmp_path: Path) -> None:
 def test_import_check_is_optional(tmp_path: Path) -> None:
     path = write(tmp_path, MINIMAL.replace("ampcap.caps.demo:noop", "ampcap.caps.demo:no_such_function"))
     assert check_manifest(path)[0] is not None
-    _, problems = check_manifest(path, check_imports=True)
+    _, problems = check_manifest(path, check_bindings=True)
     assert any("no attribute" in p.message for p in problems)
+
+
+@pytest.mark.parametrize(("binding", "expected"), [
+    ('{ command = ["/nonexistent/prog"] }', "no program at '/nonexistent/prog'"),
+    ('{ command = ["./tool.sh"] }', "is not executable"),                   # there, without the x bit
+    ('{ command = ["ampcap-no-such-program-xyz"] }', "no program 'ampcap-no-such-program-xyz' on PATH"),
+    ('{ command = ["tool.sh"], env = { PATH = "." } }', None),             # found on the binding's own PATH
+    ('{ command = ["sh", "-c", "cat"] }', None),
+])
+def test_binding_check_finds_the_command_program(tmp_path: Path, binding: str, expected: str | None) -> None:
+    tool = tmp_path / "tool.sh"
+    tool.write_text("#!/bin/sh\ncat\n")
+    if expected is None:
+        tool.chmod(0o755)
+    path = write(tmp_path, MINIMAL.replace('{ python = "ampcap.caps.demo:noop" }', binding))
+    assert check_manifest(path)[0] is not None  # without the check: loads, fails at the first invoke
+    _, problems = check_manifest(path, check_bindings=True)
+    if expected is None:
+        assert problems == [], [str(p) for p in problems]
+    else:
+        (problem,) = problems
+        assert expected in problem.message and problem.key == "binding.command" and problem.line == 6, str(problem)
 
 
 def test_cross_capability_problems(tmp_path: Path) -> None:
@@ -198,7 +220,7 @@ def test_schema_file_not_json(tmp_path: Path) -> None:
 
 def test_shipped_example_is_valid(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLES, tmp_path / "examples")
-    m = load_manifest(tmp_path / "examples" / "manifest.toml", check_imports=True)
+    m = load_manifest(tmp_path / "examples" / "manifest.toml", check_bindings=True)
     kinds = {c.binding.kind for c in m.capabilities}
     assert kinds == {"python", "command"}
     assert json.loads((EXAMPLES / "schemas/greet.input.json").read_text())["required"] == ["name"]

@@ -69,6 +69,25 @@ def test_bad_configuration_is_one_clear_line(tmp_path: Path, args: list[str], ne
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize(("binding", "needle"), [
+    ('{ python = "no_such_module_xyz:run" }', "cannot import 'no_such_module_xyz'"),
+    ('{ command = ["/nonexistent/prog"] }', "no program at '/nonexistent/prog'"),
+])
+def test_a_binding_that_cannot_run_stops_serve_at_start(tmp_path: Path, binding: str, needle: str) -> None:
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(f"""
+[[capability]]
+id = "org.example.broken:1.0.0"
+input_schema = {{ type = "object" }}
+output_schema = {{ type = "object" }}
+binding = {binding}
+""")
+    result = run(tmp_path, "serve", "--manifest", str(manifest), "--listen", "127.0.0.1:0")
+    assert result.returncode == 1 and result.stdout == "" and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()[-1:]
+    assert needle in line and f"{manifest}:6:" in line, line  # the binding line
+
+
 def test_port_in_use_is_reported(tmp_path: Path) -> None:
     with serve_process(tmp_path) as proc:
         port = proc.url.rsplit(":", 1)[1]

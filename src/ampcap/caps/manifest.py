@@ -33,7 +33,9 @@ import datetime
 import enum
 import hashlib
 import json
+import os
 import re
+import shutil
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -189,11 +191,13 @@ class _LineFinder:
             return None
         if key is None:
             return lo + 1
-        leaf = key.split(".")[-1]
-        pattern = re.compile(rf"^\s*(?:{re.escape(leaf)}\s*=|\[\s*capability\.{re.escape(leaf)}\s*\])")
-        for i in range(lo, hi):
-            if pattern.match(self.lines[i]):
-                return i + 1
+        # The key's own line, else its table's ('binding.command' inside an
+        # inline table `binding = { command = [...] }` is on the binding line).
+        for leaf in reversed(key.split(".")):
+            pattern = re.compile(rf"^\s*(?:{re.escape(leaf)}\s*=|\[\s*capability\.{re.escape(leaf)}\s*\])")
+            for i in range(lo, hi):
+                if pattern.match(self.lines[i]):
+                    return i + 1
         return lo + 1 if index is not None else None
 
 
@@ -220,14 +224,14 @@ class _CapabilityReader:
     """Turns one ``[[capability]]`` table into a spec, reporting problems."""
 
     def __init__(self, out: _Collector, base_dir: Path | None, bundle_id: str,
-                 artifacts: dict[str, bytes], check_imports: bool,
+                 artifacts: dict[str, bytes], check_bindings: bool,
                  search_path: tuple[Path, ...] = ()) -> None:
         self.out = out
         self.search_path = search_path
         self.base_dir = base_dir
         self.bundle_id = bundle_id
         self.artifacts = artifacts
-        self.check_imports = check_imports
+        self.check_bindings = check_bindings
 
     def read(self, index: int, table: Any) -> CapabilitySpec | None:
         if not isinstance(table, dict):
@@ -289,7 +293,7 @@ class _CapabilityReader:
                 self.problem("policy 'bridge' needs bridge = \"module:function\" (the adapter), or a table "
                              "{ params = \"module:function\", result = \"module:function\" }", key)
                 return None, None
-            if self.check_imports:
+            if self.check_bindings:
                 try:
                     resolve_callable(target, self.search_path)
                 except AmpError as exc:
@@ -516,7 +520,7 @@ class _CapabilityReader:
                     return None
                 binding: Binding = PythonBinding(target=target, timeout_ms=timeout,
                                                  search_path=self.search_path, inline=inline)
-                if self.check_imports:
+                if self.check_bindings:
                     resolve_callable(target, self.search_path)
                 return binding
             if "inline" in raw:
@@ -545,6 +549,8 @@ class _CapabilityReader:
                     return None
             base = self.base_dir
             workdir = (base / cwd if base else Path(cwd)) if cwd else base
+            if self.check_bindings and (missing := _missing_program(argv[0], workdir, env)):
+                self.problem(missing, "binding.command")
             kwargs: dict[str, Any] = {"argv": tuple(argv), "env": env, "cwd": workdir,
                                       "stderr_to_caller": stderr_to_caller}
             if timeout is not None:
@@ -553,6 +559,26 @@ class _CapabilityReader:
         except AmpError as exc:
             self.problem(exc.message, "binding")
             return None
+
+
+def _missing_program(program: str, workdir: Path | None, env: Mapping[str, str]) -> str | None:
+    """Why a command binding's program cannot be started, as the runner will
+    start it (a relative path from the binding's cwd, a bare name from PATH,
+    which ``env`` may set), or None."""
+    base = workdir or Path.cwd()
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() else base / program
+        if not path.is_file():
+            return f"no program at {str(path)!r}"
+        if not os.access(path, os.X_OK):
+            return f"{str(path)!r} is not executable"
+        return None
+    # Relative PATH entries (and empty ones, meaning ".") count from the binding's cwd, as in the child.
+    entries = env.get("PATH", os.environ.get("PATH", os.defpath)).split(os.pathsep)
+    search = os.pathsep.join(str(base / (entry or ".")) for entry in entries)
+    if shutil.which(program, path=search) is None:
+        return f"no program {program!r} on PATH"
+    return None
 
 
 def _cross_checks(out: _Collector, specs: list[tuple[int, CapabilitySpec]]) -> None:
@@ -572,7 +598,7 @@ def _cross_checks(out: _Collector, specs: list[tuple[int, CapabilitySpec]]) -> N
 
 
 def _collect(data: Any, *, source: str, base_dir: Path | None, text: str | None,
-             check_imports: bool) -> tuple[Manifest | None, list[ManifestProblem]]:
+             check_bindings: bool) -> tuple[Manifest | None, list[ManifestProblem]]:
     out = _Collector(source, text)
     if not isinstance(data, dict):
         out.add("a manifest must be a table")
@@ -598,7 +624,7 @@ def _collect(data: Any, *, source: str, base_dir: Path | None, text: str | None,
     elif base_dir is not None:
         search_path = tuple((base_dir / d).resolve() for d in raw_path)
     artifacts: dict[str, bytes] = {}
-    reader = _CapabilityReader(out, base_dir, bundle_id, artifacts, check_imports, search_path)
+    reader = _CapabilityReader(out, base_dir, bundle_id, artifacts, check_bindings, search_path)
     specs = []
     for index, table in enumerate(tables):
         spec = reader.read(index, table)
@@ -611,8 +637,11 @@ def _collect(data: Any, *, source: str, base_dir: Path | None, text: str | None,
     return Manifest(source=source, bundle=bundle, capabilities=tuple(s for _, s in specs)), []
 
 
-def check_manifest(path: str | Path, *, check_imports: bool = False) -> tuple[Manifest | None, list[ManifestProblem]]:
-    """Load a TOML manifest, returning it or every problem found."""
+def check_manifest(path: str | Path, *, check_bindings: bool = False) -> tuple[Manifest | None, list[ManifestProblem]]:
+    """Load a TOML manifest, returning it or every problem found.
+    ``check_bindings`` also imports python bindings and bridges and looks up
+    command bindings' programs (what serving would need), instead of leaving
+    those failures to the first invoke."""
     p = Path(path)
     source = str(p)
     try:
@@ -631,22 +660,22 @@ def check_manifest(path: str | Path, *, check_imports: bool = False) -> tuple[Ma
         # tomllib ends its message with "(at line L, column C)".
         m = re.search(r"at line (\d+)", str(exc))
         return None, [ManifestProblem(source, f"TOML syntax: {exc}", line=int(m.group(1)) if m else None)]
-    return _collect(data, source=source, base_dir=p.parent, text=text, check_imports=check_imports)
+    return _collect(data, source=source, base_dir=p.parent, text=text, check_bindings=check_bindings)
 
 
-def load_manifest(path: str | Path, *, check_imports: bool = False) -> Manifest:
+def load_manifest(path: str | Path, *, check_bindings: bool = False) -> Manifest:
     """Load a manifest or raise :class:`ManifestError` (4001) listing all problems."""
-    manifest, problems = check_manifest(path, check_imports=check_imports)
+    manifest, problems = check_manifest(path, check_bindings=check_bindings)
     if manifest is None:
         raise ManifestError(problems)
     return manifest
 
 
 def manifest_from_data(data: Mapping[str, Any], *, source: str = "<data>", base_dir: Path | None = None,
-                       check_imports: bool = False) -> Manifest:
+                       check_bindings: bool = False) -> Manifest:
     """Build a manifest from already-parsed TOML-shaped data (the demo set)."""
     manifest, problems = _collect(dict(data), source=source, base_dir=base_dir, text=None,
-                                  check_imports=check_imports)
+                                  check_bindings=check_bindings)
     if manifest is None:
         raise ManifestError(problems)
     return manifest

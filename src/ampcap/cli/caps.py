@@ -48,14 +48,14 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_show)
 
 
-def _load(args: argparse.Namespace, *, check_imports: bool = False) -> Manifest:
+def _load(args: argparse.Namespace, *, check_bindings: bool = False) -> Manifest:
     from ..caps.manifest import ManifestError, check_manifest
 
     if args.demo:
         from ..caps.demo import demo_manifest
 
         return demo_manifest()
-    manifest, problems = check_manifest(args.manifest, check_imports=check_imports)
+    manifest, problems = check_manifest(args.manifest, check_bindings=check_bindings)
     if manifest is None:
         raise ManifestError(problems)
     return manifest
@@ -66,9 +66,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     manifest: Manifest | None
     if args.demo:
-        manifest = _load(args, check_imports=True)
+        manifest = _load(args, check_bindings=True)
     else:
-        manifest, problems = check_manifest(args.manifest, check_imports=True)
+        manifest, problems = check_manifest(args.manifest, check_bindings=True)
         if manifest is None:
             for problem in problems:
                 print(problem, file=sys.stdout)

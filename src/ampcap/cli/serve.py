@@ -120,7 +120,9 @@ def _manifests(args: argparse.Namespace) -> list[Manifest]:
         from ..caps.demo import demo_manifest
 
         found.append(demo_manifest())
-    found.extend(load_manifest(path) for path in args.manifest)
+    # Bindings are checked now: a missing module or program is one line at start,
+    # not a 5001 on every invoke of that capability.
+    found.extend(load_manifest(path, check_bindings=True) for path in args.manifest)
     if not found:
         raise UsageError("nothing to serve: pass --demo and/or --manifest FILE")
     return found
