@@ -267,6 +267,24 @@ def test_bad_version_after_negotiation_is_1004() -> None:
     assert pair.server.state is ConnState.OPEN
 
 
+def test_a_bad_error_message_gets_no_answer_and_the_connection_stays_open() -> None:
+    # An ERROR body that breaks the schema (no category): logged as a rejection,
+    # answered with nothing at all. An AMP ERROR would invite another back, and
+    # a transport ERROR makes the peer close (RFC 002 §4.5 frames end connections here).
+    from ampcap.schema import load_schemas
+    from ampcap.wire.identity import DidKeyResolver
+    from ampcap.wire.receive import ReceivePipeline
+
+    pair = open_pair()
+    pair.server.pipeline = ReceivePipeline(DidKeyResolver(), schemas=load_schemas())  # as the daemon's checks bodies
+    wire = amp_frame(1, MessageType.ERROR, {"code": 5001, "message": "no category"}, to=identity(2).did)
+    pair.server.receive_data(wire, T0)
+    (rej,) = of_type(drain_events(pair.server), MessageRejected)
+    assert rej.error.code == 1001
+    assert pair.server.data_to_send() == b""
+    assert pair.server.state is ConnState.OPEN
+
+
 def test_unknown_type_is_1005() -> None:
     pair = open_pair()
     pair.server.receive_data(amp_frame(1, 0x99, None, to=identity(2).did), T0)

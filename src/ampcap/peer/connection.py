@@ -515,8 +515,12 @@ class Connection:
         """Answer one bad message; close too when ``fatal``."""
         self._events.append(MessageRejected(error=err, message_id=env.id if env is not None else None))
         negotiated = self.hello_state is HelloState.NEGOTIATED
-        if env is not None and env.typ != _ERROR_TYPE and (negotiated or self._raw):
-            self._send_control_message(MessageType.ERROR, err.to_body(), env, self._last_rx)
+        if env is not None and (negotiated or self._raw):
+            # A bad ERROR gets no answer of any kind, transport ERROR included:
+            # the peer closes on a transport ERROR, and two peers answering
+            # each other's errors would never stop. It is logged (the event).
+            if env.typ != _ERROR_TYPE:
+                self._send_control_message(MessageType.ERROR, err.to_body(), env, self._last_rx)
         elif not self._raw:
             self._queue_transport_error(err, env.id if env is not None else None)
         if fatal:
