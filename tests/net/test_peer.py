@@ -283,3 +283,49 @@ async def test_timeouts_and_limits_outside_what_the_wire_can_say() -> None:
         with pytest.raises(ValueError, match="limit must be from 0 to"):
             await remote.query("org.example.greet", limit=1 << 64)
         assert len((await remote.query("org.example.greet", limit=(1 << 64) - 1)).capabilities) == 2
+
+
+class Thing:
+    """No JSON Schema can be derived for a plain class."""
+
+
+def test_registration_mistakes_are_reported_at_the_decorator() -> None:
+    peer = Peer(new_identity())
+
+    def fn() -> dict:
+        return {}
+
+    class Local:
+        pass
+
+    def takes_a_thing(x: Thing) -> dict:
+        return {}
+
+    def takes_a_local(x: Local) -> dict:  # under `from __future__ import annotations`: unresolvable
+        return {}
+
+    with pytest.raises(ValueError, match="capability Not A Name:1.0.0: name: capability name 'Not A Name' must be"):
+        peer.capability("Not A Name")(fn)
+    with pytest.raises(ValueError, match="version: bad version '1.0'"):
+        peer.capability("org.example.v", version="1.0")(fn)
+    with pytest.raises(ValueError, match="input_schema: input schema does not compile"):
+        peer.capability("org.example.s", schema={"type": "nonsense"})(fn)
+    with pytest.raises(TypeError, match="type of parameter 'x' \\(Thing\\); give the capability an explicit schema"):
+        peer.capability("org.example.t")(takes_a_thing)
+    with pytest.raises(TypeError, match="takes_a_local: its type hints cannot be resolved .*explicit schema"):
+        peer.capability("org.example.u")(takes_a_local)
+    peer.capability("org.example.once")(fn)
+    with pytest.raises(ValueError, match="org.example.once:1.0.0 is already registered"):
+        peer.capability("org.example.once")(fn)
+    assert [r.name for r in peer._registered] == ["org.example.once"]  # the refused ones left no trace
+
+
+def test_a_function_taking_kwargs_accepts_any_params() -> None:
+    def anything(**params: Any) -> dict:
+        return params
+
+    def exact(a: int) -> dict:
+        return {}
+
+    assert schema_from_signature(anything)["additionalProperties"] is True
+    assert schema_from_signature(exact)["additionalProperties"] is False

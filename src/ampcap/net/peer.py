@@ -44,7 +44,7 @@ import trio
 
 from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
-from ..caps.manifest import Manifest, manifest_from_data
+from ..caps.manifest import Manifest, ManifestError, manifest_from_data
 from ..caps.params import ParamsValidator
 from ..errors import AmpError
 from ..peer.invoker import RetryPolicy, Target
@@ -110,6 +110,13 @@ class _Registered:
     aliases: tuple[str, ...]
     handler: Callable[[Any, RunnerContext], Awaitable[Any]]
 
+    def manifest_entry(self) -> dict[str, Any]:
+        """This capability as a manifest table: the Python API's capabilities
+        pass the same checks as a manifest file's."""
+        return {"name": self.name, "version": self.version, "input_schema": self.schema,
+                "output_schema": self.output_schema, "binding": {"python": f"{__name__}:_local_only"},
+                **({"notes": self.notes} if self.notes else {}), **({"aliases": list(self.aliases)} if self.aliases else {})}
+
 
 def _load_identity(identity: Identity | str | os.PathLike[str] | None) -> Identity:
     if isinstance(identity, Identity):
@@ -118,11 +125,18 @@ def _load_identity(identity: Identity | str | os.PathLike[str] | None) -> Identi
 
 
 def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
-    """A closed JSON Schema (draft-07) object for ``fn``'s keyword parameters
-    (``ctx`` excluded), derived with ``msgspec`` from the type hints."""
-    hints = get_type_hints(fn)
+    """A JSON Schema (draft-07) object for ``fn``'s keyword parameters
+    (``ctx`` excluded), derived with ``msgspec`` from the type hints; closed
+    to other keys unless ``fn`` takes ``**kwargs``."""
+    try:
+        hints = get_type_hints(fn)
+    except NameError as exc:  # a hint naming something not importable where fn lives
+        raise TypeError(f"{fn.__name__}: its type hints cannot be resolved ({exc}); give the capability an "
+                        "explicit schema={...}") from None
     fields: list[Any] = []
-    for param in inspect.signature(fn).parameters.values():
+    parameters = inspect.signature(fn).parameters.values()
+    open_ended = any(param.kind is param.VAR_KEYWORD for param in parameters)
+    for param in parameters:
         if param.name == _CONTEXT_PARAM or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         if param.kind is param.POSITIONAL_ONLY:
@@ -133,14 +147,40 @@ def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
         else:
             fields.append((param.name, annotation, param.default))
     struct = msgspec.defstruct(f"{fn.__name__}_params", fields)
-    generated = msgspec.json.schema(struct)
+    try:
+        generated = msgspec.json.schema(struct)
+    except TypeError:
+        for name, annotation, *_ in fields:  # which parameter: msgspec's message does not say
+            try:
+                msgspec.json.schema(annotation)
+            except TypeError:
+                raise TypeError(f"{fn.__name__}: no JSON Schema can be derived from the type of parameter "
+                                f"{name!r} ({getattr(annotation, '__name__', annotation)}); give the "
+                                "capability an explicit schema={...}") from None
+        raise
     defs = dict(generated.get("$defs", {}))
     body = dict(defs.pop(f"{fn.__name__}_params", {"type": "object"}))
     body.pop("title", None)
-    schema: dict[str, Any] = {"$schema": _DRAFT7, **body, "additionalProperties": False}
+    schema: dict[str, Any] = {"$schema": _DRAFT7, **body, "additionalProperties": open_ended}
     if defs:
         schema["$defs"] = defs
     return schema
+
+
+_API_BUNDLE = "ampcap.local.api"
+
+
+def _check_registration(reg: _Registered, registered: Sequence[_Registered]) -> None:
+    """ValueError naming every problem with one capability (name, version,
+    schemas, aliases), or a second registration of the same id."""
+    ident = f"{reg.name}:{reg.version}"
+    if any(r.name == reg.name and r.version == reg.version for r in registered):
+        raise ValueError(f"capability {ident} is already registered on this peer")
+    try:
+        manifest_from_data({"bundle_id": _API_BUNDLE, "capability": [reg.manifest_entry()]}, source="<python api>")
+    except ManifestError as exc:
+        problems = "; ".join(f"{p.key}: {p.message}" if p.key else p.message for p in exc.problems)
+        raise ValueError(f"capability {ident}: {problems}") from None
 
 
 def _adapt(fn: Callable[..., Any]) -> Callable[[Any, RunnerContext], Awaitable[Any]]:
@@ -214,9 +254,10 @@ class Peer:
                 raise RuntimeError("register capabilities before serving or connecting")
             input_schema = dict(schema) if schema is not None else schema_from_signature(fn)
             out = dict(output_schema) if isinstance(output_schema, Mapping) else output_schema
-            self._registered.append(_Registered(name=name, version=version, schema=input_schema,
-                                                output_schema=out, notes=notes or _first_line(fn.__doc__),
-                                                aliases=tuple(aliases), handler=_adapt(fn)))
+            reg = _Registered(name=name, version=version, schema=input_schema, output_schema=out,
+                              notes=notes or _first_line(fn.__doc__), aliases=tuple(aliases), handler=_adapt(fn))
+            _check_registration(reg, self._registered)  # here, where the mistake is, not at serve()
+            self._registered.append(reg)
             return fn
 
         return decorate
@@ -235,11 +276,7 @@ class Peer:
         bundles = []
         handlers: dict[str, Callable[[Any, RunnerContext], Awaitable[Any]]] = {}
         if self._registered:
-            data = {"bundle_id": "ampcap.local.api", "capability": [
-                {"name": r.name, "version": r.version, "input_schema": r.schema, "output_schema": r.output_schema,
-                 "binding": {"python": f"{__name__}:_local_only"},
-                 **({"notes": r.notes} if r.notes else {}), **({"aliases": list(r.aliases)} if r.aliases else {})}
-                for r in self._registered]}
+            data = {"bundle_id": _API_BUNDLE, "capability": [r.manifest_entry() for r in self._registered]}
             local = manifest_from_data(data, source="<python api>")
             specs.extend(local.capabilities)
             bundles.append(local.bundle)
