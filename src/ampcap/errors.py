@@ -14,7 +14,7 @@ from typing import Any
 
 from .wire.registry import error_body, error_info
 
-__all__ = ["AmpError", "LocalProtocolError", "RemoteProtocolError"]
+__all__ = ["AmpError", "LocalProtocolError", "MessageTooLarge", "RemoteProtocolError"]
 
 
 class AmpError(Exception):
@@ -63,3 +63,13 @@ class RemoteProtocolError(AmpError):
 
 class LocalProtocolError(AmpError):
     """Our own caller tried to do something the protocol forbids."""
+
+
+class MessageTooLarge(LocalProtocolError):
+    """A message we built is over the connection's effective maximum size
+    (RFC 002 §3.2); the sender may send something smaller in its place."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(1001, f"message of {size} bytes exceeds the effective maximum {limit}", path="body")
+        self.size = size
+        self.limit = limit

@@ -329,3 +329,35 @@ def test_a_function_taking_kwargs_accepts_any_params() -> None:
 
     assert schema_from_signature(anything)["additionalProperties"] is True
     assert schema_from_signature(exact)["additionalProperties"] is False
+
+
+@pytest.mark.trio
+async def test_a_result_over_the_maximum_message_size_still_ends_the_call_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from ampcap.net.daemon import DaemonConfig
+    from ampcap.peer.config import ConnectionConfig
+
+    small = DaemonConfig(connection=ConnectionConfig(max_msg_size=1 << 20))  # the smallest RFC 002 allows
+    provider = Peer(new_identity(), config=small)
+
+    @provider.capability("org.example.blob", schema={"type": "object"})
+    def blob(**params: Any) -> dict:
+        return {"blob": b"x" * (2 << 20)}
+
+    @provider.capability("org.example.size", schema={"type": "object"})
+    def size(**params: Any) -> dict:
+        return {"n": len(params.get("data", b""))}
+
+    with trio.fail_after(20):
+        async with provider.serve("amp://127.0.0.1:0") as server, \
+                connect(server.url, identity=new_identity()) as remote:
+            with pytest.raises(AmpError) as info:  # a small CAP_RESULT 5001 stood in for the large one
+                await remote.invoke("org.example.blob:1.0.0", params={}, timeout=10)
+            assert info.value.code == 5001
+            assert "larger than this connection's 1048576-byte maximum" in info.value.message
+            assert any("sent a 5001 in its place" in r.getMessage() for r in caplog.records)
+            # Our own request over the limit fails at once, as the caller's fault (1001, not retryable).
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.size:1.0.0", params={"data": b"y" * (2 << 20)}, timeout=10)
+            assert info.value.code == 1001 and "exceeds the effective maximum 1048576" in info.value.message
+            assert await remote.invoke("org.example.size:1.0.0", params={"data": b"y"}) == {"n": 1}

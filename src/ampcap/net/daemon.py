@@ -41,7 +41,7 @@ import trio
 from ..caps.catalog import Catalog
 from ..caps.stats import UsageStats
 from ..display import printable
-from ..errors import AmpError, LocalProtocolError
+from ..errors import AmpError, LocalProtocolError, MessageTooLarge
 from ..net.bindings_runner import BindingRunner, RunnerContext
 from ..schema import load_schemas
 from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
@@ -63,7 +63,7 @@ from ..peer.invoker import (
     Target,
 )
 from ..peer.limits import InFlightLimits
-from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to
+from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.state import HelloState
 from ..wire.frames import Framing
@@ -405,6 +405,13 @@ class Daemon:
             return
         try:
             link.driver.send_nowait(out)
+        except MessageTooLarge as exc:
+            # The caller must still get its one terminal reply: a small one stands in.
+            stand_in = stand_in_for_oversize(out, exc.size, exc.limit)
+            log.warning("reply to %s not sent: %s%s", out.reply_to.hex() if out.reply_to else "-", exc.message,
+                        "; sent a 5001 in its place" if stand_in is not None else "")
+            if stand_in is not None:
+                self._send(link, stand_in)
         except LocalProtocolError as exc:  # closed meanwhile, or draining and not a reply
             log.debug("not sent to %s: %s", link.peer_did, exc)
 
@@ -553,7 +560,10 @@ class Daemon:
         link.calls.add(handle)
         try:
             link.driver.send_nowait(out)
-        except LocalProtocolError as exc:
+        except MessageTooLarge as exc:  # the request itself is at fault: retrying cannot help
+            self.invoker.abandon(handle)
+            self._finish_call(handle, error=AmpError(exc.code, f"cannot send: {exc.message}", path=exc.path))
+        except LocalProtocolError as exc:  # the connection closed or is draining: try elsewhere or later
             self.invoker.abandon(handle)
             self._finish_call(handle, error=AmpError(UNAVAILABLE, f"cannot send: {exc.message}"))
         self._rearm()

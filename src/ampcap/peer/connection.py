@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AmpError, LocalProtocolError, RemoteProtocolError
+from ..errors import AmpError, LocalProtocolError, MessageTooLarge, RemoteProtocolError
 from ..wire.envelope import Envelope, decode_envelope, seal
 from ..wire.frames import FrameDecoder, FrameType, Framing, FramingError, encode_frame
 from ..wire.identity import Identity
@@ -212,8 +212,7 @@ class Connection:
                          v=self._major, profile=self.config.profile, message_id=out.msg_id,
                          body_bytes=out.body_cbor)
         if len(wire) > self.max_msg_size:
-            raise LocalProtocolError(1001, f"message of {len(wire)} bytes exceeds the effective maximum "
-                                           f"{self.max_msg_size}", path="body")
+            raise MessageTooLarge(len(wire), self.max_msg_size)
         self._queue_frame(FrameType.AMP_MESSAGE, wire)
         return env
 

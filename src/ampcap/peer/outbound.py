@@ -24,7 +24,7 @@ from ..errors import AmpError
 from ..wire.envelope import Envelope
 from ..wire.registry import MessageType
 
-__all__ = ["Outbound", "Send", "Log", "reply_to", "error_reply", "ConnKey"]
+__all__ = ["Outbound", "Send", "Log", "reply_to", "error_reply", "stand_in_for_oversize", "ConnKey"]
 
 # The executor and invoker never look inside a connection key: the daemon
 # chooses it (a Connection object, an int...) and gets it back in actions.
@@ -77,6 +77,30 @@ def reply_to(request: Envelope, typ: int, body: Any) -> Outbound:
 def error_reply(request: Envelope, error: AmpError) -> Outbound:
     """The AMP ERROR answering ``request`` (RFC 001 §15.1)."""
     return reply_to(request, int(MessageType.ERROR), error.to_body())
+
+
+# Replies that are not the last word: dropped when too large, nothing stands in.
+_INTERIM = frozenset({int(MessageType.ACK), int(MessageType.PROCESSING), int(MessageType.PROGRESS)})
+
+
+def stand_in_for_oversize(out: Outbound, size: int, limit: int) -> Outbound | None:
+    """What to send when reply ``out`` turned out larger than the connection's
+    maximum message size (RFC 002 §3.2): a terminal reply must still arrive,
+    so a CAP_RESULT becomes a CAP_RESULT error 5001 and any other terminal
+    reply an ERROR 5001, both small. ``None`` for an interim reply (PROGRESS,
+    PROCESSING, ACK) and for a message that answers nothing."""
+    if out.reply_to is None or out.typ in _INTERIM:
+        return None
+    from .progress import result_error  # the CAP_RESULT body shape lives with the other bodies
+
+    error = AmpError(5001, f"the reply ({size} bytes as a message) is larger than this connection's "
+                           f"{limit}-byte maximum")
+    if out.typ == int(MessageType.CAP_RESULT):
+        body = result_error(error)
+        typ = out.typ
+    else:
+        body, typ = error.to_body(), int(MessageType.ERROR)
+    return Outbound(typ=typ, body=body, reply_to=out.reply_to, thread_id=out.thread_id, to=out.to)
 
 
 @dataclass(frozen=True, slots=True)
