@@ -285,6 +285,26 @@ def test_a_bad_error_message_gets_no_answer_and_the_connection_stays_open() -> N
     assert pair.server.state is ConnState.OPEN
 
 
+def test_a_server_refusing_with_an_error_frame_before_the_handshake_is_heard() -> None:
+    # What ampcap's listener sends at its connection limit: the client reports
+    # the server's 5004 and message, not "ERROR frame before the HANDSHAKE".
+    client = make_conn(Role.CLIENT, 1)
+    client.start(T0)
+    client.data_to_send()  # our HANDSHAKE
+    refusal = TransportError(code=5004, message="too many connections; retry later").to_payload()
+    client.receive_data(encode_frame(FrameType.ERROR, refusal), T0)
+    (term,) = drain_events(client)
+    assert isinstance(term, ConnectionTerminated) and term.by_peer
+    assert (term.code, term.reason) == (5004, "too many connections; retry later")
+    assert client.state is ConnState.CLOSED
+    # Any other frame first is still a protocol violation.
+    other = make_conn(Role.CLIENT, 1)
+    other.start(T0)
+    other.receive_data(encode_frame(FrameType.PING, b"12345678"), T0)
+    (term,) = drain_events(other)
+    assert isinstance(term, ConnectionTerminated) and term.code == 1001 and "before the HANDSHAKE" in term.reason
+
+
 def test_unknown_type_is_1005() -> None:
     pair = open_pair()
     pair.server.receive_data(amp_frame(1, 0x99, None, to=identity(2).did), T0)

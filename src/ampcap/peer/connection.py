@@ -316,8 +316,10 @@ class Connection:
     def _on_frame(self, ftype: FrameType, payload: bytes, now_ms: int) -> None:
         if ftype is FrameType.HANDSHAKE:
             self._on_handshake(payload)
-        elif not self._transport_ready:
-            # RFC 002 §4.4: HANDSHAKE is the first frame in each direction.
+        elif not self._transport_ready and ftype is not FrameType.ERROR:
+            # RFC 002 §4.4: HANDSHAKE is the first frame in each direction. An
+            # ERROR frame is the exception: a server refusing us outright (at
+            # its connection limit, say) sends one and closes (§8.2).
             raise RemoteProtocolError(1001, f"{ftype.name} frame before the HANDSHAKE", path="frame")
         elif ftype is FrameType.AMP_MESSAGE:
             self._on_message(payload, now_ms)
