@@ -88,6 +88,19 @@ binding = {binding}
     assert needle in line and f"{manifest}:6:" in line, line  # the binding line
 
 
+@pytest.mark.parametrize("flag", ["--connect", "--relay"])
+def test_a_peer_it_cannot_dial_is_named_with_its_flag(tmp_path: Path, flag: str) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # released: nobody listens there
+    result = run(tmp_path, "serve", "--demo", "--listen", "127.0.0.1:0", flag, f"amp://127.0.0.1:{port}")
+    assert result.returncode == 1 and result.stdout == "" and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()[-1:]
+    assert line.startswith(f"ampcap serve: error 5002 UNAVAILABLE: {flag} amp://127.0.0.1:{port}: cannot reach it: ")
+
+
 def test_port_in_use_is_reported(tmp_path: Path) -> None:
     with serve_process(tmp_path) as proc:
         port = proc.url.rsplit(":", 1)[1]

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
 from ..net.url import parse_hostport
 from ..wire.frames import Framing
+from ..errors import AmpError
+from ..wire.registry import ErrorCode
 from .errors import UsageError
 from .tls_options import add_tls_client_arguments, tls_client_context
 from ..wire.identity import (
@@ -207,10 +209,14 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
             sockname = listeners[0].socket.getsockname()
             bound_host, bound_port = sockname[0], sockname[1]
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-            for url in relays:
-                await daemon.join_relay(url, relay_did=relay_did, ssl_context=dial_tls)
-            for url in peers:
-                await daemon.connect(url, ssl_context=dial_tls)
+            for flag, url in [*(("--relay", u) for u in relays), *(("--connect", u) for u in peers)]:
+                try:
+                    if flag == "--relay":
+                        await daemon.join_relay(url, relay_did=relay_did, ssl_context=dial_tls)
+                    else:
+                        await daemon.connect(url, ssl_context=dial_tls)
+                except OSError as exc:  # the OS's reason alone would not say which dial failed
+                    raise AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.strerror or exc}") from None
             # The one line scripts wait for; flushed before anything can be served.
             sys.stdout.write(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}\n")
             sys.stdout.flush()
