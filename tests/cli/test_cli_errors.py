@@ -178,3 +178,9 @@ def test_keygen_over_an_existing_file_is_a_plain_failure(tmp_path: Path, capsys:
     argv = ["keygen", "--out", str(key)]
     line = _one_line_failure(capsys, main(argv), argv, 1)
     assert line == f"ampcap keygen: {key} already exists; pass --force to replace it"
+
+
+def test_keygen_into_a_directory_says_so_even_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["keygen", "--out", str(tmp_path)], ["keygen", "--out", str(tmp_path), "--force"]):
+        line = _one_line_failure(capsys, main(argv), argv, 1)
+        assert line == f"ampcap keygen: {tmp_path} is a directory; give a file name, e.g. {tmp_path / 'identity.json'}"

@@ -44,10 +44,10 @@ def register(subparsers: Any) -> None:
 
 def run_keygen(args: argparse.Namespace) -> int:
     path: Path = args.out or default_identity_path()
+    if path.is_dir():  # before "exists": --force could not help
+        raise CommandError(f"{path} is a directory; give a file name, e.g. {path / 'identity.json'}")
     if path.exists() and not args.force:
         raise CommandError(f"{path} already exists; pass --force to replace it")
-    if path.is_dir():
-        raise CommandError(f"{path} is a directory")
     identity = Identity.generate(os.urandom)
     identity.save(path, overwrite=args.force)
     print(identity.did)
