@@ -23,7 +23,7 @@ from conn_helpers import Outbound, make_conn  # noqa: E402
 from test_stream import CountingStream, Flood, Recorder  # noqa: E402
 
 from ampcap.net import stream as stream_module  # noqa: E402
-from ampcap.net.stream import ConnectionDriver  # noqa: E402
+from ampcap.net.stream import ConnectionDriver, SendBudget  # noqa: E402
 from ampcap.peer.config import ConnectionConfig  # noqa: E402
 from ampcap.peer.connection import Role  # noqa: E402
 from ampcap.peer.events import ConnectionTerminated, MessageReceived, Negotiated  # noqa: E402
@@ -44,13 +44,13 @@ async def tcp_stream_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
 @asynccontextmanager
 async def open_pair(*, wrap_client: Callable[[trio.SocketStream], trio.abc.Stream] = lambda s: s,
                     server_cfg: ConnectionConfig | None = None, server_on_event: Any = None,
-                    write_timeout_s: float = 30.0
+                    write_timeout_s: float = 30.0, server_budget: SendBudget | None = None
                     ) -> AsyncIterator[tuple[ConnectionDriver, Recorder, ConnectionDriver, Recorder]]:
     a, b = await tcp_stream_pair()
     cr, sr = Recorder(), Recorder()
     client = ConnectionDriver(make_conn(Role.CLIENT, 1), wrap_client(a), on_event=cr)
     server = ConnectionDriver(make_conn(Role.SERVER, 2, server_cfg), b, on_event=server_on_event or sr,
-                              write_timeout_s=write_timeout_s)
+                              write_timeout_s=write_timeout_s, budget=server_budget)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(client.run)
         nursery.start_soon(server.run)
@@ -158,6 +158,26 @@ async def test_order_and_content_survive_partial_writes(monkeypatch: pytest.Monk
         assert [x["i"] for x in bodies] == list(range(200))
         assert all(x["pad"] == struct.pack(">I", x["i"]) * 5000 for x in bodies)
         assert any(taken < asked for asked, taken, _ in log.on(server.stream))  # the partial path was taken
+
+
+@pytest.mark.trio
+async def test_the_shared_send_budget_is_given_back_once_the_writer_catches_up() -> None:
+    # Partial writes leave bytes for the writer task; once it has written them
+    # all, the budget must show nothing outstanding for this still-open connection.
+    budget = SendBudget(64 << 20)
+    async with open_pair(server_budget=budget) as (client, cr, server, _):
+        assert isinstance(server.stream, trio.SocketStream)
+        server.stream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32768)
+        with trio.fail_after(30):
+            for i in range(50):
+                server.send_nowait(Outbound(typ=MessageType.MESSAGE, body={"i": i, "pad": b"p" * 20_000}))
+            assert budget.used > 0  # the kernel could not take it all at once
+            while len(received(cr)) < 50:
+                await cr._changed.wait()
+            while server.backlog:
+                await trio.sleep(0.01)
+        assert server.conn.state is ConnState.OPEN
+        assert budget.used == 0
 
 
 @pytest.mark.trio

@@ -302,7 +302,7 @@ class ConnectionDriver:
         while self._fd >= 0 and self._write_failed is None:
             data = self._unsent or conn.data_to_send()
             if not data:
-                return
+                break
             try:
                 sent = os.write(self._fd, data)
             except BlockingIOError:
@@ -311,17 +311,16 @@ class ConnectionDriver:
                 self._write_failed = f"cannot write to the peer ({exc.strerror or exc})"
                 self._unsent, self._in_flight = b"", 0
                 self._writer_kick.set()
-                return
+                break
             if sent:
                 self._signal_space()
             if sent < len(data):
                 self._unsent = memoryview(data)[sent:]
                 self._in_flight = len(self._unsent)
                 self._writer_kick.set()
-                self._charge()
-                return
+                break
             self._unsent, self._in_flight = b"", 0
-        self._charge()
+        self._charge()  # every way out of the loop changed the backlog
 
     async def _writer_direct(self) -> None:
         conn = self.conn
