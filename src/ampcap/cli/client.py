@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..display import json_safe, printable
 from ..errors import AmpError
 from ..peer.config import RELAY_DID, rust_example_config
+from ..wire.cbor import UINT64_MAX
 from ..wire.identity import default_identity_path
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
@@ -136,8 +137,8 @@ def _run(args: argparse.Namespace, call: Any) -> int:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    if args.limit is not None and not 0 <= args.limit < 1 << 64:
-        raise UsageError(f"--limit must be from 0 to {(1 << 64) - 1}")
+    if args.limit is not None and not 0 <= args.limit <= UINT64_MAX:
+        raise UsageError(f"--limit must be from 0 to {UINT64_MAX}")
 
     async def call(remote: Any) -> int:
         page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,

@@ -49,6 +49,7 @@ from ..caps.params import ParamsValidator
 from ..errors import AmpError
 from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
+from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
 from ..wire.identity import Identity, KeyResolver, load_or_create
 from .bindings_runner import RunnerContext
 from .clock import SYSTEM_CLOCK, Clock
@@ -442,8 +443,8 @@ class Remote:
                     cursor: str | None = None, order: str | None = None, timeout: float = 30.0) -> QueryResult:
         """CAP_QUERY: descriptors of ``name`` (an alias or legacy type works too),
         optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…)."""
-        if limit is not None and not 0 <= limit <= _UINT64_MAX:
-            raise ValueError(f"limit must be from 0 to {_UINT64_MAX}")
+        if limit is not None and not 0 <= limit <= UINT64_MAX:
+            raise ValueError(f"limit must be from 0 to {UINT64_MAX}")
         flt: dict[str, Any] = {"capability": name}
         if range is not None:
             flt["version"] = range
@@ -524,16 +525,13 @@ def _sole_error(group: BaseExceptionGroup[Any]) -> BaseException | None:
     return None
 
 
-_UINT64_MAX = (1 << 64) - 1  # timeout_ms and limit are CBOR uints on the wire
-
-
 def _ms(seconds: float) -> int:
     """A timeout in seconds as wire milliseconds. ``math.inf`` (or anything
     past what the wire can say) means as long as the provider allows."""
     if not seconds > 0:  # also refuses NaN
         raise ValueError("timeout must be a positive number of seconds")
-    if seconds * 1000 >= _UINT64_MAX:
-        return _UINT64_MAX
+    if seconds * 1000 >= UINT64_MAX:
+        return UINT64_MAX
     return max(1, int(seconds * 1000))
 
 

@@ -23,6 +23,7 @@ import msgspec
 from ..errors import AmpError
 from ..wire.envelope import Envelope
 from ..wire.registry import MessageType
+from .progress import result_error
 
 __all__ = ["Outbound", "Send", "Log", "reply_to", "error_reply", "stand_in_for_oversize", "ConnKey"]
 
@@ -91,8 +92,6 @@ def stand_in_for_oversize(out: Outbound, size: int, limit: int) -> Outbound | No
     PROCESSING, ACK) and for a message that answers nothing."""
     if out.reply_to is None or out.typ in _INTERIM:
         return None
-    from .progress import result_error  # the CAP_RESULT body shape lives with the other bodies
-
     error = AmpError(5001, f"the reply ({size} bytes as a message) is larger than this connection's "
                            f"{limit}-byte maximum")
     if out.typ == int(MessageType.CAP_RESULT):

@@ -42,6 +42,7 @@ import cbor2
 from ..errors import AmpError
 
 __all__ = [
+    "UINT64_MAX",
     "DecodeLimits",
     "DEFAULT_LIMITS",
     "dumps",
@@ -85,7 +86,7 @@ DEFAULT_LIMITS = DecodeLimits()
 # deterministic layout is static: they are assembled from these pieces with
 # no generic encoder call on the hot path (see signing.py and envelope.py).
 
-_UINT64_MAX = (1 << 64) - 1
+UINT64_MAX = (1 << 64) - 1  # the largest unsigned integer a CBOR head holds (a wire uint)
 _SMALL_HEADS = [[bytes(((major << 5) | n,)) for n in range(24)] for major in range(8)]
 
 
@@ -108,7 +109,7 @@ def uint_item(n: int) -> bytes:
         if n < 0:
             raise AmpError(_INVALID, f"{n} is not an unsigned integer")
         return _SMALL_HEADS[0][n]
-    if n > _UINT64_MAX:
+    if n > UINT64_MAX:
         raise AmpError(_INVALID, f"{n} does not fit in 64 bits")
     return head(0, n)
 

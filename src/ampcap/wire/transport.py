@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from ..errors import AmpError
-from .cbor import DecodeLimits, dumps, loads
+from .cbor import UINT64_MAX, DecodeLimits, dumps, loads
 from .frames import MIN_MAX_SIZE, FrameType
 
 __all__ = [
@@ -40,7 +40,7 @@ def effective_max(ours: int, theirs: int) -> int:
 
 
 def _is_uint(v: Any) -> bool:
-    return type(v) is int and 0 <= v < (1 << 64)
+    return type(v) is int and 0 <= v <= UINT64_MAX
 
 
 def _map(payload: bytes, what: str, required: frozenset[str], optional: frozenset[str]) -> dict[str, Any]:
