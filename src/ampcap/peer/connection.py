@@ -237,9 +237,9 @@ class Connection:
                 and self.config.keepalive_interval_ms is not None and self._frame_since is None):
             return self._last_rx + self.config.keepalive_interval_ms
         deadlines = []
-        if self._frame_since is not None and self.config.frame_timeout_ms is not None \
-                and self.state is not ConnState.CLOSED:
-            deadlines.append(self._frame_since + self.config.frame_timeout_ms)
+        frame_deadline = self._frame_deadline()
+        if frame_deadline is not None:
+            deadlines.append(frame_deadline)
         if self.state in (ConnState.CONNECTED, ConnState.HANDSHAKE) and self._handshake_deadline is not None:
             deadlines.append(self._handshake_deadline)
         if self.state in (ConnState.OPEN, ConnState.DRAINING) and not self._raw:
@@ -251,14 +251,20 @@ class Connection:
             deadlines.append(self._drain_deadline)
         return min(deadlines) if deadlines else None
 
+    def _frame_deadline(self) -> int | None:
+        """When the frame now half-received must be whole, if one is."""
+        timeout = self.config.frame_timeout_ms
+        if self._frame_since is None or timeout is None or self.state is ConnState.CLOSED:
+            return None
+        return self._frame_since + timeout
+
     def handle_timer(self, now_ms: int) -> None:
         """Act on every deadline that has passed by ``now_ms``."""
         state = self.state
-        frame_timeout = self.config.frame_timeout_ms
-        if (self._frame_since is not None and frame_timeout is not None and state is not ConnState.CLOSED
-                and now_ms >= self._frame_since + frame_timeout):
-            self._fail(RemoteProtocolError(5003, f"a frame was still arriving {frame_timeout} ms after its "
-                                                 f"first byte ({self._decoder.buffered} bytes so far)"))
+        frame_deadline = self._frame_deadline()
+        if frame_deadline is not None and now_ms >= frame_deadline:
+            self._fail(RemoteProtocolError(5003, f"a frame was still arriving {self.config.frame_timeout_ms} ms "
+                                                 f"after its first byte ({self._decoder.buffered} bytes so far)"))
             return
         if state in (ConnState.CONNECTED, ConnState.HANDSHAKE):
             if self._handshake_deadline is not None and now_ms >= self._handshake_deadline:
