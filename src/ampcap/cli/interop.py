@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ from ..net.url import AmpUrl, UrlError, parse_url
 from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.frames import Framing
 from ..wire.signing import Profile
-from .errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CommandError, UsageError
+from .errors import EXIT_FAILURE, EXIT_OK, CommandError, UsageError
 from .tls_options import add_tls_client_arguments, tls_client_context
 
 # The harness (trio, probes, vectors) loads when `interop` runs, not for
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
     from ..interop.vectors import Subject
 
 __all__ = ["register", "run"]
-
 
 
 def register(subparsers: Any) -> None:
@@ -148,25 +146,25 @@ def run(args: argparse.Namespace) -> int:
     from ..interop.runner import run_vectors
     from ..interop.vectors import vector_ids
 
+    # A UsageError here is reported by cli.main: one line, exit status 2.
+    known = vector_ids()
+    for vector in args.vector or ():
+        if vector not in known:
+            raise UsageError(f"--vector {vector!r} is not a vector; choose from {', '.join(known)}")
+    if args.self_test == bool(args.target):
+        raise UsageError("give exactly one of TARGET or --self")
+    if args.self_test and args.compat:
+        raise UsageError("--self tests ampcap in its default profile; --compat needs a TARGET")
+    if args.compat and not args.target_did:
+        raise UsageError("--compat rust-example needs --target-did: without HELLO nothing names the peer")
+    if args.report != "-":
+        _check_report_path(args.report)  # now, not after every vector has run
     try:
-        known = vector_ids()
-        for vector in args.vector or ():
-            if vector not in known:
-                raise UsageError(f"--vector {vector!r} is not a vector; choose from {', '.join(known)}")
-        if args.self_test == bool(args.target):
-            raise UsageError("give exactly one of TARGET or --self")
-        if args.self_test and args.compat:
-            raise UsageError("--self tests ampcap in its default profile; --compat needs a TARGET")
-        if args.compat and not args.target_did:
-            raise UsageError("--compat rust-example needs --target-did: without HELLO nothing names the peer")
-        if args.report != "-":
-            _check_report_path(args.report)  # now, not after every vector has run
         url = parse_url(args.target) if args.target else None
-        settings = settings_from_args(args, url)
-        subject = subject_from_args(args)
-    except (UsageError, UrlError) as exc:
-        print(f"ampcap interop: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except UrlError as exc:
+        raise UsageError(str(exc)) from None
+    settings = settings_from_args(args, url)
+    subject = subject_from_args(args)
     try:
         if url is None:
             result = trio.run(_run_self, settings, subject, args.vector)

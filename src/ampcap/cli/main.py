@@ -32,7 +32,6 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ampcap",

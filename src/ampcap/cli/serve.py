@@ -18,13 +18,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
-from ..net.url import parse_hostport
-from ..wire.frames import Framing
 from ..errors import AmpError
-from ..wire.registry import ErrorCode
-from .errors import UsageError
-from .tls_options import add_tls_client_arguments, tls_client_context
+from ..net.url import parse_hostport
+from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
+from ..wire.frames import Framing
 from ..wire.identity import (
     ChainResolver,
     DidKeyResolver,
@@ -33,6 +30,9 @@ from ..wire.identity import (
     default_identity_path,
     load_or_create,
 )
+from ..wire.registry import ErrorCode
+from .errors import UsageError
+from .tls_options import add_tls_client_arguments, tls_client_context
 
 if TYPE_CHECKING:
     import ssl
@@ -216,7 +216,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                     else:
                         await daemon.connect(url, ssl_context=dial_tls)
                 except OSError as exc:  # the OS's reason alone would not say which dial failed
-                    raise AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.strerror or exc}") from None
+                    raise AmpError(ErrorCode.UNAVAILABLE,
+                                   f"{flag} {url}: cannot reach it: {exc.strerror or exc}") from None
             # The one line scripts wait for; flushed before anything can be served.
             sys.stdout.write(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}\n")
             sys.stdout.flush()
