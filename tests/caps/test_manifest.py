@@ -112,6 +112,8 @@ def test_missing_file_and_empty_manifest(tmp_path: Path) -> None:
     [
         ('id = "org.example.t.noop:1.0.0"\nname = "org.example.t.noop"', "id", "not both"),
         ('id = "noop:1.0.0"', "id", "reverse-domain"),
+        ('id = "org.example.t.noop\\n:1.0.0"', "id", "reverse-domain"),
+        ('id = "org.example.t.noop:1.0.0\\n"', "id", "bad version"),
         ('policy = "strict"\nsupported_ranges = [">=1.0.0"]', "supported_ranges", "strict"),
         ('supported_ranges = [">=1.0.0 || <3.0.0"]', "supported_ranges", "bad range"),
         ('policy = "fuzzy"', "policy", "strict, range, bridge"),

@@ -66,7 +66,7 @@ def test_mcp_uris_and_malformed_uris() -> None:
     assert mcp.compatible.text == ">=0.3.0 <1.0.0"
     assert parse_ossa_uri("org.example.tool") is None and parse_ossa_uri("https://x/y") is None
     for bad in ("ossa:security/scan@1", "ossa:/x@1.0", "mcp:srv/tool@01.0", "ossa:a/b/c@1.0", "ossa:a/b@1.0.0",
-                "mcp:srv/tool", "ossa:a b/c@1.0"):
+                "mcp:srv/tool", "ossa:a b/c@1.0", "ossa:a/b@1.\u0662", "ossa:a/b@1.0\n"):
         with pytest.raises(AmpError) as info:
             parse_ossa_uri(bad)
         assert info.value.code == 4001, bad

@@ -40,7 +40,10 @@ def test_build_metadata_kept_but_ignored_for_precedence() -> None:
     assert a == b and str(a) == "1.0.0+a" and str(b) == "1.0.0+b"
 
 
-@pytest.mark.parametrize("bad", ["1.0", "01.0.0", "1.0.0-01", "v1.0.0", "1.0.0-", "", "1.0.0+"])
+# A trailing newline, and digits outside ASCII (Arabic-Indic two, fullwidth
+# one) that a Unicode-aware pattern and int() would read as 2 and 1.
+@pytest.mark.parametrize("bad", ["1.0", "01.0.0", "1.0.0-01", "v1.0.0", "1.0.0-", "", "1.0.0+",
+                                 "1.0.0\n", "1.0.1\u0662", "\uff11.0.0", "1.0.0-\u0662", "1.0.0+\n"])
 def test_malformed_versions_are_4001(bad: str) -> None:
     with pytest.raises(AmpError) as info:
         Version.parse(bad)

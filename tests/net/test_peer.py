@@ -204,6 +204,39 @@ async def test_a12_a13_wrong_reply_to_rejected_with_4001() -> None:
         nursery.cancel_scope.cancel()
 
 
+class MalformedProvider(MisroutingProvider):
+    """Answers the right reply_to, but with a CAP_RESULT lacking its result,
+    then an ERROR lacking its category: bodies the receive checks refuse."""
+
+    async def on_event(self, event: Event) -> None:
+        if not isinstance(event, MessageReceived) or event.inbound.envelope.typ != int(MessageType.CAP_INVOKE):
+            return
+        self.received.append(event.inbound)
+        body: dict[str, Any] = {"status": "success"} if len(self.received) == 1 else {"code": 5004}
+        typ = RESULT if len(self.received) == 1 else ERROR
+        self.driver.send_nowait(Outbound(typ=typ, body=body, reply_to=event.inbound.envelope.id))
+
+
+@pytest.mark.trio
+async def test_a_malformed_reply_fails_the_call_at_once_with_1001() -> None:
+    # Not a 5003 after the whole timeout (which --retry would resend): the
+    # reply came and was refused, and nothing better will follow it.
+    daemon = Daemon(new_identity(), Catalog([], cursor_key=os.urandom(32)))
+    ours, theirs = trio.testing.memory_stream_pair()
+    provider = MalformedProvider(theirs)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run)
+        nursery.start_soon(provider.driver.run)
+        remote = Remote(daemon, await daemon.connect_stream(ours))
+        for _ in range(2):
+            with trio.fail_after(5), pytest.raises(AmpError) as info:
+                await remote.invoke("org.x.y:1.0.0", params={}, timeout=60, retry=True)
+            assert info.value.code == 1001 and "was refused" in info.value.message
+        assert len(provider.received) == 2  # no resend
+        await daemon.drain(0.1)
+        nursery.cancel_scope.cancel()
+
+
 def greet_v2(params: Any) -> dict:
     return {"text": f"hello {params['who']}"}
 

@@ -8,6 +8,7 @@ import random
 from collections.abc import Hashable
 from typing import Any
 
+from ampcap.caps.catalog import Catalog
 from ampcap.caps.demo import demo_manifest
 from ampcap.caps.manifest import CapabilitySpec, Manifest
 from ampcap.caps.params import ParamsValidator
@@ -45,12 +46,14 @@ def entropy(n: int) -> bytes:
 
 def message(sender: Identity, typ: int, body: Any, now: int = T0, *, msg_id: bytes | None = None,
             ts: int | None = None, reply_to: bytes | None = None, thread_id: bytes | None = None,
-            ext: dict[str, Any] | None = None, ttl: int = 600_000, to: str | None = None) -> Inbound:
-    """Seal a message and pass it through a real receive pipeline."""
+            ext: dict[str, Any] | None = None, ttl: int = 600_000, to: str | None = None,
+            pipeline: ReceivePipeline | None = None) -> Inbound:
+    """Seal a message and pass it through a real receive pipeline (a fresh
+    one unless given: pass one to keep its replay cache across messages)."""
     ts = now if ts is None else ts
     _, wire = seal(sender, typ=typ, to=to or PROVIDER.did, body=body, now_ms=ts, entropy=entropy, ttl=ttl,
                    reply_to=reply_to, thread_id=thread_id, ext=ext, message_id=msg_id)
-    return ReceivePipeline(DidKeyResolver()).check(wire, now)
+    return (pipeline or ReceivePipeline(DidKeyResolver())).check(wire, now)
 
 
 def deliver(sender: Identity, out: Outbound, now: int, *, to: str | None = None) -> Inbound:
@@ -134,6 +137,14 @@ def make_executor(policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = No
     resolver = DemoResolver(m)
     return Executor(registry=DemoRegistry(resolver), resolver=resolver, params=ParamsValidator(m.schema_store()),
                     policy=policy, limits=limits, config=config)
+
+
+def catalog_executor(policy: Policy = ALLOW_ALL) -> Executor:
+    """An executor over the daemon's real :class:`Catalog` (aliases, OSSA
+    URIs, the registry's query) rather than the stand-ins above."""
+    m = manifest()
+    catalog = Catalog(list(m.capabilities), cursor_key=bytes(32))
+    return Executor(registry=catalog, resolver=catalog, params=ParamsValidator(m.schema_store()), policy=policy)
 
 
 def sends(actions: list[Any], typ: int | None = None) -> list[Send]:

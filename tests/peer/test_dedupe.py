@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ampcap.peer.dedupe import ENTRY_OVERHEAD, CacheStatus, InvokeCache, InvokeKey
+from ampcap.peer.dedupe import ENTRY_OVERHEAD, CacheStatus, Horizon, InvokeCache, InvokeKey
 from ampcap.peer.outbound import Outbound
 from ampcap.wire.cbor import dumps
 
@@ -18,7 +18,7 @@ def test_lifecycle_running_then_done() -> None:
     assert c.lookup(K, FP, 0).status is CacheStatus.NEW
     c.start(K, FP, "A", expires_at=1000)
     assert c.lookup(K, FP, 1).status is CacheStatus.RUNNING
-    assert c.add_waiter(K, "B") and not c.add_waiter(K, "B") and not c.add_waiter(K, "A")
+    assert c.add_waiter(K, "B") and c.add_waiter(K, "B") and c.add_waiter(K, "A")  # each waits once
     assert c.finish(K, RESULT, 2) == ("A", "B")
     hit = c.lookup(K, FP, 3)
     assert hit.status is CacheStatus.DONE and hit.terminal is not None
@@ -69,7 +69,7 @@ def test_memory_bound_evicts_done_soonest_expiry_never_running() -> None:
 def test_waiters_are_bounded_and_dropped_on_close() -> None:
     c = InvokeCache(max_waiters=2)
     c.start(K, FP, "A", expires_at=1000)
-    assert c.add_waiter(K, "B") and not c.add_waiter(K, "C")
+    assert c.add_waiter(K, "B") and not c.add_waiter(K, "C") and c.add_waiter(K, "B")
     c.drop_waiter("A")
     assert c.waiters(K) == ("B",)
     assert c.finish(K, RESULT, 0) == ("B",)
@@ -136,3 +136,38 @@ def test_a_result_bigger_or_deeper_than_a_peer_may_send_still_comes_back() -> No
     c.finish(K, Outbound(typ=0x23, body=body, reply_to=K.msg_id), 0)
     hit = c.lookup(K, FP, 1)
     assert hit.status is CacheStatus.DONE and hit.terminal is not None and hit.terminal.body == body
+
+
+def key_at(sender: str, ts: int, n: int = 0) -> InvokeKey:
+    return InvokeKey(sender, ts.to_bytes(8, "big") + n.to_bytes(8, "big"))
+
+
+def test_evicted_invokes_leave_a_horizon_until_they_expire() -> None:
+    c = InvokeCache(max_entries=2)
+    for ts in (10, 20, 30):
+        c.remember(key_at("did:key:a", ts), FP, RESULT, expires_at=1000 + ts, now_ms=0)
+    assert c.evicted == 1  # the entry of ts 10 went before its message expired
+    # Anything of a's as old as that may be its retry; newer ids and other senders are new.
+    assert c.lookup(key_at("did:key:a", 10), FP, 50).status is CacheStatus.UNCERTAIN
+    assert c.lookup(key_at("did:key:a", 5, 1), FP, 50).status is CacheStatus.UNCERTAIN
+    assert c.lookup(key_at("did:key:a", 11), FP, 50).status is CacheStatus.NEW
+    assert c.lookup(key_at("did:key:b", 5), FP, 50).status is CacheStatus.NEW
+    assert c.lookup(key_at("did:key:a", 20), FP, 50).status is CacheStatus.DONE
+    # Once the evicted message has expired the pipeline refuses its retries (1003).
+    assert c.lookup(key_at("did:key:a", 10), FP, 1011).status is CacheStatus.NEW
+
+
+def test_horizon_stays_bounded_by_folding_senders_into_one() -> None:
+    h = Horizon(max_senders=2)
+    h.forget(key_at("did:key:a", 100), 5000, now_ms=0)
+    h.forget(key_at("did:key:b", 50), 9000, now_ms=0)
+    h.forget(key_at("did:key:c", 10), 3000, now_ms=0)  # a, least recently updated, now covers everyone
+    assert len(h) == 2
+    assert h.covers(key_at("did:key:z", 100), 0) and not h.covers(key_at("did:key:z", 101), 0)
+    assert h.covers(key_at("did:key:b", 50), 0) and h.covers(key_at("did:key:c", 10), 0)
+    assert not h.covers(key_at("did:key:z", 100), 5001)  # everything a's covered has expired
+    assert h.covers(key_at("did:key:b", 50), 5001) and not h.covers(key_at("did:key:b", 50), 9001)
+    assert len(h) == 1  # b, asked about after it lapsed, is gone; c lapsed unasked
+    h.forget(key_at("did:key:d", 1), 20_000, now_ms=9001)
+    h.forget(key_at("did:key:e", 1), 20_000, now_ms=9001)  # folds c, which lapsed: nothing to cover
+    assert not h.covers(key_at("did:key:z", 10), 9001)

@@ -27,6 +27,8 @@ from ampcap.peer.executor import (
 from ampcap.peer.limits import InFlightLimits
 from ampcap.peer.policy import parse_policy
 from ampcap.wire.cbor import dumps
+from ampcap.wire.identity import DidKeyResolver
+from ampcap.wire.receive import ReceivePipeline
 from ampcap.wire.registry import MessageType
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -39,6 +41,7 @@ from exec_helpers import (  # noqa: E402
     QUERY,
     RESULT,
     T0,
+    catalog_executor,
     make_executor,
     message,
     only_send,
@@ -249,6 +252,28 @@ def test_alias_cannot_bypass_capability_acl() -> None:
     assert error_code(make_executor(policy=policy).handle(message(ALICE, INVOKE, body), "A", T0)) == 3001
 
 
+def test_restricted_caller_cannot_tell_known_aliases_from_unknown_names() -> None:
+    # Alice may not use the demo namespace. Aliases and OSSA URIs carry no
+    # namespace, so for her an unknown one must look exactly like a known one
+    # that leads into org.ampcap.demo.*; Bob, whom no rule refuses, still
+    # learns that a name does not exist.
+    policy = parse_policy({"capability": [{"match": "org.ampcap.demo.*", "allow": [BOB.did]}]})
+    ex = catalog_executor(policy)
+    denied = []
+    for name in ("echo", "echoo", "ossa:demo/add@1.0", "ossa:demo/sub@1.0", ECHO, "org.ampcap.demo.nope"):
+        for typ, body in ((INVOKE, {"type": name, "version": "1.0.0", "params": {"message": "x"}}),
+                          (QUERY, {"filter": {"capability": name}})):
+            send = only_send(ex.handle(message(ALICE, typ, body), "A", T0))
+            assert send.out.typ == ERROR and send.out.body["code"] == 3001, (name, typ)
+            denied.append(send.out.body)
+    assert all(b == denied[0] for b in denied)
+    for typ, body in ((INVOKE, {"type": "echoo", "version": "1.0.0", "params": {}}), (QUERY, {"filter": {"capability": "echoo"}})):
+        assert error_code(ex.handle(message(BOB, typ, body), "B", T0)) == 4002
+    [run] = jobs(ex.handle(message(BOB, INVOKE, {"type": "echo", "version": "1.0.0", "params": {"message": "x"}}),
+                           "B", T0))
+    assert run.job.capability_id == ECHO_ID
+
+
 # ---------------------------------------------------------- R5 terminals
 
 
@@ -377,6 +402,59 @@ def test_rejections_cached_unless_retryable() -> None:
     assert error_code(ex.handle(busy, "A", T0)) == 5004
     ex.complete(running.job.key, result=1, now_ms=T0)
     assert len(jobs(ex.handle(busy, "A", T0 + 1))) == 1  # the retry of a 5004 runs
+
+
+def test_id_reused_after_a_retryable_refusal_is_4001_and_the_true_retry_runs() -> None:
+    # A 5004 is not cached (a retry must be able to run), but the id is still
+    # taken: other content under it is not a retry (R8). The daemon's one
+    # receive pipeline remembers what was signed under each id.
+    pipeline = ReceivePipeline(DidKeyResolver())
+    ex = make_executor(limits=InFlightLimits(per_connection=1, total=1))
+    [running] = ex.handle(message(ALICE, INVOKE, by_id(), pipeline=pipeline), "A", T0)
+    busy = message(ALICE, INVOKE, by_id(), pipeline=pipeline)
+    assert error_code(ex.handle(busy, "A", T0)) == 5004
+    ex.complete(running.job.key, result=1, now_ms=T0)
+    other = message(ALICE, INVOKE, by_id(params={"message": "other"}), msg_id=busy.envelope.id,
+                    ts=busy.envelope.ts, now=T0 + 1, pipeline=pipeline)
+    actions = ex.handle(other, "A", T0 + 1)
+    assert jobs(actions) == [] and error_code(actions) == 4001
+    retry = message(ALICE, INVOKE, by_id(), msg_id=busy.envelope.id, ts=busy.envelope.ts, now=T0 + 2,
+                    pipeline=pipeline)
+    assert len(jobs(ex.handle(retry, "A", T0 + 2))) == 1
+
+
+def test_retry_of_an_invoke_evicted_under_load_never_runs_again() -> None:
+    # The cache holds 3 entries; 5 invokes push the first two out before
+    # their messages expire. Their retries must not run (R8); new invokes,
+    # from Alice and from others, still do.
+    ex = make_executor(config=ExecutorConfig(cache_entries=3))
+    sent = [message(ALICE, INVOKE, by_id(), now=T0 + i) for i in range(5)]
+    for i, inv in enumerate(sent):
+        [job] = jobs(ex.handle(inv, "A", T0 + i))
+        ex.complete(job.job.key, result={"message": "hi"}, now_ms=T0 + i)
+    for i in (0, 1):
+        retry = message(ALICE, INVOKE, by_id(), msg_id=sent[i].envelope.id, ts=sent[i].envelope.ts, now=T0 + 10)
+        actions = ex.handle(retry, "B", T0 + 10)
+        assert jobs(actions) == [] and error_code(actions) == 4001
+        assert "new message id" in only_send(actions).out.body["message"]
+    kept = message(ALICE, INVOKE, by_id(), msg_id=sent[4].envelope.id, ts=sent[4].envelope.ts, now=T0 + 10)
+    assert only_send(ex.handle(kept, "B", T0 + 10)).out.typ == RESULT  # still cached: the result again
+    assert len(jobs(ex.handle(message(ALICE, INVOKE, by_id(), now=T0 + 10), "A", T0 + 10))) == 1
+    assert len(jobs(ex.handle(message(BOB, INVOKE, by_id(), now=T0), "A", T0 + 10))) == 1
+
+
+def test_retries_past_the_waiter_bound_are_answered_5004() -> None:
+    # Every invoke message gets one answer (R5), even the 3rd connection's
+    # retry when only 2 may wait; a later retry finds the cached result.
+    ex = make_executor(config=ExecutorConfig(max_waiters=2))
+    inv = message(ALICE, INVOKE, by_id())
+    [a] = ex.handle(inv, "A", T0)
+    retry = message(ALICE, INVOKE, by_id(), msg_id=inv.envelope.id, ts=inv.envelope.ts, now=T0 + 1)
+    assert sends(ex.handle(retry, "B", T0 + 1)) == []
+    refused = only_send(ex.handle(retry, "C", T0 + 1))
+    assert refused.out.typ == ERROR and refused.out.body["code"] == 5004 and refused.out.body["retry"] is True
+    assert [s.conn for s in ex.complete(a.job.key, result=1, now_ms=T0 + 2)] == ["A", "B"]
+    assert only_send(ex.handle(retry, "C", T0 + 3)).out.typ == RESULT
 
 
 # ------------------------------------------------------- limits and rates

@@ -34,6 +34,7 @@ from ampcap.wire.registry import MessageType
 sys.path.insert(0, str(Path(__file__).parent))
 from exec_helpers import (  # noqa: E402
     ALICE,
+    BOB,
     DECLARE,
     ERROR,
     INVOKE,
@@ -200,6 +201,36 @@ def test_retry_only_for_retryable_errors_and_only_when_asked() -> None:
     # A reply arriving during back-off answers the same message: accepted.
     [e4] = inv.on_reply(reply(RESULT, {"status": "success", "result": 7}, h3), "A", T0 + 1)
     assert isinstance(e4, InvokeSucceeded) and inv.get_timer() is None
+
+
+def test_a_result_error_is_final_even_with_a_retryable_code() -> None:
+    # The invocation ran; a resend under the same id would only fetch the
+    # provider's cached CAP_RESULT again (R8), after seconds of back-off.
+    inv = invoker()
+    h, _ = inv.start_invoke("A", ECHO_ID, {}, retry=RetryPolicy(), now_ms=T0)
+    err = {"status": "error", "error": {"code": 5001, "name": "INTERNAL_ERROR", "message": "boom"}}
+    [e] = inv.on_reply(reply(RESULT, err, h), "A", T0)
+    assert isinstance(e, InvokeFailed) and e.error.code == 5001 and e.attempts == 1
+    assert inv.pending == 0 and inv.get_timer() is None
+
+
+def test_a_refused_reply_ends_its_call_at_once() -> None:
+    # A CAP_RESULT or ERROR that failed the receive checks will not be
+    # followed by a good one: the call fails with that refusal's code now
+    # rather than time out (and be retried) later.
+    inv = invoker()
+    h1, _ = inv.start_invoke("A", ECHO_ID, {}, to=PROVIDER.did, retry=RetryPolicy(), now_ms=T0)
+    h2, _ = inv.start_invoke("A", ECHO_ID, {}, now_ms=T0)
+    bad_result = reply(RESULT, {"status": "success"}, h1).envelope
+    assert inv.on_rejected(reply(MessageType.PROGRESS, {"progress_pct": 5}, h1).envelope,
+                           AmpError(1001, "x"), T0) == []  # a bad PROGRESS: the result may still come
+    assert inv.on_rejected(reply(RESULT, {}, h1, sender=BOB).envelope, AmpError(1001, "x"), T0) == []  # not the callee
+    [e1] = inv.on_rejected(bad_result, AmpError(1001, "missing result", path="body.result"), T0)
+    assert isinstance(e1, InvokeFailed) and e1.error.code == 1001 and e1.error.path == "body.result"
+    assert "CAP_RESULT was refused: missing result" in e1.error.message
+    [e2] = inv.on_rejected(reply(ERROR, {"code": 5004}, h2).envelope, AmpError(1002, "bad signature"), T0)
+    assert isinstance(e2, InvokeFailed) and e2.error.code == 1002
+    assert inv.pending == 0 and inv.on_rejected(bad_result, AmpError(1001, "again"), T0) == []
 
 
 def test_no_retry_past_the_message_lifetime() -> None:

@@ -332,7 +332,7 @@ class _CapabilityReader:
             if name is None or version is None:
                 self.problem("each capability needs 'id', or 'name' and 'version'", "id")
                 return None, None
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
             self.problem(f"capability name {name!r} must be reverse-domain, e.g. org.example.tool", key_name)
             name = None
         parsed = None

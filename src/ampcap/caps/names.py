@@ -31,7 +31,7 @@ log = logging.getLogger("ampcap.caps")
 BAD_REQUEST = 4001
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+")
 _SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_-]*"
-_URI_RE = re.compile(rf"(ossa|mcp):({_SEGMENT}(?:\.{_SEGMENT})*)/({_SEGMENT})@(0|[1-9]\d*)\.(0|[1-9]\d*)")
+_URI_RE = re.compile(rf"(ossa|mcp):({_SEGMENT}(?:\.{_SEGMENT})*)/({_SEGMENT})@(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 
 
 def is_capability_name(text: str) -> bool:

@@ -33,14 +33,16 @@ __all__ = ["Version", "Range", "Comparator"]
 _BAD_REQUEST = 4001
 
 # SemVer 2.0.0 §2, §9, §10: no leading zeros in numeric parts; identifiers of
-# [0-9A-Za-z-], non-empty.
-_NUM = r"0|[1-9]\d*"
-_PRE_ID = r"(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"
+# [0-9A-Za-z-], non-empty. ASCII digits only (``\d`` would take any Unicode
+# digit, and int() would read it), and the version must end the text (``$``
+# would allow a trailing newline).
+_NUM = r"0|[1-9][0-9]*"
+_PRE_ID = r"(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
 _BUILD_ID = r"[0-9A-Za-z-]+"
 _VERSION_RE = re.compile(
     rf"^({_NUM})\.({_NUM})\.({_NUM})"
     rf"(?:-({_PRE_ID}(?:\.{_PRE_ID})*))?"
-    rf"(?:\+({_BUILD_ID}(?:\.{_BUILD_ID})*))?$"
+    rf"(?:\+({_BUILD_ID}(?:\.{_BUILD_ID})*))?\Z"
 )
 
 
@@ -116,7 +118,7 @@ def _bad_type(value: object) -> Version:
 @functools.lru_cache(maxsize=4096)
 def _parse_version(text: str) -> Version:
     # Versions repeat (every descriptor, every invoke): parse each text once.
-    m = _VERSION_RE.match(text)
+    m = _VERSION_RE.fullmatch(text)
     if m is None:
         raise AmpError(_BAD_REQUEST, f"{text!r} is not a SemVer 2.0.0 version (expected MAJOR.MINOR.PATCH)")
     major, minor, patch, pre, build = m.groups()
@@ -239,7 +241,7 @@ def _parse_exact_token(text: str, token: str) -> Version:
     # Only the core (before any pre-release or build part) can be partial or a
     # wildcard: "1.0.0-x" is a valid pre-release whose identifier happens to be x.
     core = re.split(r"[-+]", token, maxsplit=1)[0]
-    if re.fullmatch(r"\d+(\.\d+)?", core) or re.search(r"(^|\.)[xX*](\.|$)", core):
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", core) or re.search(r"(^|\.)[xX*](\.|$)", core):
         raise AmpError(_BAD_REQUEST, f"{text!r}: partial and wildcard versions such as {token!r} are not supported; {_ALLOWED}")
     try:
         return _parse_version(token)

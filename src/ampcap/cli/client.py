@@ -76,7 +76,9 @@ def register(subparsers: Any) -> None:
     which.add_argument("--version", default=None, metavar="V", help="exact version")
     which.add_argument("--range", default=None, metavar="R", help="negotiate within this range")
     i.add_argument("--params", default="{}", metavar="JSON", help="params as JSON (default {})")
-    i.add_argument("--retry", action="store_true", help="resend (same message id) on retryable errors")
+    i.add_argument("--retry", action="store_true",
+                   help="resend the same message (same id, RFC 001 §16.3 back-off) after a local timeout or a "
+                        "retryable ERROR such as 5004 OVERLOADED; the provider still runs it at most once")
     i.set_defaults(func=run_invoke)
 
 

@@ -462,7 +462,8 @@ class Remote:
         :class:`AmpError` with the remote code, or 5003 when ``timeout``
         seconds pass without a terminal reply. ``on_progress(pct, text)``
         (plain or async) sees every PROGRESS. ``retry=True`` resends the same
-        message on retryable failures (RFC 001 §16.3; the provider runs it once).
+        message after a local timeout or a retryable ERROR (RFC 001 §16.3; the
+        provider runs it once; a CAP_RESULT error is final).
         """
         target = _target(capability, version, range, negotiate)
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None

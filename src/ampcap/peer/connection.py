@@ -520,7 +520,7 @@ class Connection:
 
     def _reject(self, err: AmpError, env: Envelope | None, *, fatal: bool = False) -> None:
         """Answer one bad message; close too when ``fatal``."""
-        self._events.append(MessageRejected(error=err, message_id=env.id if env is not None else None))
+        self._events.append(MessageRejected(error=err, message_id=env.id if env is not None else None, envelope=env))
         negotiated = self.hello_state is HelloState.NEGOTIATED
         if env is not None and (negotiated or self._raw):
             # A bad ERROR gets no answer of any kind, transport ERROR included:

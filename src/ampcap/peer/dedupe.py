@@ -19,6 +19,17 @@ not a retry: :meth:`lookup` says CONFLICT and never hands out the entry.
 Entries live until the message expires (``ts + ttl``); after that the
 receive pipeline refuses the message (1003) before it gets here.
 
+When the cache must evict an entry before its message expires, a retry of
+that invoke would look new. So the cache also keeps a :class:`Horizon`: per
+sender, the newest message-id timestamp among its evicted entries (ids start
+with their creation time, RFC 001 §4.2, and a retry repeats the id). A
+message not in the cache from that sender, no newer than that and arriving
+before the evicted messages expire, may be such a retry: :meth:`lookup` says
+UNCERTAIN and the executor refuses it (4001) rather than risk running it
+twice. That costs nothing until the cache overflows, and afterwards only
+touches a sender's messages older than ones it had forgotten, which a
+sender's own retries are and its new messages normally are not.
+
 Memory is bounded twice. Terminal bodies are kept encoded (deterministic
 CBOR, the bytes that were signed) and their sizes add up to at most
 ``max_bytes``: beyond it the terminal that expires soonest is dropped and
@@ -42,16 +53,18 @@ tracked).
 from __future__ import annotations
 
 import enum
+from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 import msgspec
 
 from ..wire.cbor import DecodeLimits, dumps, loads
+from ..wire.envelope import id_timestamp
 from .limits import DeadlineQueue
 from .outbound import Outbound
 
-__all__ = ["InvokeKey", "CacheStatus", "Lookup", "InvokeCache", "ENTRY_OVERHEAD"]
+__all__ = ["InvokeKey", "CacheStatus", "Lookup", "Horizon", "InvokeCache", "ENTRY_OVERHEAD"]
 
 # What a kept terminal costs besides its encoded body: key, entry tuple,
 # Outbound, dict slot and expiry-heap items, rounded up.
@@ -75,6 +88,7 @@ class CacheStatus(enum.Enum):
     DONE = "done"  # same content, finished: resend the cached terminal
     FORGOTTEN = "forgotten"  # same content, finished, terminal dropped for memory: never run again
     CONFLICT = "conflict"  # same (from, id), different content: 4001, reveal nothing
+    UNCERTAIN = "uncertain"  # not remembered, but may retry an evicted invoke: never run
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +107,62 @@ class _Running:
 # (fingerprint, expires_at, terminal with its body only encoded, or None once forgotten)
 _Finished = tuple[bytes, int, Outbound | None]
 _NEW, _RUNNING, _CONFLICT = Lookup(CacheStatus.NEW), Lookup(CacheStatus.RUNNING), Lookup(CacheStatus.CONFLICT)
-_FORGOTTEN = Lookup(CacheStatus.FORGOTTEN)
+_FORGOTTEN, _UNCERTAIN = Lookup(CacheStatus.FORGOTTEN), Lookup(CacheStatus.UNCERTAIN)
+
+
+class Horizon:
+    """How far back the cache can no longer tell a retry from a new invoke.
+
+    Per sender, ``(newest id timestamp, latest expiry)`` of the entries
+    evicted before they expired. Bounded by ``max_senders``: the sender
+    updated least recently is folded into one horizon that covers every
+    sender, so a flood of fresh identities makes the daemon more cautious,
+    never forgetful. A horizon lapses once everything it covers has expired.
+    """
+
+    def __init__(self, max_senders: int = 10_000) -> None:
+        if max_senders < 1:
+            raise ValueError("max_senders must be positive")
+        self.max_senders = max_senders
+        self._senders: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._everyone: tuple[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._senders)
+
+    def forget(self, key: InvokeKey, expires_at: int, now_ms: int) -> None:
+        """``key``'s entry was evicted; its message lives until ``expires_at``."""
+        ts = id_timestamp(key.msg_id)
+        old = self._senders.pop(key.sender, None)
+        self._senders[key.sender] = (ts, expires_at) if old is None else (max(old[0], ts), max(old[1], expires_at))
+        while len(self._senders) > self.max_senders:
+            _, (ts, expires_at) = self._senders.popitem(last=False)
+            if expires_at < now_ms:
+                continue  # lapsed: covers nothing any more
+            every = self._everyone
+            self._everyone = (ts, expires_at) if every is None else (max(every[0], ts), max(every[1], expires_at))
+
+    def covers(self, key: InvokeKey, now_ms: int) -> bool:
+        """Could ``key`` be a retry of an evicted invoke?"""
+        ts = id_timestamp(key.msg_id)
+        mine = self._senders.get(key.sender)
+        if mine is not None:
+            if now_ms > mine[1]:
+                del self._senders[key.sender]
+            elif ts <= mine[0]:
+                return True
+        every = self._everyone
+        if every is not None:
+            if now_ms > every[1]:
+                self._everyone = None
+            elif ts <= every[0]:
+                return True
+        return False
 
 
 class InvokeCache:
     def __init__(self, *, max_entries: int = 100_000, max_bytes: int = 64 * 1024 * 1024,
-                 max_waiters: int = 16) -> None:
+                 max_waiters: int = 16, max_senders: int = 10_000) -> None:
         if max_entries < 1 or max_waiters < 1 or max_bytes < 1:
             raise ValueError("cache bounds must be positive")
         self.max_entries = max_entries
@@ -110,6 +174,7 @@ class InvokeCache:
         self._bytes = 0  # ENTRY_OVERHEAD + encoded body size of every kept terminal
         self.evicted = 0  # entries dropped for max_entries
         self.forgotten = 0  # terminals dropped for max_bytes
+        self.horizon = Horizon(max_senders)  # what evictions left uncertain
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -123,7 +188,7 @@ class InvokeCache:
         self._purge(now_ms)
         entry = self._entries.get(key)
         if entry is None:
-            return _NEW
+            return _UNCERTAIN if self.evicted and self.horizon.covers(key, now_ms) else _NEW
         if isinstance(entry, _Running):
             return _RUNNING if entry.fingerprint == fingerprint else _CONFLICT
         done_fingerprint, _, kept = entry
@@ -142,12 +207,16 @@ class InvokeCache:
         self._entries[key] = _Running(fingerprint, expires_at, [conn])
 
     def add_waiter(self, key: InvokeKey, conn: Hashable) -> bool:
-        """Let ``conn`` receive the outcome too; False when it already waits
-        or the waiter bound is reached (a flood of retries gains nothing)."""
+        """Let ``conn`` receive the outcome too. True when it now waits or
+        already did (either way the outcome will reach it); False when the
+        waiter bound is reached (a flood of retries gains nothing): the
+        caller must answer that retry itself."""
         entry = self._entries[key]
         if not isinstance(entry, _Running):
             raise RuntimeError("add_waiter on a finished invocation")
-        if conn in entry.waiters or len(entry.waiters) >= self.max_waiters:
+        if conn in entry.waiters:
+            return True
+        if len(entry.waiters) >= self.max_waiters:
             return False
         entry.waiters.append(conn)
         return True
@@ -169,7 +238,7 @@ class InvokeCache:
             raise RuntimeError(f"invocation {key} finished twice")
         # A job may outlive its message; keep the result a little so that a
         # retry racing the completion still finds it, and stay evictable.
-        self._keep(key, entry.fingerprint, max(entry.expires_at, now_ms), terminal)
+        self._keep(key, entry.fingerprint, max(entry.expires_at, now_ms), terminal, now_ms)
         return tuple(entry.waiters)
 
     def remember(self, key: InvokeKey, fingerprint: bytes, terminal: Outbound, *, expires_at: int,
@@ -178,16 +247,16 @@ class InvokeCache:
         self._purge(now_ms)
         if key in self._entries or expires_at < now_ms:
             return
-        self._keep(key, fingerprint, expires_at, terminal)
+        self._keep(key, fingerprint, expires_at, terminal, now_ms)
 
-    def _keep(self, key: InvokeKey, fingerprint: bytes, expires_at: int, terminal: Outbound) -> None:
+    def _keep(self, key: InvokeKey, fingerprint: bytes, expires_at: int, terminal: Outbound, now_ms: int) -> None:
         encoded = terminal.body_cbor if terminal.body_cbor is not None else dumps(terminal.body)
         self._entries[key] = (fingerprint, expires_at,
                               msgspec.structs.replace(terminal, body=None, body_cbor=encoded))
         self._bytes += ENTRY_OVERHEAD + len(encoded)
         self._expiry.set(key, expires_at)
         self._kept.set(key, expires_at)
-        self._bound()
+        self._bound(now_ms)
 
     def _purge(self, now_ms: int) -> None:
         # Entries expire strictly after ts + ttl, matching the pipeline's 1003 rule.
@@ -205,7 +274,7 @@ class InvokeCache:
             self._bytes -= ENTRY_OVERHEAD + len(kept.body_cbor)
             self._kept.discard(key)
 
-    def _bound(self) -> None:
+    def _bound(self, now_ms: int) -> None:
         while self._bytes > self.max_bytes:
             key = self._kept.pop_earliest()
             if key is None:  # pragma: no cover - _bytes counts exactly the kept terminals
@@ -220,5 +289,8 @@ class InvokeCache:
             key = self._expiry.pop_earliest()
             if key is None:
                 return  # only RUNNING entries left: bounded by the in-flight limits
+            entry = self._entries[key]
+            assert not isinstance(entry, _Running)  # only finished entries are evictable
+            self.horizon.forget(key, entry[1], now_ms)
             self._drop(key)
             self.evicted += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import AmpError
+from ..wire.envelope import Envelope
 from ..wire.receive import Inbound
 
 __all__ = [
@@ -54,6 +55,11 @@ class MessageRejected:
 
     error: AmpError
     message_id: bytes | None
+    # The message's envelope when its bytes decoded to one, else None. What
+    # it claims (``from``, ``reply_to``) is unverified when the rejection is
+    # about the signature; the daemon uses it to end a call this was the
+    # reply to, rather than leave the call waiting for its timeout.
+    envelope: Envelope | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

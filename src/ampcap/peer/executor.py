@@ -24,8 +24,11 @@ Capability ACL and existence (ruling R10, vector A.9). Step 4 (identity
 resolution) runs in its place, but its verdict is *held back* until step 5
 (the capability-scoped ACL, decided on the canonical requested name) has
 passed. A caller without a grant therefore gets the same 3001 ERROR body
-whether the capability or version exists or not, while a caller with a
-grant still gets 4002 for a name that does not exist.
+whether the capability or version exists or not. A name that resolves to
+nothing gets 4002, except for a caller some capability rule refuses
+(:meth:`Policy.restricts`): it gets 3001, since an alias such as ``echo``
+names no namespace, and 3001 for a known alias against 4002 for an unknown
+one would map the aliases of the namespaces it may not use.
 
 What is cached for retries: every CAP_RESULT, and every rejection whose
 code is not retryable, within a memory budget (``cache_bytes``; past it a
@@ -48,6 +51,7 @@ from ..errors import AmpError, LocalProtocolError
 from ..wire.cbor import dumps
 from ..wire.envelope import Envelope
 from ..wire.receive import Inbound
+from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
 from .dedupe import CacheStatus, InvokeCache, InvokeKey
 from .limits import DeadlineQueue, InFlightLimits
@@ -91,7 +95,7 @@ __all__ = [
 
 UNAUTHORIZED, DELEGATION_INVALID, RATE_LIMITED = 3001, 3004, 3005
 CAPABILITY_NOT_FOUND = 4002
-INTERNAL_ERROR, UNAVAILABLE, TIMEOUT = 5001, 5002, 5003
+INTERNAL_ERROR, UNAVAILABLE, TIMEOUT, OVERLOADED = 5001, 5002, 5003, 5004
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 
 # One denial, always the same bytes: no detail, no path (R10, A.9).
@@ -328,8 +332,25 @@ class Executor:
                            path="id")
             return [Send(conn, error_reply(env, err))]
         if seen.status is CacheStatus.RUNNING:
-            joined = self._cache.add_waiter(key, conn)
-            return [Log(logging.DEBUG, f"retry of a running invoke {'joined' if joined else 'already waiting'}")]
+            if self._cache.add_waiter(key, conn):
+                return [Log(logging.DEBUG, "retry of a running invoke waits for its outcome")]
+            # Too many connections already wait for this one. Still one
+            # answer per invoke message (R5): a retryable refusal, after
+            # which a retry finds the cached result.
+            err = AmpError(OVERLOADED, "too many retries of this invocation are waiting; retry later")
+            return [Send(conn, error_reply(env, err))]
+        if seen.status is CacheStatus.UNCERTAIN:
+            # Under load the cache evicted invokes of this sender at least this
+            # old before they expired: this may retry one that already ran (R8).
+            err = AmpError(BAD_REQUEST, "this daemon can no longer tell whether this invoke already ran (under load "
+                                        "it forgot earlier invokes of this sender); send it with a new message id",
+                           path="id")
+            return [Send(conn, error_reply(env, err))]
+        if inbound.replay is ReplayStatus.CONFLICT:
+            # The id was first used with other content, by an invoke refused
+            # with a retryable code (which the cache does not keep): R8.
+            err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
+            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {env.sender}")]
 
         actions: list[Action] = []
         if self.config.ack_on_receipt:
@@ -375,8 +396,11 @@ class Executor:
         #    held back until step 5 passed so a denied caller learns nothing (R10).
         name = self._resolver.canonical_name(request.name)
         found = self._defer(self._resolver.resolve_identity, request)
-        # 5. Capability-scoped ACL on the canonical requested name: 3001.
-        if not self._policy.capability_allowed(env.sender, name):
+        # 5. Capability-scoped ACL on the canonical requested name: 3001; an
+        #    unknown name is 3001 too for a caller some rule refuses (R10).
+        if not self._policy.capability_allowed(env.sender, name) or (
+                found.error is not None and found.error.code == CAPABILITY_NOT_FOUND
+                and self._policy.restricts(env.sender)):
             raise _denied()
         target = found.unwrap()
         # 6. Version compatibility (strict / range / bridge): 4003.
@@ -424,7 +448,14 @@ class Executor:
                 raise _denied()
             if self._registry is None:
                 raise AmpError(UNAVAILABLE, "no capability registry")
-            page = self._registry.query(request, now_ms)
+            try:
+                page = self._registry.query(request, now_ms)
+            except AmpError as err:
+                # 4002 here means the name is unknown (CAP_QUERY always names
+                # one): as in step 5 of an invoke, 3001 for a restricted caller.
+                if err.code == CAPABILITY_NOT_FOUND and self._policy.restricts(env.sender):
+                    raise _denied() from None
+                raise
             if not page.descriptors:  # §6.1: never an empty CAP_DECLARE
                 raise AmpError(CAPABILITY_NOT_FOUND, "no capability matches the filter")
             body: dict[str, Any] = {"capabilities": [d.to_wire() for d in page.descriptors]}

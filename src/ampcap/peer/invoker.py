@@ -23,13 +23,15 @@ a reply to a call that already ended (say, after a local timeout) is only
 dropped and logged, since it is late rather than wrong.
 
 Retries (RFC 001 §16.3), only when the caller passes a :class:`RetryPolicy`:
-after a local timeout, or an error whose retry flag is set (the ERROR body's
-``retry``; for CAP_RESULT errors the RFC 001 §15.3 registry: 5001–5004,
-3005, 2001–2003), wait ``min(base · 2^(n-1), max) · jitter`` with ``jitter``
+after a local timeout, or an ERROR whose ``retry`` flag is set (a
+rejection before execution: 5004, 3005, 5002…), wait
+``min(base · 2^(n-1), max) · jitter`` with ``jitter``
 in [0.5, 1.0], then send the *same* message again: same id, same ``ts``,
 same ttl, same body, so the provider's idempotency check (ruling R8)
 recognises it and never runs it twice. No retry is scheduled that would
-leave after the message expires (``ts + ttl``).
+leave after the message expires (``ts + ttl``). A CAP_RESULT error is never
+retried, whatever its code: the invocation ran, and an R8 provider answers
+the same id with the same cached CAP_RESULT.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from typing import Any
 from ..caps.descriptor import Descriptor
 from ..errors import AmpError, LocalProtocolError
 from ..wire.cbor import plain_integers
-from ..wire.envelope import Entropy, new_message_id
+from ..wire.envelope import Entropy, Envelope, new_message_id
 from ..wire.receive import Inbound
 from ..wire.registry import MessageType, error_info
 from .limits import DeadlineQueue
@@ -74,7 +76,8 @@ __all__ = [
 BAD_REQUEST, TIMEOUT = 4001, 5003
 _T = MessageType
 _PROVISIONAL = {int(_T.ACK): "ack", int(_T.PROCESSING): "processing", int(_T.PROGRESS): "progress"}
-_REPLY_TYPES = frozenset({*_PROVISIONAL, int(_T.ERROR), int(_T.CAP_RESULT), int(_T.CAP_DECLARE)})
+_FINAL_TYPES = frozenset({int(_T.ERROR), int(_T.CAP_RESULT), int(_T.CAP_DECLARE)})
+_REPLY_TYPES = _FINAL_TYPES | frozenset(_PROVISIONAL)
 
 # A call handle is the call's message id (16 bytes).
 Handle = bytes
@@ -347,6 +350,21 @@ class Invoker:
             return self._declared(handle, call, body)
         return self._result(handle, call, body, now_ms)
 
+    def on_rejected(self, env: Envelope, err: AmpError, now_ms: int) -> list[InvokerEvent | Send | Log]:
+        """A reply to one of our calls that the receive checks refused (a
+        malformed body, a bad signature, an expired message). No valid
+        answer will follow it, so the call ends now with that refusal's code
+        instead of a local timeout (which ``--retry`` would resend).
+        Provisional replies are ignored: the final one may still come."""
+        if env.typ not in _FINAL_TYPES or env.reply_to is None:
+            return []
+        handle = env.reply_to
+        call = self._calls.get(handle)
+        if call is None or not _answers(call, env.typ) or (call.peer is not None and env.sender != call.peer):
+            return []
+        refused = AmpError(err.code, f"the peer's {_T(env.typ).name} was refused: {err.message}", path=err.path)
+        return self._failed(handle, call, refused, False, now_ms)
+
     def _uncorrelated(self, inbound: Inbound, conn: Hashable) -> list[InvokerEvent | Send | Log]:
         env = inbound.envelope
         rt = env.reply_to.hex() if env.reply_to else "none"
@@ -375,8 +393,9 @@ class Invoker:
             return [InvokeSucceeded(handle=handle, result=plain_integers(body["result"]),
                                     capability_id=call.capability_id, attempts=call.attempts)]
         if status == "error" and isinstance(body.get("error"), dict):
-            err = _error_from_result(body["error"])
-            return self._failed(handle, call, err, error_info(err.code).retry, now_ms)
+            # Final whatever its code: the provider ran this invocation, and
+            # a resend under the same id only gets this CAP_RESULT again (R8).
+            return self._failed(handle, call, _error_from_result(body["error"]), False, now_ms)
         self._end(handle, call)
         return [InvokeFailed(handle=handle, error=AmpError(1001, "malformed CAP_RESULT body", path="body"),
                              attempts=call.attempts)]

@@ -124,6 +124,14 @@ class Policy:
                 return rule.permits(did)
         return True
 
+    def restricts(self, did: str) -> bool:
+        """Does some capability rule refuse this DID? Such a caller is told
+        3001, not 4002, for a name that resolves to nothing: an alias or a
+        legacy ``type`` carries no namespace, so "unknown" versus "denied"
+        would tell it which aliases lead into a namespace it may not use
+        (ruling R10)."""
+        return any(not rule.permits(did) for rule in self.capabilities)
+
     def new_rate_limiter(self) -> RateLimiter | None:
         return RateLimiter(self.rate_limit) if self.rate_limit is not None else None
 
