@@ -9,17 +9,30 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
 sys.path.insert(0, str(Path(__file__).parent))
-from amp_helpers import ECHO, ERROR, INVOKE, RESULT, demo_catalog, demo_daemon, memory_peer, new_identity  # noqa: E402
+from amp_helpers import (  # noqa: E402
+    ECHO,
+    ERROR,
+    INVOKE,
+    RESULT,
+    client_connection,
+    demo_catalog,
+    demo_daemon,
+    memory_peer,
+    new_identity,
+)
 from amp_scenarios import SCENARIOS, error_code  # noqa: E402
 
 from ampcap.net.daemon import Daemon, DaemonConfig  # noqa: E402
+from ampcap.peer.events import ConnectionTerminated, MessageReceived  # noqa: E402
 from ampcap.peer.outbound import Outbound  # noqa: E402
 from ampcap.peer.policy import parse_policy  # noqa: E402
 from ampcap.wire.cbor import loads  # noqa: E402
@@ -52,6 +65,91 @@ async def test_a9_denied_caller_learns_nothing() -> None:
             assert ok.body["status"] == "success"
             missing = await allowed.invoke({"id": "org.ampcap.demo.nope:1.0.0", "params": {}})
             assert error_code(missing) == 4002
+
+
+@pytest.mark.trio
+async def test_a_message_addressed_to_another_agent_is_refused_not_run() -> None:
+    # Alice's invoke for Carol, replayed to this daemon by whoever saw it,
+    # must not run here as Alice: ``to`` is signed for exactly this.
+    async with demo_daemon() as daemon, memory_peer(daemon) as alice:
+        body = {"id": f"{ECHO}:1.0.0", "params": {"message": "for carol"}}
+        for to in (new_identity().did, "did:web:carol.example"):
+            env = alice.send(INVOKE, body, to=to)
+            reply = await alice.terminal(env.id)
+            assert reply.envelope.typ == ERROR and error_code(reply) == 3001
+            assert reply.body["message"] == "message is not addressed to this agent"
+        assert daemon.stats["invokes"] == 0
+        ok = await alice.request(INVOKE, body)  # addressed to the daemon: runs
+        assert ok.envelope.typ == RESULT and ok.body["result"]["message"] == "for carol"
+
+
+@pytest.mark.trio
+async def test_a_half_closed_peer_still_gets_every_reply_then_the_connection_closes(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A client sends its invokes (and GOAWAY), then shuts down its sending
+    # side of the TCP connection and reads on: each invoke still gets its
+    # one terminal reply (R5), and then the daemon closes.
+    caplog.set_level(logging.INFO, logger="ampcap.daemon")
+    async with demo_daemon() as daemon:
+        [listener] = await daemon.listen("127.0.0.1", 0)
+        stream = await trio.open_tcp_stream(*listener.socket.getsockname()[:2])
+        client = client_connection(new_identity())
+        client.start(0)
+        received: list[Any] = []
+
+        async def pump(until: Any) -> None:
+            while not until():
+                if out := client.data_to_send():
+                    await stream.send_all(out)
+                data = await stream.receive_some(65536)
+                if not data:
+                    client.receive_eof()
+                else:
+                    client.receive_data(data, time.time_ns() // 1_000_000)
+                while (event := client.next_event()) is not None:
+                    received.append(event)
+
+        with trio.fail_after(10):
+            await pump(lambda: client.peer_did is not None)
+            now = time.time_ns() // 1_000_000
+            ids = [client.send(Outbound(typ=INVOKE, body={"id": "org.ampcap.demo.sleep:1.0.0",
+                                                          "params": {"ms": 300}}), now).id for _ in range(5)]
+            client.start_drain(now, 0, "done sending")
+            await stream.send_all(client.data_to_send())
+            await stream.send_eof()
+            await pump(lambda: any(isinstance(e, ConnectionTerminated) for e in received))
+        results = [e.inbound for e in received if isinstance(e, MessageReceived)
+                   and e.inbound.envelope.typ == RESULT]
+        assert sorted(r.envelope.reply_to for r in results) == sorted(ids)
+        assert all(r.body["status"] == "success" for r in results)
+        assert "finished sending; invokes still to answer: yes" in caplog.text
+        assert "every invoke was answered" in caplog.text
+
+
+@pytest.mark.trio
+async def test_types_the_daemon_does_not_implement_are_answered_1005() -> None:
+    # RFC 001 §1.5: not silence, which would leave a REQUEST waiting forever.
+    async with demo_daemon() as daemon, memory_peer(daemon) as peer:
+        for typ, body in ((0x10, {"text": "hi"}), (0x11, {"method": "x", "params": {}}),
+                          (0x06, {"message": "hello"}), (0x61, {"dids": [peer.identity.did]})):
+            env = peer.send(typ, body)
+            await peer.wait_for(lambda: peer.replies(env.id))
+            [reply] = peer.replies(env.id)
+            assert reply.envelope.typ == ERROR and error_code(reply) == 1005, hex(typ)
+            assert reply.body["message"].endswith("is not supported by this agent")
+        pong = peer.send(0x02, None)  # an unasked-for PONG is not answered
+        ping = peer.send(0x01, None)
+        await peer.wait_for(lambda: peer.replies(ping.id))
+        assert peer.replies(pong.id) == []
+
+
+@pytest.mark.trio
+async def test_messages_up_to_the_offered_maximum_are_accepted() -> None:
+    # The handshake offers 16 MiB; the CBOR decoder must not stop at 1 MiB.
+    async with demo_daemon() as daemon, memory_peer(daemon) as peer:
+        text = "x" * 1_200_000
+        reply = await peer.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": text}})
+        assert reply.envelope.typ == RESULT and reply.body["result"]["message"] == text
 
 
 @pytest.mark.trio

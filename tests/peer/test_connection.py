@@ -19,6 +19,7 @@ from ampcap.peer.connection import Connection, Role  # noqa: E402
 from ampcap.peer.events import (  # noqa: E402
     ConnectionTerminated,
     GoAwayReceived,
+    InputEnded,
     HandshakeCompleted,
     MessageReceived,
     MessageRejected,
@@ -466,6 +467,43 @@ def test_goaway_drain() -> None:
     # The drain period ends in a close.
     pair.server.handle_timer(pair.now + 30_000)
     assert pair.server.state is ConnState.CLOSED
+
+
+def test_a_half_close_drains_so_earlier_work_is_still_answered() -> None:
+    pair = open_pair(server_cfg=ConnectionConfig(drain_on_half_close=True))
+    invoke = pair.client.send(Outbound(typ=MessageType.CAP_INVOKE, body={"capability": "x"}), pair.now)
+    pair.shuttle()
+    pair.server.end_of_input(pair.now)
+    assert pair.server.state is ConnState.DRAINING and pair.server.input_ended
+    assert of_type(drain_events(pair.server), InputEnded) == [InputEnded()]
+    # The reply still goes out; nothing new may.
+    pair.server.send(Outbound(typ=MessageType.CAP_RESULT, body={"ok": True}, reply_to=invoke.id), pair.now)
+    with pytest.raises(LocalProtocolError):
+        pair.server.send(Outbound(typ=MessageType.CAP_INVOKE, body={}), pair.now)
+    pair.client.receive_data(pair.server.data_to_send(), pair.now)
+    replies = [e.inbound.envelope for e in drain_events(pair.client) if isinstance(e, MessageReceived)]
+    assert [r.reply_to for r in replies] == [invoke.id]
+    # No keepalive PING (it could not be answered), and the drain period still ends it.
+    pair.server.handle_timer(pair.now + 29_999)
+    assert pair.server.data_to_send() == b"" and pair.server.state is ConnState.DRAINING
+    pair.server.handle_timer(pair.now + 30_000)
+    assert pair.server.state is ConnState.CLOSED
+
+
+def test_a_clean_eof_before_negotiation_or_mid_frame_is_a_close() -> None:
+    half = ConnectionConfig(drain_on_half_close=True)
+    early = make_conn(Role.SERVER, 2, half)
+    early.start(T0)
+    early.end_of_input(T0)
+    assert early.state is ConnState.CLOSED and not early.input_ended
+    plain = open_pair()  # an owner that did not ask for half-closes gets a close
+    plain.server.end_of_input(plain.now)
+    assert plain.server.state is ConnState.CLOSED and not plain.server.input_ended
+    pair = open_pair(server_cfg=half)
+    pair.server.receive_data(b"\x00\x00", pair.now)  # the start of a frame header
+    pair.server.end_of_input(pair.now)
+    (term,) = of_type(drain_events(pair.server), ConnectionTerminated)
+    assert pair.server.state is ConnState.CLOSED and term.code == 1001
 
 
 def test_goaway_payload_on_the_wire() -> None:

@@ -126,11 +126,11 @@ def test_finished_entries_cost_the_garbage_collector_nothing() -> None:
 
 def test_a_result_bigger_or_deeper_than_a_peer_may_send_still_comes_back() -> None:
     # The cache reads back its own encoding, not a peer's: the receive limits
-    # (1 MiB, depth 32) do not apply to what a capability returned.
+    # (16 MiB, depth 32) do not apply to what a capability returned.
     deep: object = 1
     for _ in range(100):
         deep = [deep]
-    body = {"status": "success", "result": {"deep": deep, "big": b"b" * (2 << 20)}}
+    body = {"status": "success", "result": {"deep": deep, "big": b"b" * ((16 << 20) + 1)}}
     c = InvokeCache()
     c.start(K, FP, "A", expires_at=1000)
     c.finish(K, Outbound(typ=0x23, body=body, reply_to=K.msg_id), 0)

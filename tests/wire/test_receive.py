@@ -113,6 +113,22 @@ def test_3001_unknown_sender_before_signature() -> None:
     assert code_of(pipeline(), message(sender=stranger)) == 3001
 
 
+def test_3001_not_addressed_to_us_when_the_pipeline_knows_who_we_are() -> None:
+    # ``to`` is signed so a message cannot be rerouted (RFC 001 §8.1): one
+    # Alice signed for Carol must not be accepted by Bob, valid as it is.
+    pipe = pipeline(recipient=BOB.did)
+    assert code_of(pipe, message(to=WEB.did)) == 3001
+    assert code_of(pipe, message(to=[WEB.did, ALICE.did])) == 3001
+    assert code_of(pipe, message(to="did:web:unknown.invalid", sender=ALICE)) == 3001
+    assert pipe.check(message(to=BOB.did), NOW).envelope.to == BOB.did
+    assert pipe.check(message(to=[WEB.did, BOB.did], entropy=entropy()), NOW + 1)  # one of several
+    assert pipe.check(message(to=f"{BOB.did}#key-1", now_ms=NOW + 2), NOW + 2)  # a DID URL names the DID
+    # HELLO is the exception: before our HELLO_ACK a client cannot know our DID.
+    hello = message(typ=0x70, to="did:web:unknown.invalid", body={"versions": ["1.0"]}, now_ms=NOW + 3)
+    assert pipe.check(hello, NOW + 3).envelope.typ == 0x70
+    assert pipeline().check(message(to=WEB.did, now_ms=NOW + 4), NOW + 4)  # no recipient given: not checked
+
+
 def test_1002_bad_signature() -> None:
     m = loads(message())
     m["body"] = {"text": "tampered"}

@@ -47,7 +47,15 @@ from ..schema import load_schemas
 from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
 from ..peer.connection import Connection, Role
 from ..peer.dedupe import InvokeKey
-from ..peer.events import ConnectionTerminated, Event, GoAwayReceived, MessageReceived, MessageRejected, Negotiated
+from ..peer.events import (
+    ConnectionTerminated,
+    Event,
+    GoAwayReceived,
+    InputEnded,
+    MessageReceived,
+    MessageRejected,
+    Negotiated,
+)
 from ..peer.executor import Cancel, Execute, Executor, ExecutorConfig, Job, delegation_violation
 from ..peer.invoker import (
     InvokeFailed,
@@ -66,6 +74,7 @@ from ..peer.limits import InFlightLimits
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.state import HelloState
+from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
@@ -85,6 +94,7 @@ _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
 UNAVAILABLE, TIMEOUT, INTERNAL = 5002, 5003, 5001
+UNKNOWN_TYPE = 1005
 
 # A capability implemented in-process (the Python API): params + context in,
 # result out. Manifest bindings go through the BindingRunner instead.
@@ -170,8 +180,11 @@ class Daemon:
         # replayed on another connection is still recognised.
         # Every body is checked against its CDDL rule before anything acts on
         # it (1001 for shape faults, 4001 for R6 identity conflicts).
+        # Messages must name our DID in ``to`` (no rerouting), and may be as
+        # large as the maximum we offer in the RFC 002 handshake.
         self.pipeline = ReceivePipeline(resolver or DidKeyResolver(), profile=config.profile,
-                                        schemas=load_schemas())
+                                        schemas=load_schemas(), recipient=identity.did,
+                                        limits=replace(DEFAULT_LIMITS, max_bytes=config.connection.max_msg_size))
         if params is None:
             from ..caps.params import ParamsValidator
             from ..caps.bundle import SchemaStore
@@ -184,13 +197,15 @@ class Daemon:
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
         # The connection must outlive our drain period, or it would close by itself first.
         drain_ms = int(config.drain_timeout_s * 1000) + 5_000
-        self._conn_config = replace(config.connection, drain_timeout_ms=max(config.connection.drain_timeout_ms,
-                                                                            drain_ms))
+        # The daemon closes a half-closed connection itself once it owes nothing.
+        self._conn_config = replace(config.connection, drain_on_half_close=True,
+                                    drain_timeout_ms=max(config.connection.drain_timeout_ms, drain_ms))
         self.send_budget = SendBudget(config.max_send_buffer_total)
         self.listener = Listener(self._new_server_connection, handler=self._serve_link,
                                  max_connections=config.max_connections, ssl_context=ssl_context,
                                  clock_ms=clock.wall_ms, send_budget=self.send_budget)
         self.links: set[Link] = set()
+        self._half_closed: set[Link] = set()  # peers that finished sending; closed once answered
         self._jobs: dict[InvokeKey, _RunningJob] = {}
         self._calls: dict[bytes, CallOutcome] = {}
         self._nursery: trio.Nursery | None = None
@@ -347,9 +362,19 @@ class Daemon:
 
     def _link_gone(self, link: Link) -> None:
         self.executor.connection_closed(link)
+        self._half_closed.discard(link)
+        self._end_calls(link, "connection closed before the reply")
+
+    def _end_calls(self, link: Link, reason: str) -> None:
         for handle in list(link.calls):
             self.invoker.abandon(handle)
-            self._finish_call(handle, error=AmpError(UNAVAILABLE, "connection closed before the reply"))
+            self._finish_call(handle, error=AmpError(UNAVAILABLE, reason))
+
+    def _close_answered(self) -> None:
+        """Close the half-closed links that nothing is owed on any more."""
+        for link in [link for link in self._half_closed if not self.executor.owes(link)]:
+            self._half_closed.discard(link)
+            link.driver.close("the peer finished sending and every invoke was answered")
 
     # ================================================================ events
 
@@ -377,6 +402,14 @@ class Daemon:
         elif type(event) is GoAwayReceived:
             log.info("GOAWAY from peer=%s reason=%s message=%s", link.peer_did, event.reason,
                      printable(event.message or "-"))
+        elif type(event) is InputEnded:
+            # It can still read: its running invokes still get their replies.
+            # Our own calls on it can no longer be answered.
+            log.info("peer=%s finished sending; invokes still to answer: %s", link.peer_did,
+                     "yes" if self.executor.owes(link) else "none")
+            self._end_calls(link, "the peer closed its side before the reply")
+            self._half_closed.add(link)
+            self._close_answered()
 
     def _on_message(self, link: Link, event: MessageReceived) -> None:
         inbound = event.inbound
@@ -397,8 +430,16 @@ class Daemon:
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
             self._send(link, reply_to(env, _PONG, None))
-        elif log.isEnabledFor(logging.DEBUG):
-            log.debug("ignored %s from %s", MessageType(typ).name, env.sender)
+        elif typ == _PONG:  # liveness answer: nothing to say back
+            log.debug("PONG from %s", env.sender)
+        else:
+            # RFC 001 §1.5: a type this agent does not implement (MESSAGE,
+            # REQUEST, CONTACT_*, PRESENCE_*, DOC_*, ...) is answered 1005,
+            # so its sender is not left waiting for a reply that never comes.
+            name = MessageType(typ).name
+            log.info("unsupported %s from %s answered 1005", name, env.sender)
+            self._send(link, error_reply(env, AmpError(UNKNOWN_TYPE, f"{name} is not supported by this agent",
+                                                       path="typ")))
 
     # =============================================================== actions
 
@@ -431,6 +472,8 @@ class Daemon:
                     self._log_done(running, action.code)
             elif kind is Log:
                 log.log(action.level, action.message)
+        if self._half_closed:
+            self._close_answered()
         self._rearm()
 
     def _apply_invoker(self, actions: list[Any]) -> None:

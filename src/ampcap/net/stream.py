@@ -201,9 +201,9 @@ class ConnectionDriver:
         self.conn.start_drain(self._clock(), reason, message)
         self._kick()
 
-    def close(self) -> None:
+    def close(self, reason: str = "closed locally") -> None:
         """Close now (queued bytes are still flushed, briefly)."""
-        self.conn.close()
+        self.conn.close(reason)
         self._kick()
 
     async def aclose(self, reason: int = 0, message: str = "closing") -> None:
@@ -239,9 +239,13 @@ class ConnectionDriver:
             if broken is not None:
                 conn.receive_eof(broken)
             else:
-                conn.receive_eof()
+                # A clean EOF may be a half-close: the Connection decides
+                # whether replies can still go out (it then drains).
+                conn.end_of_input(self._clock())
             self._kick()
             await self._deliver()
+            if conn.input_ended:
+                return  # nothing more to read; the writer and timer carry on
 
     async def _receive(self, data: bytes | bytearray) -> None:
         """Feed one read to the Connection a slice at a time, delivering the

@@ -44,6 +44,11 @@ class ConnectionConfig:
     # full 16 MiB frame needs 280 KB/s.
     frame_timeout_ms: int | None = 60_000
     drain_timeout_ms: int = 30_000  # after GOAWAY, close at the latest after this
+    # A clean EOF once negotiated may be a half-close (the peer still reads).
+    # True: drain (InputEnded), and the owner closes once it owes nothing;
+    # the daemon does. False: a clean EOF is a close, for owners that would
+    # not know to close a connection the peer can no longer talk on.
+    drain_on_half_close: bool = False
     versions: tuple[str, ...] = ("1.0",)  # offered / accepted AMP versions, preferred first
     agent_name: str = "ampcap"
     implementation: str = f"ampcap/{__version__}"

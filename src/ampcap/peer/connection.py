@@ -52,6 +52,7 @@ from .events import (
     ConnectionTerminated,
     Event,
     GoAwayReceived,
+    InputEnded,
     HandshakeCompleted,
     MessageReceived,
     MessageRejected,
@@ -107,6 +108,7 @@ class Connection:
         self._major = 1
         self.max_msg_size = self.config.max_msg_size
         self.draining_by_us = False
+        self.input_ended = False  # the peer half-closed: it sends nothing more
         self._raw = self.config.framing is Framing.RAW
         self._decoder = FrameDecoder(self.config.max_msg_size, self.config.framing)
         self._transport_ready = False  # HANDSHAKE frames exchanged (or skipped)
@@ -185,6 +187,25 @@ class Connection:
         self._state_to_closed(ConnInput.EOF)
         self._events.append(ConnectionTerminated(code=None, reason=reason, by_peer=True))
 
+    def end_of_input(self, now_ms: int) -> None:
+        """The peer closed its sending side cleanly, and the stream may still
+        be writable (a TCP half-close). With ``drain_on_half_close`` and once
+        negotiated, the connection drains rather than closes, so earlier
+        invokes still get their one terminal reply (R5): :class:`InputEnded`,
+        then the owner closes when nothing is left to answer, or the drain
+        period ends it. Otherwise, or on a truncated frame, it is
+        :meth:`receive_eof`."""
+        if (not self.config.drain_on_half_close or self.state not in (ConnState.OPEN, ConnState.DRAINING)
+                or self._decoder.buffered):
+            self.receive_eof()
+            return
+        self._go(ConnInput.INPUT_ENDED)
+        self.input_ended = True
+        self._ping_payload = self._ping_deadline = None  # it could not answer a PING now
+        if self._drain_deadline is None:
+            self._drain_deadline = now_ms + self.config.drain_timeout_ms
+        self._events.append(InputEnded())
+
     def next_event(self) -> Event | None:
         return self._events.popleft() if self._events else None
 
@@ -242,7 +263,7 @@ class Connection:
             deadlines.append(frame_deadline)
         if self.state in (ConnState.CONNECTED, ConnState.HANDSHAKE) and self._handshake_deadline is not None:
             deadlines.append(self._handshake_deadline)
-        if self.state in (ConnState.OPEN, ConnState.DRAINING) and not self._raw:
+        if self.state in (ConnState.OPEN, ConnState.DRAINING) and not self._raw and not self.input_ended:
             if self._ping_deadline is not None:
                 deadlines.append(self._ping_deadline)
             elif self.config.keepalive_interval_ms is not None:
@@ -277,7 +298,7 @@ class Connection:
             self._state_to_closed(ConnInput.CLOSE)
             self._events.append(ConnectionTerminated(code=None, reason="drain period ended"))
             return
-        if self._raw:
+        if self._raw or self.input_ended:
             return
         if self._ping_deadline is not None:
             if now_ms >= self._ping_deadline:

@@ -20,6 +20,7 @@ __all__ = [
     "MessageRejected",
     "PingAcknowledged",
     "GoAwayReceived",
+    "InputEnded",
     "ConnectionTerminated",
 ]
 
@@ -79,6 +80,15 @@ class GoAwayReceived:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InputEnded:
+    """The peer closed its sending side cleanly but may still be reading (a
+    TCP half-close, often after its GOAWAY). The connection is DRAINING: no
+    new work can arrive, replies to earlier work still go out, and the owner
+    closes it once nothing is left to answer (at the latest when the drain
+    period ends)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConnectionTerminated:
     """The connection is CLOSED (always the last event).
 
@@ -92,4 +102,4 @@ class ConnectionTerminated:
 
 
 Event = (HandshakeCompleted | Negotiated | MessageReceived | MessageRejected | PingAcknowledged
-         | GoAwayReceived | ConnectionTerminated)
+         | GoAwayReceived | InputEnded | ConnectionTerminated)

@@ -553,6 +553,10 @@ class Executor:
     def running(self) -> int:
         return len(self._running)
 
+    def owes(self, conn: Hashable) -> bool:
+        """Is some running job's outcome still to be sent on ``conn``? O(running)."""
+        return any(conn in self._cache.waiters(key) for key in self._running)
+
     def state_of(self, key: InvokeKey) -> InvokeState | None:
         run = self._running.get(key)
         return run.state if run is not None else None

@@ -78,7 +78,8 @@ class ConnInput(TableEnum):
     RECV_GOAWAY = "RECV_GOAWAY"
     RECV_ERROR = "RECV_ERROR"  # a transport ERROR frame: the peer is closing
     FAIL = "FAIL"  # fatal protocol error, timeout or refused handshake
-    EOF = "EOF"  # the peer closed its side
+    EOF = "EOF"  # the stream ended: the peer closed, or the transport broke
+    INPUT_ENDED = "INPUT_ENDED"  # the peer closed its sending side only (half-close)
     CLOSE = "CLOSE"  # the local side closes
 
 
@@ -125,6 +126,9 @@ CONN_TRANSITIONS: Mapping[tuple[ConnState, ConnInput], ConnState] = {
     (S.OPEN, I.RECV_GOAWAY): S.DRAINING,
     (S.DRAINING, I.SEND_GOAWAY): S.DRAINING,
     (S.DRAINING, I.RECV_GOAWAY): S.DRAINING,
+    # A half-close is a GOAWAY without words: nothing new can come, replies can go.
+    (S.OPEN, I.INPUT_ENDED): S.DRAINING,
+    (S.DRAINING, I.INPUT_ENDED): S.DRAINING,
     # GOAWAY before negotiation: nothing is in flight, so it is a close.
     (S.HANDSHAKE, I.SEND_GOAWAY): S.CLOSED,
     (S.HANDSHAKE, I.RECV_GOAWAY): S.CLOSED,

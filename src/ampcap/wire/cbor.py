@@ -73,7 +73,9 @@ class DecodeLimits:
 
     max_depth: int = 32
     max_items: int = 65_536
-    max_bytes: int = 1 << 20
+    # RFC 002 §3.2's recommended frame maximum, which a daemon offers by
+    # default: a message the transport admits must not fail here.
+    max_bytes: int = 16 << 20
 
 
 DEFAULT_LIMITS = DecodeLimits()

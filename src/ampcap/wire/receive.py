@@ -1,7 +1,8 @@
 """The receive-side checks of RFC 001, in one place and in one order.
 
     decode → shape (1001) → v supported (1004) → typ known (1005)
-    → time: expiry, future skew, id timestamp (1003) → sender key (3001)
+    → time: expiry, future skew, id timestamp (1003)
+    → addressed to us, when the pipeline knows who we are (3001) → sender key (3001)
     → decrypt when ``enc`` (3001) → signature (1002) → decrypted body is CBOR (1001)
     → body schema and ACK source rules (1001 / 4001) → replay cache
 
@@ -129,6 +130,16 @@ def check_ack_source(env: Envelope, body: Any, trusted_relays: Collection[str]) 
                            path="body.ack_source")
 
 
+_HELLO = int(MessageType.HELLO)
+
+
+def _names(to: str | Sequence[str], did: str) -> bool:
+    """Does ``to`` (a DID or a list of DIDs, DID URLs allowed) name ``did``?"""
+    if isinstance(to, str):
+        return to == did or split_did_url(to)[0] == did
+    return any(t == did or split_did_url(t)[0] == did for t in to)
+
+
 def _secret_of(item: Any) -> bytes:
     return item if isinstance(item, bytes) else item.x25519_secret
 
@@ -149,6 +160,7 @@ class ReceivePipeline:
         supported_versions: Collection[int] = frozenset({1}),
         trusted_relays: Collection[str] = frozenset(),
         known_type: Callable[[int], bool] = is_known_type,
+        recipient: str | None = None,
     ) -> None:
         self.resolver = resolver
         self.limits = limits
@@ -160,6 +172,10 @@ class ReceivePipeline:
         self.supported_versions = frozenset(supported_versions)
         self.trusted_relays = frozenset(trusted_relays)
         self.known_type = known_type
+        # Our DID: a message whose ``to`` does not name it is refused, since
+        # ``to`` is signed precisely so that a message cannot be rerouted
+        # (RFC 001 §8.1; 3001 per §15.3, "not intended for recipient").
+        self.recipient = recipient
 
     # ----------------------------------------------------------------- API
 
@@ -225,6 +241,11 @@ class ReceivePipeline:
             report.time = verdict
         if verdict is not TimeVerdict.VALID:
             fail(AmpError(1003, _TIME_MESSAGES[verdict], path="id" if verdict is TimeVerdict.ID_MISMATCH else "ts"))
+
+        # 5b. recipient. HELLO is exempt: RFC 002's handshake carries no DID,
+        # so a client cannot know ours before our HELLO_ACK.
+        if self.recipient is not None and env.typ != _HELLO and not _names(env.to, self.recipient):
+            fail(AmpError(3001, "message is not addressed to this agent", path="to"))
 
         # 6. sender key
         try:
