@@ -43,6 +43,7 @@ CASES = [
     (["caps", "show", "--demo", "org.example.none"], 1),
     (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--params", "{{bad"], 2),
     (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo", "--params", "{{}}"], 2),
+    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--compat", "rust-example"], 2),
     (["no-such-command"], 2),
 ]
 

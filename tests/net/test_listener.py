@@ -15,12 +15,13 @@ import trio
 sys.path.insert(0, str(Path(__file__).parents[1] / "peer"))
 from conn_helpers import Outbound, make_conn  # noqa: E402
 
+from ampcap.peer.config import ConnectionConfig  # noqa: E402
 from ampcap.peer.connection import Role  # noqa: E402
 from ampcap.peer.events import ConnectionTerminated, Event, GoAwayReceived, MessageReceived, Negotiated  # noqa: E402
 from ampcap.net.listener import Listener  # noqa: E402
 from ampcap.net.stream import ConnectionDriver, open_stream  # noqa: E402
 from ampcap.net.url import parse_url  # noqa: E402
-from ampcap.wire.frames import FrameDecoder, FrameType  # noqa: E402
+from ampcap.wire.frames import FrameDecoder, FrameType, Framing  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 from ampcap.wire.transport import TransportError  # noqa: E402
 
@@ -105,6 +106,26 @@ async def test_connection_limit_refuses_with_5004() -> None:
             for driver, waiter in first:
                 await waiter.wait_for(GoAwayReceived)
                 driver.close()
+
+
+@pytest.mark.trio
+async def test_a_raw_listener_refuses_by_closing_without_a_transport_frame() -> None:
+    # A raw-framing peer would read an RFC 002 ERROR frame as a garbled message.
+    raw = ConnectionConfig(framing=Framing.RAW)
+    listener = Listener(lambda: make_conn(Role.SERVER, 2, raw), max_connections=1, refusal=None)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            url = await _start(nursery, listener)
+            first = await open_stream(parse_url(url))
+            await first.send_all(b"\0\0\0\x01\xa0")  # speak, so it is not the silent kind
+            while listener.accepted < 1:
+                await trio.sleep(0.01)
+            extra = await open_stream(parse_url(url))
+            assert await extra.receive_some() == b"" and listener.refused == 1
+            await extra.aclose()
+            await first.aclose()
+            listener.stop()
+            nursery.cancel_scope.cancel()
 
 
 def _soak_count() -> int:

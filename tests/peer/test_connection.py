@@ -543,6 +543,27 @@ def test_raw_mode_without_hello_is_open_at_once() -> None:
     assert ev.inbound.envelope.id == env.id
 
 
+def test_a_raw_client_that_says_nothing_is_closed_after_the_handshake_timeout() -> None:
+    # Raw framing has neither a handshake nor keepalive to end a silent
+    # socket; without this, a few of them would hold every connection slot.
+    cfg = ConnectionConfig(framing=Framing.RAW)
+    silent = make_conn(Role.SERVER, 2, cfg)
+    silent.start(T0)
+    assert silent.get_timer() == T0 + 10_000
+    silent.handle_timer(T0 + 9_999)
+    assert silent.state is ConnState.OPEN
+    silent.handle_timer(T0 + 10_000)
+    (term,) = of_type(drain_events(silent), ConnectionTerminated)
+    assert silent.state is ConnState.CLOSED and term.code == 5003 and "nothing received" in term.reason
+    assert silent.data_to_send() == b""  # raw framing: no transport ERROR frame
+    talker = open_pair(cfg, cfg, peer_did=identity(2).did)  # once it has spoken, quiet is fine
+    talker.client.send(Outbound(typ=MessageType.MESSAGE, body={"t": 1}), talker.now)
+    talker.shuttle()
+    assert talker.server.get_timer() is None
+    talker.server.handle_timer(talker.now + 10**9)
+    assert talker.server.state is ConnState.OPEN
+
+
 def test_raw_mode_with_hello() -> None:
     cfg = ConnectionConfig(framing=Framing.RAW, raw_hello=True)
     pair = open_pair(cfg, cfg)

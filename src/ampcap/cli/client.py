@@ -117,6 +117,9 @@ def _run(args: argparse.Namespace, call: Any) -> int:
         parse_url(args.url)
     except UrlError as exc:
         raise UsageError(str(exc)) from None
+    if args.compat == "rust-example" and args.to is None and args.peer_did is None:
+        # Its raw framing has no HELLO, so nothing would tell us whom to address.
+        raise UsageError("--compat rust-example needs --peer-did DID (the daemon's DID), or --to DID with a relay URL")
     ssl_context = tls_client_context(args)
     identity = load_or_create_identity(args.identity)  # after the checks: a usage error creates no key file
 

@@ -81,7 +81,7 @@ from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
-from .listener import Listener
+from .listener import OVERLOADED_FRAME, Listener
 from .stream import ConnectionDriver, SendBudget, open_stream
 from .url import AmpUrl, parse_url
 
@@ -203,7 +203,8 @@ class Daemon:
         self.send_budget = SendBudget(config.max_send_buffer_total)
         self.listener = Listener(self._new_server_connection, handler=self._serve_link,
                                  max_connections=config.max_connections, ssl_context=ssl_context,
-                                 clock_ms=clock.wall_ms, send_budget=self.send_budget)
+                                 clock_ms=clock.wall_ms, send_budget=self.send_budget,
+                                 refusal=None if config.connection.framing is Framing.RAW else OVERLOADED_FRAME)
         self.links: set[Link] = set()
         self._half_closed: set[Link] = set()  # peers that finished sending; closed once answered
         self._jobs: dict[InvokeKey, _RunningJob] = {}

@@ -56,8 +56,13 @@ class Listener:
 
     def __init__(self, new_connection: Callable[[], Connection], *, handler: ConnectionHandler = _run_driver,
                  max_connections: int = 10_000, ssl_context: ssl.SSLContext | None = None,
-                 clock_ms: Callable[[], int] = wall_clock_ms, send_budget: SendBudget | None = None) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms, send_budget: SendBudget | None = None,
+                 refusal: bytes | None = OVERLOADED_FRAME) -> None:
         self._new_connection = new_connection
+        # What a connection over the limit is told before it is closed: an
+        # RFC 002 ERROR frame, or nothing (raw framing has no transport
+        # ERROR, and an AMP ERROR needs a sender DID we have not heard).
+        self._refusal = refusal
         self._handler = handler
         self.max_connections = max_connections
         self._ssl = ssl_context
@@ -113,7 +118,8 @@ class Listener:
             # could destroy the ERROR frame before the peer reads it.
             with trio.move_on_after(1):
                 try:
-                    await stream.send_all(OVERLOADED_FRAME)
+                    if self._refusal is not None:
+                        await stream.send_all(self._refusal)
                     await stream.send_eof()
                     while await stream.receive_some(4096):
                         pass

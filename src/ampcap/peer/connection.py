@@ -122,6 +122,7 @@ class Connection:
         self._frame_since: int | None = None  # when the frame now half-received began
         self._last_accepted_id: bytes | None = None
         self._hello_id: bytes | None = None
+        self._heard = False  # any byte from the peer yet
 
     # ================================================================ API
 
@@ -147,6 +148,8 @@ class Connection:
 
     def receive_data(self, data: bytes | bytearray, now_ms: int) -> None:
         """Feed bytes read from the peer; events become available."""
+        if data:
+            self._heard = True
         if self.state is ConnState.CLOSED or not data:
             return
         self._last_rx = now_ms
@@ -261,6 +264,9 @@ class Connection:
         frame_deadline = self._frame_deadline()
         if frame_deadline is not None:
             deadlines.append(frame_deadline)
+        silent_deadline = self._silent_deadline()
+        if silent_deadline is not None:
+            deadlines.append(silent_deadline)
         if self.state in (ConnState.CONNECTED, ConnState.HANDSHAKE) and self._handshake_deadline is not None:
             deadlines.append(self._handshake_deadline)
         if self.state in (ConnState.OPEN, ConnState.DRAINING) and not self._raw and not self.input_ended:
@@ -279,6 +285,14 @@ class Connection:
             return None
         return self._frame_since + timeout
 
+    def _silent_deadline(self) -> int | None:
+        """Raw framing has no handshake to time out and no keepalive, so a
+        server gives a client that connects and says nothing the handshake
+        timeout: otherwise silent sockets could hold every connection slot."""
+        if not self._raw or self.role is not Role.SERVER or self._heard or self.state is ConnState.CLOSED:
+            return None
+        return self._handshake_deadline
+
     def handle_timer(self, now_ms: int) -> None:
         """Act on every deadline that has passed by ``now_ms``."""
         state = self.state
@@ -286,6 +300,11 @@ class Connection:
         if frame_deadline is not None and now_ms >= frame_deadline:
             self._fail(RemoteProtocolError(5003, f"a frame was still arriving {self.config.frame_timeout_ms} ms "
                                                  f"after its first byte ({self._decoder.buffered} bytes so far)"))
+            return
+        silent_deadline = self._silent_deadline()
+        if silent_deadline is not None and now_ms >= silent_deadline:
+            self._fail(RemoteProtocolError(5003, "nothing received within "
+                                                 f"{self.config.handshake_timeout_ms} ms of connecting"))
             return
         if state in (ConnState.CONNECTED, ConnState.HANDSHAKE):
             if self._handshake_deadline is not None and now_ms >= self._handshake_deadline:
