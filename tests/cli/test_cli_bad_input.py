@@ -22,8 +22,16 @@ def files(tmp_path: Path) -> dict[str, str]:
     os.chmod(bad_json, 0o600)
     directory = tmp_path / "dir"
     directory.mkdir()
+    # Nested past Python's recursion limit: the json and tomllib parsers raise
+    # RecursionError, which is not their usual decode error.
+    deep_json = tmp_path / "deep.json"
+    deep_json.write_text("[" * 100_000)
+    os.chmod(deep_json, 0o600)
+    deep_toml = tmp_path / "deep.toml"
+    deep_toml.write_text("x = " + "[" * 100_000)
     return {"garbage": str(garbage), "hex": str(bad_hex), "json": str(bad_json), "dir": str(directory),
-            "missing": str(tmp_path / "missing")}
+            "missing": str(tmp_path / "missing"), "deep_json": str(deep_json), "deep_toml": str(deep_toml),
+            "deep_params": "[" * 100_000}
 
 
 CASES = [
@@ -37,6 +45,8 @@ CASES = [
     (["id", "--identity", "{missing}"], 1),
     (["id", "--identity", "{json}"], 1),
     (["keygen", "--out", "{dir}"], 1),
+    (["keygen", "--out", "/dev/null", "--force"], 1),
+    (["keygen", "--out", "{missing}/sub/key.json"], 1),
     (["caps", "validate", "{missing}"], 1),
     (["caps", "validate", "{garbage}"], 1),
     (["caps", "list", "{dir}"], 1),
@@ -45,6 +55,15 @@ CASES = [
     (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo", "--params", "{{}}"], 2),
     (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--compat", "rust-example"], 2),
     (["no-such-command"], 2),
+    (["serve", "--demo", "--listen", "127.0.0.1:0", "--tls-cert", "{garbage}", "--tls-key", "{missing}"], 1),
+    (["serve", "--demo", "--listen", "127.0.0.1:0", "--tls-cert", "{garbage}", "--tls-key", "{garbage}"], 1),
+    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--params", "{deep_params}"], 2),
+    (["id", "--identity", "{deep_json}"], 1),
+    (["dump", "--keyring", "{deep_json}", "{garbage}"], 1),
+    (["dump", "--keyring", "{deep_toml}", "{garbage}"], 1),
+    (["serve", "--demo", "--listen", "127.0.0.1:0", "--policy", "{deep_toml}"], 1),
+    (["caps", "validate", "{deep_toml}"], 1),
+    (["interop", "--self", "--params", "{deep_params}"], 2),
 ]
 
 

@@ -81,6 +81,18 @@ def test_ctrl_c_during_an_invoke_exits_130_without_a_traceback(daemon: ServeProc
     assert out == "" and "Traceback" not in err and "KeyboardInterrupt" not in err, err
 
 
+def test_output_that_cannot_be_written_is_not_blamed_on_the_peer(daemon: ServeProcess, tmp_path: Path) -> None:
+    # The call succeeded; writing its answer failed. Say that, not "cannot reach".
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    for args in (["invoke", daemon.url, "org.ampcap.demo.echo:1.0.0", "--params", '{"message": "x"}'],
+                 ["query", daemon.url, "echo"]):
+        with open("/dev/full", "w") as full:
+            out = subprocess.run([PY, "-m", "ampcap.cli.main", *args], stdout=full, stderr=subprocess.PIPE, text=True, env=env,
+                                 timeout=60)
+        assert out.returncode == 1 and "No space left on device" in out.stderr, out.stderr
+        assert "5002" not in out.stderr and "cannot reach" not in out.stderr and "Traceback" not in out.stderr
+
+
 def test_invoke_errors(daemon: ServeProcess, tmp_path: Path) -> None:
     fail = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.fail:1.0.0")
     assert fail.returncode == 1 and "error 5001 INTERNAL_ERROR" in fail.stderr

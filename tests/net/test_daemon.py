@@ -269,6 +269,18 @@ async def test_a_peers_text_is_one_escaped_log_line_under_any_handler(caplog: py
 
 
 @pytest.mark.trio
+async def test_a_rejected_invoke_is_logged_with_its_code(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ampcap")
+    async with demo_daemon() as daemon, memory_peer(daemon) as peer:
+        reply = await peer.invoke({"id": f"{ECHO}:9.0.0", "params": {"message": "x"}})
+        assert error_code(reply) == 4003
+        reply = await peer.invoke({"id": "org.ampcap.demo.no\x1bpe:1.0.0", "params": {}})
+    lines = [r.getMessage() for r in caplog.records if "invoke rejected" in r.getMessage()]
+    assert len(lines) == 2 and "code=4003 VERSION_MISMATCH" in lines[0]
+    assert "\x1b" not in lines[1] and "\\x1b" in lines[1]  # the peer's text, escaped
+
+
+@pytest.mark.trio
 async def test_the_close_log_line_names_the_code_or_says_there_was_none(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="ampcap")
 

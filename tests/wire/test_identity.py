@@ -185,3 +185,14 @@ def test_load_or_create_makes_the_default_once(tmp_path, monkeypatch) -> None:
     assert created_again is None and again.did == first.did
     explicit, none = load_or_create(created, _os.urandom)
     assert none is None and explicit.did == first.did
+
+
+def test_save_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    # Writing a key "over" /dev/null would lose it and narrow the device's mode.
+    identity = Identity.generate(os.urandom)
+    with pytest.raises(AmpError, match="not a regular file"):
+        identity.save("/dev/null", overwrite=True)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(AmpError, match="not a regular file"):
+        identity.save(tmp_path / "fifo", overwrite=True)
+    assert stat.S_IMODE(os.stat("/dev/null").st_mode) == 0o666

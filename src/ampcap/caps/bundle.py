@@ -26,7 +26,6 @@ online fetcher, if any, is injected by the edge.
 from __future__ import annotations
 
 import hashlib
-import json
 import tarfile
 import zipfile
 import zlib
@@ -38,6 +37,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import AmpError
+from ..loaders import json_loads
 from .descriptor import SchemaRef
 
 __all__ = [
@@ -88,7 +88,7 @@ def _safe_relpath(raw: Any, where: str) -> str:
 
 def _parse_bundle_manifest(data: bytes, source: str, limits: BundleLimits) -> tuple[str, dict[str, str]]:
     try:
-        doc = json.loads(data)
+        doc = json_loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise AmpError(UNAVAILABLE, f"{source}: {BUNDLE_MANIFEST} is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("bundle_id"), str) or not doc["bundle_id"]:
@@ -332,7 +332,7 @@ class SchemaStore:
             return self._parsed[key]
         data = self.load_bytes(ref)
         try:
-            doc = json.loads(data)
+            doc = json_loads(data)
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise AmpError(UNAVAILABLE, f"schema artifact {ref.artifact_key or ref.uri!r} is not valid JSON") from None
         if not isinstance(doc, (dict, bool)):

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AmpError
+from ..loaders import json_loads, toml_loads
 from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
 from .names import parse_ossa_uri
 from .bundle import SchemaBundle, SchemaStore
@@ -448,7 +449,7 @@ class _CapabilityReader:
                 return None
             data = read
             try:
-                doc = json.loads(data)
+                doc = json_loads(data)
             except (ValueError, UnicodeDecodeError) as exc:
                 self.problem(f"{raw}: not valid JSON: {exc}", which)
                 return None
@@ -653,7 +654,7 @@ def check_manifest(path: str | Path, *, check_bindings: bool = False) -> tuple[M
         return None, [ManifestProblem(source, f"manifest larger than {MAX_MANIFEST_BYTES} bytes")]
     try:
         text = raw.decode("utf-8")
-        data = tomllib.loads(text)
+        data = toml_loads(text)
     except UnicodeDecodeError as exc:
         return None, [ManifestProblem(source, f"not UTF-8: {exc}")]
     except tomllib.TOMLDecodeError as exc:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..display import json_safe, printable
 from ..errors import AmpError
+from ..loaders import json_loads
 from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.cbor import UINT64_MAX
 from ..wire.identity import default_identity_path
@@ -128,35 +129,36 @@ def _run(args: argparse.Namespace, call: Any) -> int:
         connection = rust_example_config()
         config = DaemonConfig(profile=connection.profile, connection=connection)
 
-    async def main() -> int:
+    async def main() -> str:
         async with Peer(identity, config=config).connect(args.url, peer_did=args.peer_did, relay_to=args.to,
                                                          relay_did=args.relay_did, ssl_context=ssl_context) as remote:
-            return int(await call(remote))
+            return await call(remote)
 
     try:
-        return trio.run(main)
+        output = trio.run(main)
     except AmpError as exc:
         return _fail(exc, args.json)
     except OSError as exc:
         return _fail(AmpError(5002, f"cannot reach {args.url}: {exc.strerror or exc}"), args.json)
+    # Printed out here, where a failed write (a reader gone, a full disk) is
+    # main's to report as such, not mistaken for an unreachable peer.
+    print(output)
+    return EXIT_OK
 
 
 def run_query(args: argparse.Namespace) -> int:
     if args.limit is not None and not 0 <= args.limit <= UINT64_MAX:
         raise UsageError(f"--limit must be from 0 to {UINT64_MAX}")
 
-    async def call(remote: Any) -> int:
+    async def call(remote: Any) -> str:
         page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,
                                   order=args.order, timeout=args.timeout or 30.0)
         if args.json:
-            doc = {"capabilities": [d.to_wire() for d in page.capabilities], "next_cursor": page.next_cursor}
-            print(_json(doc))
-        else:
-            for d in page.capabilities:
-                print(_describe(d))
-            if page.next_cursor:
-                print(printable(f"(more: --cursor {page.next_cursor})"))
-        return EXIT_OK
+            return _json({"capabilities": [d.to_wire() for d in page.capabilities], "next_cursor": page.next_cursor})
+        lines = [_describe(d) for d in page.capabilities]
+        if page.next_cursor:
+            lines.append(printable(f"(more: --cursor {page.next_cursor})"))
+        return "\n".join(lines)
 
     return _run(args, call)
 
@@ -172,7 +174,7 @@ def _describe(d: Descriptor) -> str:
 
 def run_invoke(args: argparse.Namespace) -> int:
     try:
-        params = json.loads(args.params)
+        params = json_loads(args.params)
     except ValueError as exc:
         raise UsageError(f"--params is not valid JSON: {exc}") from None
     if args.version is None and args.range is None and ":" not in args.target:
@@ -183,10 +185,9 @@ def run_invoke(args: argparse.Namespace) -> int:
         print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text, SHOWN_TEXT)}" if text else ""),
               file=sys.stderr, flush=True)
 
-    async def call(remote: Any) -> int:
+    async def call(remote: Any) -> str:
         result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
                                      timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry)
-        print(_json({"result": result}) if args.json else _json(result, indent=2))
-        return EXIT_OK
+        return _json({"result": result}) if args.json else _json(result, indent=2)
 
     return _run(args, call)

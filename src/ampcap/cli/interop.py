@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..display import json_safe, printable
 from ..errors import AmpError
+from ..loaders import json_loads
 from ..net.url import AmpUrl, UrlError, parse_url
 from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.frames import Framing
@@ -76,7 +77,7 @@ def _json_arg(text: str | None, flag: str) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return json_loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc.msg} at column {exc.colno}") from None
 

@@ -48,6 +48,10 @@ def run_keygen(args: argparse.Namespace) -> int:
         raise CommandError(f"{path} is a directory; give a file name, e.g. {path / 'identity.json'}")
     if path.exists() and not args.force:
         raise CommandError(f"{path} already exists; pass --force to replace it")
+    if path.exists() and not path.is_file():
+        raise CommandError(f"{path} is not a regular file; a key file must be one")
+    if args.out is not None and not path.parent.is_dir():  # the default's directory is ours to create
+        raise CommandError(f"{path.parent} is not a directory; create it first")
     identity = Identity.generate(os.urandom)
     identity.save(path, overwrite=args.force)
     print(identity.did)

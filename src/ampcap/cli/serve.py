@@ -31,7 +31,7 @@ from ..wire.identity import (
     load_or_create,
 )
 from ..wire.registry import ErrorCode
-from .errors import UsageError
+from .errors import CommandError, UsageError
 from .tls_options import add_tls_client_arguments, tls_client_context
 
 if TYPE_CHECKING:
@@ -168,7 +168,10 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     if args.tls_cert is not None:
         from ..net.tls import server_context
 
-        ssl_context = server_context(args.tls_cert, args.tls_key)
+        try:
+            ssl_context = server_context(args.tls_cert, args.tls_key)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
     policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
                     resolver=_resolver(args.keyring), ssl_context=ssl_context)

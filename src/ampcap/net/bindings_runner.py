@@ -35,7 +35,9 @@ from typing import Any
 import trio
 
 from ..caps.bindings import Binding, CommandBinding, InvocationContext, PythonBinding, resolve_callable, wants_context
+from ..display import printable
 from ..errors import AmpError
+from ..loaders import json_loads
 from .clock import wall_clock_ms
 
 __all__ = ["RunnerContext", "BindingRunner", "run_binding"]
@@ -84,6 +86,15 @@ async def _kill_now(process: trio.Process) -> None:
 
 def _tail(data: bytes) -> str:
     return data[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
+
+
+def log_capability_crash(capability_id: str, exc: BaseException) -> None:
+    """A capability's own bug: one ERROR line, its traceback at DEBUG (-vv).
+    Any peer can make a capability raise, so a traceback per call at the
+    default level would let it fill the log."""
+    log.error("capability %s raised %s: %s (traceback with -vv)", capability_id, type(exc).__name__,
+              printable(str(exc)))
+    log.debug("traceback of capability %s", capability_id, exc_info=exc)
 
 
 class BindingRunner:
@@ -137,8 +148,8 @@ class BindingRunner:
             return fn(params, context) if with_context else fn(params)
         except AmpError:
             raise
-        except Exception:
-            log.error("capability %s raised", context.capability_id, exc_info=True)
+        except Exception as exc:
+            log_capability_crash(context.capability_id, exc)
             raise AmpError(INTERNAL_ERROR, "capability execution failed") from None
 
     async def _run_python(self, binding: PythonBinding, params: Any, context: InvocationContext) -> Any:
@@ -156,8 +167,8 @@ class BindingRunner:
             return result
         except AmpError:
             raise
-        except Exception:
-            log.error("capability %s raised", context.capability_id, exc_info=True)
+        except Exception as exc:
+            log_capability_crash(context.capability_id, exc)
             raise AmpError(INTERNAL_ERROR, "capability execution failed") from None
 
     async def _run_command(self, binding: CommandBinding, params: Any, context: InvocationContext) -> Any:
@@ -231,7 +242,7 @@ class BindingRunner:
         if process.returncode != 0:
             raise failed(f"command exited with status {process.returncode}")
         try:
-            return json.loads(bytes(stdout))
+            return json_loads(bytes(stdout))
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise failed("command output is not valid JSON") from None
 

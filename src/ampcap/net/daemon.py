@@ -42,7 +42,7 @@ from ..caps.catalog import Catalog
 from ..caps.stats import UsageStats
 from ..display import printable
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..net.bindings_runner import BindingRunner, RunnerContext
+from ..net.bindings_runner import BindingRunner, RunnerContext, log_capability_crash
 from ..schema import load_schemas
 from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
 from ..peer.connection import Connection, Role
@@ -472,7 +472,7 @@ class Daemon:
                     running.scope.cancel()
                     self._log_done(running, action.code)
             elif kind is Log:
-                log.log(action.level, action.message)
+                log.log(action.level, printable(action.message))  # may quote a peer's text
         if self._half_closed:
             self._close_answered()
         self._rearm()
@@ -483,7 +483,7 @@ class Daemon:
             if kind is Send:
                 self._send(action.conn, action.out)
             elif kind is Log:
-                log.log(action.level, action.message)
+                log.log(action.level, printable(action.message))  # may quote a peer's text
             elif kind is InvokeSucceeded:
                 self._finish_call(action.handle, result=action.result)
             elif kind is InvokeFailed:
@@ -535,8 +535,8 @@ class Daemon:
                     result = await self._runner.run(job.binding, job.params, context)
             except AmpError as exc:
                 error = exc
-            except Exception:  # a capability's bug is the caller's 5001, never ours to crash on
-                log.error("capability %s raised", job.capability_id, exc_info=True)
+            except Exception as exc:  # a capability's bug is the caller's 5001, never ours to crash on
+                log_capability_crash(job.capability_id, exc)
                 error = AmpError(INTERNAL, "capability execution failed")
         if running.scope.cancelled_caught or self._jobs.get(key) is not running:
             return  # its terminal CAP_RESULT was already sent (timeout / shutdown)

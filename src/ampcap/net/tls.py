@@ -23,10 +23,16 @@ def server_context(cert_file: str | os.PathLike[str], key_file: str | os.PathLik
     """A server context from a PEM certificate chain and private key."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    # ssl cannot say which of the two files it failed on; a missing one we can.
+    for what, path in (("certificate", cert_file), ("key", key_file)):
+        if path is not None and not os.path.isfile(path):
+            raise ValueError(f"cannot read TLS {what} {os.fspath(path)!r}: not a readable file")
     try:
         ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file) if key_file is not None else None)
     except (OSError, ssl.SSLError) as exc:
-        raise ValueError(f"cannot load TLS certificate {os.fspath(cert_file)!r}: {exc}") from exc
+        pair = os.fspath(cert_file) + (f"' and key '{os.fspath(key_file)}" if key_file is not None else "")
+        raise ValueError(f"cannot load TLS certificate '{pair}' (PEM certificate and its private key "
+                         f"expected): {exc}") from exc
     ctx.set_alpn_protocols([ALPN])
     return ctx
 

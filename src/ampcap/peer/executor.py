@@ -425,13 +425,15 @@ class Executor:
     def _reject(self, inbound: Inbound, conn: Hashable, err: AmpError, now_ms: int) -> list[Action]:
         env = inbound.envelope
         out = error_reply(env, err)
+        note = Log(logging.INFO, f"invoke rejected id={env.id.hex()} from={env.sender} code={err.code} "
+                                 f"{error_info(err.code).name}: {err.message}")
         if not error_info(err.code).retry:
             # Encoded once here: the cache keeps only these bytes, and a retry
             # gets exactly the message sent now.
             out = msgspec.structs.replace(out, body_cbor=dumps(out.body))
             self._cache.remember(InvokeKey(env.sender, env.id), inbound.fingerprint, out,
                                  expires_at=env.ts + env.ttl, now_ms=now_ms)
-        return [Send(conn, out)]
+        return [Send(conn, out), note]
 
     def _on_query(self, inbound: Inbound, conn: Hashable, now_ms: int) -> list[Action]:
         env = inbound.envelope

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AmpError
+from ..loaders import toml_loads
 
 __all__ = [
     "Pattern",
@@ -286,7 +287,7 @@ def load_policy(path: str | Path) -> Policy:
     if len(raw) > _MAX_POLICY_BYTES:
         raise AmpError(_BAD_CONFIG, f"{p}: policy file is larger than {_MAX_POLICY_BYTES} bytes")
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = toml_loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise AmpError(_BAD_CONFIG, f"{p}: policy file is not UTF-8") from None
     except tomllib.TOMLDecodeError as exc:

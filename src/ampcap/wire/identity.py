@@ -29,6 +29,7 @@ from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
 from ..errors import AmpError
+from ..loaders import json_loads
 from .didkey import did_key_from_ed25519, ed25519_from_did_key, x25519_from_did_key
 
 __all__ = [
@@ -113,6 +114,10 @@ class Identity:
         """Write the key file with mode 0600 (created that way, never widened
         afterwards, so the secret is not readable even for an instant)."""
         target = Path(path)
+        # A device, FIFO or socket is no place for a key (and /dev/null would
+        # lose it silently, with its mode narrowed for everyone else).
+        if target.exists() and not target.is_file():
+            raise AmpError(1001, f"{target}: not a regular file; a key file must be one")
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
         try:
@@ -142,7 +147,7 @@ class Identity:
                 f"(mode {stat.S_IMODE(st.st_mode):o}); run 'chmod 600 {source}'",
             )
         try:
-            data = json.loads(source.read_text(encoding="utf-8"))
+            data = json_loads(source.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise AmpError(1001, f"{source}: not a JSON identity file: {exc}") from exc
         return cls.from_json(data, origin=str(source))

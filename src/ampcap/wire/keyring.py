@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AmpError
+from ..loaders import json_loads, toml_loads
 from .didkey import split_did_url
 from .identity import ChainResolver, DidKeyResolver, Identity
 
@@ -95,9 +96,9 @@ class Keyring:
             raise AmpError(1001, f"{source}: keyring file not found") from exc
         try:
             if source.suffix.lower() == ".toml":
-                data = tomllib.loads(raw.decode("utf-8"))
+                data = toml_loads(raw.decode("utf-8"))
             else:
-                data = json.loads(raw)
+                data = json_loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
             raise AmpError(1001, f"{source}: not a valid keyring file: {exc}") from exc
         return cls.from_mapping(data, origin=str(source))
