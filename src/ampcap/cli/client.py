@@ -66,7 +66,8 @@ def register(subparsers: Any) -> None:
     q.add_argument("--range", default=None, metavar="R", help="version range, e.g. '>=1.0.0 <2.0.0'")
     q.add_argument("--limit", type=int, default=None, metavar="N", help="page size")
     q.add_argument("--cursor", default=None, help="continue from a previous page's next_cursor")
-    q.add_argument("--order", choices=("newest-first", "oldest-first"), default=None)
+    q.add_argument("--order", choices=("newest-first", "oldest-first"), default=None,
+                   help="listing order of the versions (the daemon's default: newest-first)")
     q.set_defaults(func=run_query)
 
     i = subparsers.add_parser("invoke", parents=[common], help="CAP_INVOKE: run a capability",

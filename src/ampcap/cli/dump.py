@@ -81,7 +81,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--upstream", metavar="HOST:PORT", help="live tap: forward to this server")
     p.add_argument("--write-pcap", type=Path, default=None, metavar="FILE",
                    help="live tap: also record the forwarded traffic to this pcap file")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour the text output (auto: when stdout is a terminal)")
     p.add_argument("--type", dest="type_filter", metavar="NAME|CODE", help="only this message/frame type")
     p.add_argument("--did", metavar="DID", help="only messages from or to this DID")
     p.add_argument("--capability", metavar="NAME", help="only CAP_* messages about this capability")
@@ -94,6 +95,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace, stdin: BinaryIO | None = None, stdout: TextIO | None = None) -> int:
     out = stdout or sys.stdout
+    if out is None:  # started with stdout closed (`>&-`)
+        raise CommandError("stdout is closed; there is nowhere to write the dump")
     if stdin is None:
         if sys.stdin is None:
             # Started with stdin closed (`ampcap dump <&-`): there is no

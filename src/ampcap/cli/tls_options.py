@@ -24,7 +24,7 @@ def add_tls_client_arguments(parser: Any, what: str = "the daemon") -> None:
     parser.add_argument("--ca-file", metavar="FILE", help=f"CA bundle (or the certificate itself) to verify {what} "
                                                           "over amps:// (default: the system trust store)")
     parser.add_argument("--insecure", action="store_true",
-                        help=f"do not verify {what}'s certificate over amps:// (development only)")
+                        help=f"do not verify the certificate of {what} over amps:// (development only)")
 
 
 def tls_client_context(args: argparse.Namespace) -> ssl.SSLContext | None:
