@@ -93,6 +93,21 @@ def test_output_that_cannot_be_written_is_not_blamed_on_the_peer(daemon: ServePr
         assert "5002" not in out.stderr and "cannot reach" not in out.stderr and "Traceback" not in out.stderr
 
 
+def test_timeout_also_bounds_connecting_to_a_port_that_never_answers(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    with socket.socket() as silent:  # accepts (the kernel's backlog) but never speaks
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"amp://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        out = ampcap(tmp_path, "query", url, "echo", "--timeout", "1")
+        took = time.monotonic() - started
+    assert out.returncode == 1 and "error 5003 TIMEOUT" in out.stderr, out.stderr
+    assert took < 8, took  # not the 10 s handshake timeout on top of start-up
+
+
 def test_invoke_errors(daemon: ServeProcess, tmp_path: Path) -> None:
     fail = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.fail:1.0.0")
     assert fail.returncode == 1 and "error 5001 INTERNAL_ERROR" in fail.stderr

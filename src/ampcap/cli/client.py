@@ -130,9 +130,13 @@ def _run(args: argparse.Namespace, call: Any) -> int:
         connection = rust_example_config()
         config = DaemonConfig(profile=connection.profile, connection=connection)
 
+    # --timeout bounds connecting too (never beyond the 10 s handshake timeout).
+    connect_s = min(args.timeout, 10.0) if args.timeout is not None else 10.0
+
     async def main() -> str:
         async with Peer(identity, config=config).connect(args.url, peer_did=args.peer_did, relay_to=args.to,
-                                                         relay_did=args.relay_did, ssl_context=ssl_context) as remote:
+                                                         relay_did=args.relay_did, ssl_context=ssl_context,
+                                                         timeout=connect_s) as remote:
             return await call(remote)
 
     try:

@@ -348,7 +348,7 @@ class Daemon:
         link = Link(driver=ConnectionDriver(conn, stream, clock_ms=self.clock.wall_ms, budget=self.send_budget),
                     outbound=True)
         self._nursery.start_soon(self._run_link, link)
-        with trio.move_on_after(timeout_s):
+        with trio.move_on_after(timeout_s) as waited:
             await link.ready.wait()
         if not link.open:
             term = link.driver.terminated
@@ -358,7 +358,9 @@ class Daemon:
             else:  # name the step that never came: a silent port, or an AMP peer that stalls at HELLO
                 missing = "HELLO_ACK" if conn.hello_state is HelloState.WAIT_ACK else "answer to our HANDSHAKE"
                 reason = f"no {missing} within {timeout_s:g} s"
-            raise AmpError(term.code if term and term.code else UNAVAILABLE, f"cannot open connection: {reason}")
+            # Our deadline is a timeout (5003) like the connection's own.
+            code = term.code if term and term.code else TIMEOUT if waited.cancelled_caught else UNAVAILABLE
+            raise AmpError(code, f"cannot open connection: {reason}")
         return link
 
     def _link_gone(self, link: Link) -> None:
