@@ -182,6 +182,9 @@ def run_invoke(args: argparse.Namespace) -> int:
         params = json_loads(args.params)
     except ValueError as exc:
         raise UsageError(f"--params is not valid JSON: {exc}") from None
+    if ":" in args.target and (args.version is not None or args.range is not None):
+        raise UsageError(f"{args.target!r} is a full id (name:version) already: drop --version/--range, "
+                         "or give the bare name with them")
     if args.version is None and args.range is None and ":" not in args.target:
         raise UsageError(f"{args.target!r} names no version: give a full id (name:version), --version V or "
                          f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")

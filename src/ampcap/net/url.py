@@ -79,6 +79,8 @@ def parse_hostport(text: str) -> tuple[str, int]:
     """``HOST:PORT``, ``[v6]:PORT`` or ``:PORT`` (127.0.0.1) as (host, port);
     ValueError otherwise. Port 0 is allowed: listen on any free port."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if "/" in host:  # amp://host:port, say: the address to bind is not a URL
+        raise ValueError(f"expected HOST:PORT, not a URL (e.g. 127.0.0.1:7700), got {text!r}")
+    if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:7700, [::1]:7700 or :0), got {text!r}")
     return (host.strip("[]") or "127.0.0.1"), int(port)
