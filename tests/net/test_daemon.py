@@ -420,6 +420,20 @@ async def test_a_daemon_on_trio_clock_runs_its_deadlines_in_virtual_time(
 
 
 @pytest.mark.trio
+async def test_joining_an_amps_relay_that_does_not_speak_tls_fails_at_once_and_says_why() -> None:
+    # A relay answers nothing of its own, so without an explicit TLS
+    # handshake the link would look registered and then quietly close.
+    from ampcap.errors import AmpError
+
+    async with demo_daemon() as daemon:
+        [plain] = await daemon.listen("127.0.0.1", 0)
+        port = plain.socket.getsockname()[1]
+        with trio.fail_after(10), pytest.raises(AmpError) as info:
+            await daemon.join_relay(f"amps://127.0.0.1:{port}", timeout_s=5)
+        assert info.value.code == 5002 and "TLS failed" in info.value.message
+
+
+@pytest.mark.trio
 async def test_connecting_to_a_silent_port_names_the_missing_handshake_answer() -> None:
     from ampcap.errors import AmpError
 

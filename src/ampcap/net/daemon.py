@@ -83,6 +83,7 @@ from ..wire.signing import Profile
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .listener import OVERLOADED_FRAME, Listener
 from .stream import ConnectionDriver, SendBudget, open_stream
+from .tls import tls_failure
 from .url import AmpUrl, parse_url
 
 __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler", "CallOutcome"]
@@ -323,9 +324,21 @@ class Daemon:
         ``config`` replaces the daemon's connection settings for this link."""
         assert self._nursery is not None, "start the daemon first"
         target = parse_url(url) if isinstance(url, str) else url
+        stream: trio.abc.Stream | None = None
         with trio.move_on_after(timeout_s) as scope:
             stream = await open_stream(target, ssl_context=ssl_context)
-        if scope.cancelled_caught:
+            if isinstance(stream, trio.SSLStream):
+                # TLS fails here, named, rather than as a link that "opened"
+                # and then closed: raw framing (a relay) says nothing back.
+                try:
+                    await stream.do_handshake()
+                except trio.BrokenResourceError as exc:
+                    await trio.aclose_forcefully(stream)
+                    raise AmpError(UNAVAILABLE, f"{target}: {tls_failure(exc) or 'the TLS handshake failed'}") \
+                        from None
+        if scope.cancelled_caught or stream is None:
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
             raise AmpError(TIMEOUT, f"connecting to {target} timed out")
         try:
             return await self.connect_stream(stream, peer_did=peer_did, timeout_s=timeout_s, config=config)
