@@ -29,7 +29,10 @@ def files(tmp_path: Path) -> dict[str, str]:
     os.chmod(deep_json, 0o600)
     deep_toml = tmp_path / "deep.toml"
     deep_toml.write_text("x = " + "[" * 100_000)
+    fifo = tmp_path / "fifo"  # nobody ever writes to it: reading it would block for good
+    os.mkfifo(fifo)
     return {"garbage": str(garbage), "hex": str(bad_hex), "json": str(bad_json), "dir": str(directory),
+            "fifo": str(fifo),
             "missing": str(tmp_path / "missing"), "deep_json": str(deep_json), "deep_toml": str(deep_toml),
             "deep_params": "[" * 100_000}
 
@@ -55,6 +58,11 @@ CASES = [
     (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo", "--params", "{{}}"], 2),
     (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--compat", "rust-example"], 2),
     (["no-such-command"], 2),
+    (["caps", "validate", "{fifo}"], 1),
+    (["serve", "--listen", "127.0.0.1:0", "--manifest", "{fifo}"], 1),
+    (["serve", "--demo", "--listen", "127.0.0.1:0", "--policy", "{fifo}"], 1),
+    (["dump", "--keyring", "{fifo}", "{garbage}"], 1),
+    (["query", "amps://127.0.0.1:9", "echo", "--ca-file", "{fifo}"], 1),
     (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--version", "1.0.0"], 2),
     (["serve", "--demo", "--listen", "amp://127.0.0.1:0"], 2),
     (["dump", "--listen", "amp://127.0.0.1:0", "--upstream", "127.0.0.1:9"], 2),

@@ -146,7 +146,7 @@ def test_query_and_invoke_over_amps_with_a_self_signed_daemon(tmp_path: Path) ->
                      "--params", '{"message": "over tls"}')
         assert out.returncode == 0 and json.loads(out.stdout) == {"message": "over tls", "version": "1.0.0"}
     out = ampcap(tmp_path, "query", "amps://127.0.0.1:9", "echo", "--ca-file", str(tmp_path / "missing.pem"))
-    assert out.returncode == 2 and "cannot load CA file" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 1 and "cannot load CA file" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_serve_dials_an_amps_peer_it_trusts_with_ca_file(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AmpError
-from ..loaders import json_loads, toml_loads
+from ..loaders import json_loads, read_file, toml_loads
 from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
 from .names import parse_ossa_uri
 from .bundle import SchemaBundle, SchemaStore
@@ -479,8 +479,7 @@ class _CapabilityReader:
             return None
         path = self.base_dir / rel
         try:
-            with path.open("rb") as fh:
-                data = fh.read(MAX_SCHEMA_BYTES + 1)
+            data = read_file(path, MAX_SCHEMA_BYTES)
         except OSError as exc:
             self.problem(f"cannot read schema file {rel!r}: {exc.strerror or exc}", which)
             return None
@@ -646,8 +645,7 @@ def check_manifest(path: str | Path, *, check_bindings: bool = False) -> tuple[M
     p = Path(path)
     source = str(p)
     try:
-        with p.open("rb") as fh:
-            raw = fh.read(MAX_MANIFEST_BYTES + 1)
+        raw = read_file(p, MAX_MANIFEST_BYTES)
     except OSError as exc:
         return None, [ManifestProblem(source, f"cannot read manifest: {exc.strerror or exc}")]
     if len(raw) > MAX_MANIFEST_BYTES:

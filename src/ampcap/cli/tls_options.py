@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from .errors import CommandError
 
 if TYPE_CHECKING:
     import ssl
@@ -36,5 +36,5 @@ def tls_client_context(args: argparse.Namespace) -> ssl.SSLContext | None:
 
     try:
         return client_context(ca_file=args.ca_file, insecure=args.insecure)
-    except ValueError as exc:  # an unreadable or malformed CA file
-        raise UsageError(str(exc)) from None
+    except ValueError as exc:  # an unreadable or malformed CA file: a file that cannot be used (exit 1)
+        raise CommandError(str(exc)) from None

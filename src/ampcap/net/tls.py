@@ -42,6 +42,8 @@ def client_context(*, ca_file: str | os.PathLike[str] | None = None, insecure: b
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     if ca_file is not None:
+        if not os.path.isfile(ca_file):  # a FIFO would block the load forever
+            raise ValueError(f"cannot load CA file {os.fspath(ca_file)!r}: not a readable file")
         try:
             ctx.load_verify_locations(cafile=os.fspath(ca_file))
         except (OSError, ssl.SSLError) as exc:

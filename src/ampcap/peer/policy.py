@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AmpError
-from ..loaders import toml_loads
+from ..loaders import read_file, toml_loads
 
 __all__ = [
     "Pattern",
@@ -280,8 +280,7 @@ def load_policy(path: str | Path) -> Policy:
     """Read and parse a policy file (the caller is the edge: files are I/O)."""
     p = Path(path)
     try:
-        with p.open("rb") as fh:
-            raw = fh.read(_MAX_POLICY_BYTES + 1)
+        raw = read_file(p, _MAX_POLICY_BYTES)
     except OSError as exc:
         raise AmpError(_BAD_CONFIG, f"{p}: cannot read policy file: {exc.strerror or exc}") from None
     if len(raw) > _MAX_POLICY_BYTES:

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AmpError
-from ..loaders import json_loads, toml_loads
+from ..loaders import json_loads, read_file, toml_loads
 from .didkey import split_did_url
 from .identity import ChainResolver, DidKeyResolver, Identity
 
 __all__ = ["KeyringEntry", "Keyring", "default_resolver"]
 
 _KNOWN_FIELDS = frozenset(("ed25519", "x25519", "ed25519_secret", "x25519_secret"))
+_MAX_KEYRING_BYTES = 1 << 20  # thousands of entries; more is not a keyring
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +92,13 @@ class Keyring:
         """Read a JSON or TOML keyring (TOML when the name ends in ``.toml``)."""
         source = Path(path)
         try:
-            raw = source.read_bytes()
+            raw = read_file(source, _MAX_KEYRING_BYTES)
         except FileNotFoundError as exc:
             raise AmpError(1001, f"{source}: keyring file not found") from exc
+        except OSError as exc:
+            raise AmpError(1001, f"{source}: cannot read keyring file: {exc.strerror or exc}") from exc
+        if len(raw) > _MAX_KEYRING_BYTES:
+            raise AmpError(1001, f"{source}: keyring file is larger than {_MAX_KEYRING_BYTES} bytes")
         try:
             if source.suffix.lower() == ".toml":
                 data = toml_loads(raw.decode("utf-8"))
