@@ -49,6 +49,12 @@ def test_tap_recording_dumps_with_every_message_decoded_and_correlated(tmp_path:
                                                                       jrecords: Any) -> None:
     pcap = tmp_path / "session.pcap"
     trio.run(record_session, pcap)
+    # The header's snaplen covers every packet written, or libpcap tools rewriting the file would cut them.
+    import dpkt
+
+    with pcap.open("rb") as fp:
+        reader = dpkt.pcap.Reader(fp)
+        assert all(len(buf) <= reader.snaplen for _, buf in reader)
     code, out = dump(["--json", "--strict", str(pcap)])
     records = jrecords(out)
     messages = [r for r in records if r["typ_name"]]

@@ -83,6 +83,20 @@ def test_partial_envelope_keeps_what_it_can() -> None:
     assert rec.errors and rec.errors[0].code == 1001
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([[1, 2], [b"\x01"], [ALICE.did, None], [[ALICE.did]], {"a": 1}, 7, b"did"]))
+def test_any_value_in_to_is_a_finding_not_a_crash(to: Any) -> None:
+    # A list of non-text recipients once reached the text renderer's join
+    # and the JSON encoder: one such message ended the live tap.
+    m = {"v": 1, "id": b"\x01" * 16, "typ": 0x22, "ts": T0, "ttl": 5, "from": ALICE.did, "to": to,
+         "sig": b"\x00" * 64, "body": {}}
+    rec = Inspector(default_resolver(), now_ms=T0).message(cbor2.dumps(m))
+    assert rec.to is None and rec.sender == ALICE.did
+    assert any(e.code == 1001 for e in rec.errors)
+    json.loads(dumps_json(rec))
+    assert f"from={ALICE.did} to=None" in render_text(rec)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300), st.sampled_from(list(FrameType)))
 def test_garbage_frames_become_records(data: bytes, frame_type: FrameType) -> None:

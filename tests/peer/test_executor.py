@@ -300,6 +300,14 @@ def test_crashing_binding_gives_exactly_one_5001() -> None:
     assert ex.handle_timer(T0 + 10**9) == []
 
 
+@pytest.mark.parametrize("code", [-1, 1 << 70])
+def test_a_binding_error_with_an_invalid_code_becomes_5001(code: Any) -> None:
+    ex = make_executor()
+    [a] = ex.handle(message(ALICE, INVOKE, by_id()), "A", T0)
+    [send] = ex.complete(a.job.key, error=AmpError(code, "odd"), now_ms=T0)
+    assert send.out.body["error"]["code"] == 5001
+
+
 def test_unencodable_result_becomes_5001() -> None:
     ex = make_executor()
     [a] = ex.handle(message(ALICE, INVOKE, by_id()), "A", T0)

@@ -549,7 +549,7 @@ class _CapabilityReader:
                     return None
             base = self.base_dir
             workdir = (base / cwd if base else Path(cwd)) if cwd else base
-            if self.check_bindings and (missing := _missing_program(argv[0], workdir, env)):
+            if self.check_bindings and argv and (missing := _missing_program(argv[0], workdir, env)):
                 self.problem(missing, "binding.command")
             kwargs: dict[str, Any] = {"argv": tuple(argv), "env": env, "cwd": workdir,
                                       "stderr_to_caller": stderr_to_caller}

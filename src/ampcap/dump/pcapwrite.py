@@ -42,7 +42,9 @@ class _Flow:
 
 class PcapWriter:
     def __init__(self, fp: BinaryIO) -> None:
-        self._writer = dpkt.pcap.Writer(fp)
+        # The header's snaplen must cover our largest packet (up to ~64 KiB):
+        # libpcap tools cut every packet to it when they rewrite the file.
+        self._writer = dpkt.pcap.Writer(fp, snaplen=262_144)
         self._fp = fp
         self._flows: dict[int, _Flow] = {}
 

@@ -199,7 +199,10 @@ def _partial_fields(rec: Record, m: dict[Any, Any]) -> None:
     rec.typ = pick("typ", int)
     rec.id = pick("id", bytes)
     rec.sender = pick("from", str)
-    rec.to = pick("to", (str, list))
+    to = m.get("to")
+    # A list only when every item is text: a peer may send anything there, and
+    # the renderers join and serialise it (the finding says what was wrong).
+    rec.to = to if isinstance(to, str) or (isinstance(to, list) and all(isinstance(t, str) for t in to)) else None
     rec.ts = pick("ts", int)
     rec.ttl = pick("ttl", int)
     rec.reply_to = pick("reply_to", bytes)

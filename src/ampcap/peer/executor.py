@@ -48,7 +48,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ..errors import AmpError, LocalProtocolError
-from ..wire.cbor import dumps
+from ..wire.cbor import UINT64_MAX, dumps
 from ..wire.envelope import Envelope
 from ..wire.receive import Inbound
 from ..wire.replay import ReplayStatus
@@ -481,6 +481,9 @@ class Executor:
             return [Log(logging.INFO, f"late completion of {key.msg_id.hex()} dropped")]
         job = self._running[key].job
         session = job.session
+        if error is not None and not (type(error.code) is int and 0 <= error.code <= UINT64_MAX):
+            # A binding's AmpError(-1) would make a CAP_RESULT the caller must refuse.
+            error = AmpError(INTERNAL_ERROR, "capability failed (it raised an invalid error code)")
         if error is None and job.adapt_result is not None:
             try:
                 result = job.adapt_result(result)
