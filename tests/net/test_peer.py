@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -182,15 +184,23 @@ class MisroutingProvider:
             self.sent_ids.append(env.id)
 
 
-@pytest.mark.trio
-async def test_a12_a13_wrong_reply_to_rejected_with_4001() -> None:
+@asynccontextmanager
+async def calling(provider_type: type[MisroutingProvider]) -> AsyncIterator[tuple[Remote, MisroutingProvider]]:
+    """A daemon with no capabilities of its own, connected to a test provider."""
     daemon = Daemon(new_identity(), Catalog([], cursor_key=os.urandom(32)))
     ours, theirs = trio.testing.memory_stream_pair()
-    provider = MisroutingProvider(theirs)
+    provider = provider_type(theirs)
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run)
         nursery.start_soon(provider.driver.run)
-        remote = Remote(daemon, await daemon.connect_stream(ours))
+        yield Remote(daemon, await daemon.connect_stream(ours)), provider
+        await daemon.drain(0.1)
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_a12_a13_wrong_reply_to_rejected_with_4001() -> None:
+    async with calling(MisroutingProvider) as (remote, provider):
         with pytest.raises(AmpError) as info:
             await remote.invoke("org.x.y:1.0.0", params={}, timeout=0.5)
         assert info.value.code == 5003  # the misrouted CAP_RESULT did not complete the call
@@ -200,8 +210,6 @@ async def test_a12_a13_wrong_reply_to_rejected_with_4001() -> None:
         errors = [m for m in provider.received if m.envelope.typ == ERROR]
         assert [e.body["code"] for e in errors] == [4001, 4001]
         assert [e.envelope.reply_to for e in errors] == provider.sent_ids
-        await daemon.drain(0.1)
-        nursery.cancel_scope.cancel()
 
 
 class MalformedProvider(MisroutingProvider):
@@ -221,20 +229,12 @@ class MalformedProvider(MisroutingProvider):
 async def test_a_malformed_reply_fails_the_call_at_once_with_1001() -> None:
     # Not a 5003 after the whole timeout (which --retry would resend): the
     # reply came and was refused, and nothing better will follow it.
-    daemon = Daemon(new_identity(), Catalog([], cursor_key=os.urandom(32)))
-    ours, theirs = trio.testing.memory_stream_pair()
-    provider = MalformedProvider(theirs)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(daemon.run)
-        nursery.start_soon(provider.driver.run)
-        remote = Remote(daemon, await daemon.connect_stream(ours))
+    async with calling(MalformedProvider) as (remote, provider):
         for _ in range(2):
             with trio.fail_after(5), pytest.raises(AmpError) as info:
                 await remote.invoke("org.x.y:1.0.0", params={}, timeout=60, retry=True)
             assert info.value.code == 1001 and "was refused" in info.value.message
         assert len(provider.received) == 2  # no resend
-        await daemon.drain(0.1)
-        nursery.cancel_scope.cancel()
 
 
 def greet_v2(params: Any) -> dict:
