@@ -131,11 +131,16 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
     # Imported here, not at module level, so `ampcap --help` stays fast.
     from ..dump.records import Inspector, load_schemas
     from ..dump.render import Style, dumps_json, render_text
-    from ..dump.session import DumpSession, RecordFilter
+    from ..dump.session import DumpSession, RecordFilter, known_type_filter
     from ..wire.cbor import DecodeLimits
     from ..wire.keyring import Keyring, default_resolver
     from ..wire.signing import Profile
 
+    if args.type_filter is not None and not known_type_filter(args.type_filter):
+        raise UsageError(f"--type {args.type_filter!r} is no message or frame type (e.g. CAP_INVOKE, 0x22, "
+                         "HANDSHAKE)")
+    if args.did is not None and not args.did.startswith("did:"):
+        raise UsageError(f"--did {args.did!r} is not a DID (did:key:…, did:web:…)")
     if (args.listen is None) != (args.upstream is None):
         raise UsageError("--listen and --upstream go together")
     if args.write_pcap is not None and args.listen is None:

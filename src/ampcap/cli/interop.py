@@ -83,6 +83,8 @@ def _json_arg(text: str | None, flag: str) -> Any:
 
 
 def subject_from_args(args: argparse.Namespace) -> Subject:
+    from ..caps.names import is_capability_name
+    from ..caps.semver import Version
     from ..interop.vectors import DEMO_SUBJECT, Subject, demo_subject
 
     params = _json_arg(args.params, "--params")
@@ -93,8 +95,14 @@ def subject_from_args(args: argparse.Namespace) -> Subject:
             subject.pinned_version = args.capability.partition(":")[2]
     else:
         name, _, version = args.capability.partition(":")
-        if not name:
-            raise UsageError("--capability needs a name (name or name:version)")
+        if not is_capability_name(name):
+            raise UsageError(f"--capability {args.capability!r}: expected a reverse-domain name or name:version "
+                             "(e.g. org.example.tool:1.0.0)")
+        if version:
+            try:
+                Version.parse(version)
+            except AmpError as exc:
+                raise UsageError(f"--capability {args.capability!r}: {exc.message}") from None
         subject = Subject(name=name, pinned_version=version or None, invalid_params={})
     if params is not None:
         subject.params = params

@@ -46,6 +46,21 @@ class RecordFilter:
         return True
 
 
+def known_type_filter(wanted: str) -> bool:
+    """Could ``--type`` ever match? A message or frame type name, or a number."""
+    from ..wire.frames import FrameType
+    from ..wire.registry import MessageType
+
+    w = wanted.strip().upper()
+    if w in MessageType.__members__ or w in FrameType.__members__:
+        return True
+    try:
+        int(wanted, 0)
+    except ValueError:
+        return False
+    return True
+
+
 def _type_matches(wanted: str, rec: Record) -> bool:
     w = wanted.strip().upper()
     if rec.typ_name is not None and rec.typ_name == w:
