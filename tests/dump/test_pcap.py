@@ -211,6 +211,36 @@ def test_not_a_capture(tmp_path: Path, dump) -> None:
         dump([str(bad)])
 
 
+def test_a_capture_cut_inside_a_record_says_so(tmp_path: Path, dump, jrecords) -> None:
+    # dpkt hands back whatever a record's read returned: the frames after a
+    # damaged length, or the tail of a cut file, must not vanish unremarked.
+    w, _ = build_session()
+    path = tmp_path / "s.pcap"
+    write_capture(path, w, "pcap")
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-20])  # the last record loses its end
+    code, out = dump(["--json", "--strict", str(path)])
+    errors = [e for r in jrecords(out) for e in r["errors"]]
+    assert code != 0 and any("ends inside a record" in e["message"] for e in errors)
+    damaged = bytearray(whole)
+    damaged[24 + 8:24 + 12] = (16 << 20).to_bytes(4, "little")  # the first record's captured length
+    path.write_bytes(bytes(damaged))
+    from ampcap.errors import AmpError
+
+    with pytest.raises(AmpError, match="after 0 packets"):
+        dump([str(path)])
+
+
+def test_an_unsupported_link_type_is_named_not_an_empty_capture(tmp_path: Path, dump) -> None:
+    path = tmp_path / "odd.pcap"
+    with path.open("wb") as fp:
+        dpkt.pcap.Writer(fp, linktype=147).writepkt(b"\x00" * 40, ts=1.0)  # DLT_USER0
+    from ampcap.errors import AmpError
+
+    with pytest.raises(AmpError, match="link type 147 is not supported"):
+        dump([str(path)])
+
+
 def test_reassembler_wraps_around_sequence_space() -> None:
     r = TcpReassembler()
     r.syn(0xFFFFFFF0)

@@ -139,12 +139,22 @@ class _BoundedReader:
     def __init__(self, fp: BinaryIO | PrefixedReader) -> None:
         self._fp = fp
         self.name = getattr(fp, "name", "<capture>")
+        # dpkt yields whatever a record's read returned, so a record that runs
+        # past the end (a cut file, a damaged length) would pass unnoticed.
+        self.cut_short = False
 
     def read(self, n: int = -1) -> bytes:
-        return self._fp.read(_MAX_RECORD if n is None or n < 0 else min(n, _MAX_RECORD))
+        wanted = _MAX_RECORD if n is None or n < 0 else min(n, _MAX_RECORD)
+        data = self._fp.read(wanted)
+        if 0 < len(data) < wanted or (n is not None and n > _MAX_RECORD):
+            self.cut_short = True
+        return data
 
 
 _MAX_RECORD = 64 << 20  # far above any real snaplen (262144 by default)
+_DLT_LINUX_SLL2 = 276
+_LINK_TYPES = frozenset({dpkt.pcap.DLT_EN10MB, dpkt.pcap.DLT_LINUX_SLL, _DLT_LINUX_SLL2, dpkt.pcap.DLT_NULL,
+                         dpkt.pcap.DLT_LOOP, dpkt.pcap.DLT_RAW, 101, 228, 229})
 
 
 def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
@@ -158,10 +168,22 @@ def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
         else:
             reader = dpkt.pcap.Reader(fp)
         link = reader.datalink()
+        if link not in _LINK_TYPES:
+            raise AmpError(1001, f"link type {link} is not supported (Ethernet, Linux cooked v1/v2, loopback "
+                                 "and raw IP are); capture on one interface, not 'any', or convert the file")
+        count = 0
         for ts, buf in reader:
+            if fp.cut_short:
+                break  # a partial record is no packet
+            count += 1
             yield float(ts), buf, link
+    except AmpError:
+        raise
     except Exception as exc:  # dpkt's readers fail in assorted ways on damaged files (see _tcp_of)
         raise AmpError(1001, f"not a readable pcap/pcapng file: {exc}") from exc
+    if fp.cut_short:
+        raise AmpError(1001, f"the capture ends inside a record after {count} packets: the file is cut "
+                             "short, or a record's length is damaged")
 
 
 def _tcp_of(buf: bytes, link: int) -> tuple[str, str, dpkt.tcp.TCP] | None:
@@ -170,6 +192,8 @@ def _tcp_of(buf: bytes, link: int) -> tuple[str, str, dpkt.tcp.TCP] | None:
             ip = dpkt.ethernet.Ethernet(buf).data
         elif link == dpkt.pcap.DLT_LINUX_SLL:
             ip = dpkt.sll.SLL(buf).data
+        elif link == _DLT_LINUX_SLL2:  # what `tcpdump -i any` writes today
+            ip = dpkt.sll2.SLL2(buf).data
         elif link in (dpkt.pcap.DLT_NULL, dpkt.pcap.DLT_LOOP):
             ip = dpkt.loopback.Loopback(buf).data
         elif link in (dpkt.pcap.DLT_RAW, 101, 228, 229):  # raw IP variants
