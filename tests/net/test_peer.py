@@ -7,6 +7,8 @@ resolved by that answer.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -121,6 +123,41 @@ async def test_serve_and_invoke_over_loopback() -> None:
             page = await remote.query("org.example.greet")
             assert [d.id for d in page] == ["org.example.greet:1.1.0", "org.example.greet:1.0.0"]
             assert page.capabilities[1].notes == "Greets somebody."
+
+
+@dataclasses.dataclass
+class Box:
+    w: int
+    h: int = 1
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@pytest.mark.trio
+async def test_parameters_arrive_as_the_types_their_hints_declare() -> None:
+    # Not their JSON form: a dataclass as the dataclass, an Enum as its member,
+    # a tuple as a tuple (whose schema must hold under the draft-07 label).
+    peer = Peer(new_identity())
+    seen: dict[str, Any] = {}
+
+    @peer.capability("org.example.typed", version="1.0.0")
+    def typed(box: Box, colour: Colour, pair: tuple[int, str], scale: float = 1.0) -> str:
+        seen.update(box=box, colour=colour, pair=pair, scale=scale)
+        return f"{box.w * box.h * scale:g} {colour.value} {pair[1]}"
+
+    async with peer.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=new_identity()) as remote:
+        out = await remote.invoke("org.example.typed:1.0.0",
+                                  params={"box": {"w": 2, "h": 3}, "colour": "blue", "pair": [1, "x"], "scale": 2})
+        assert out == "12 blue x"
+        assert seen == {"box": Box(2, 3), "colour": Colour.BLUE, "pair": (1, "x"), "scale": 2.0}
+        for bad in ({"box": {"w": 2}, "colour": "green", "pair": [1, "x"]},
+                    {"box": {"w": 2}, "colour": "red", "pair": [1, "x", 3]}):
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.typed:1.0.0", params=bad)
+            assert info.value.code == 4004
 
 
 def test_invoke_argument_errors_are_caught_before_sending() -> None:

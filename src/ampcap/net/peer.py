@@ -159,6 +159,7 @@ def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
                                 f"{name!r} ({getattr(annotation, '__name__', annotation)}); give the "
                                 "capability an explicit schema={...}") from None
         raise
+    generated = _as_draft7(generated)
     defs = dict(generated.get("$defs", {}))
     body = dict(defs.pop(f"{fn.__name__}_params", {"type": "object"}))
     body.pop("title", None)
@@ -166,6 +167,23 @@ def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
     if defs:
         schema["$defs"] = defs
     return schema
+
+
+def _as_draft7(node: Any) -> Any:
+    """msgspec writes tuples in 2020-12 terms (``prefixItems``, then
+    ``items: false``); under the draft-07 label that would refuse every item.
+    Draft-07 spells it ``items: [...]`` and ``additionalItems``."""
+    if isinstance(node, list):
+        return [_as_draft7(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _as_draft7(value) for key, value in node.items()}
+    if "prefixItems" in out:
+        rest = out.pop("items", None)
+        out["items"] = out.pop("prefixItems")
+        if rest is not None:
+            out["additionalItems"] = rest
+    return out
 
 
 _API_BUNDLE = "ampcap.local.api"
@@ -188,9 +206,25 @@ def _adapt(fn: Callable[..., Any]) -> Callable[[Any, RunnerContext], Awaitable[A
     """Turn ``fn(**params[, ctx=...])`` into the daemon's (params, context) handler."""
     wants_ctx = _CONTEXT_PARAM in inspect.signature(fn).parameters
     is_async = inspect.iscoroutinefunction(fn)
+    try:
+        hints = {name: hint for name, hint in get_type_hints(fn).items() if name != "return" and hint is not Any}
+    except NameError:  # no hints to honour (the capability has an explicit schema)
+        hints = {}
+
+    def typed(params: Mapping[str, Any]) -> dict[str, Any]:
+        # The params passed the JSON Schema; give the function the types it
+        # declared (a dataclass, an Enum member, a tuple), not their JSON form.
+        kwargs = dict(params)
+        for name, hint in hints.items():
+            if name in kwargs:
+                try:
+                    kwargs[name] = msgspec.convert(kwargs[name], hint, strict=False)
+                except msgspec.ValidationError as exc:
+                    raise AmpError(4004, f"params.{name}: {exc}", path=f"params.{name}") from None
+        return kwargs
 
     async def handler(params: Any, context: RunnerContext) -> Any:
-        kwargs = dict(params) if isinstance(params, Mapping) else {}
+        kwargs = typed(params) if isinstance(params, Mapping) else {}
         if wants_ctx:
             kwargs[_CONTEXT_PARAM] = context
         if is_async:
