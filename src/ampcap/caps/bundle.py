@@ -333,7 +333,7 @@ class SchemaStore:
         data = self.load_bytes(ref)
         try:
             doc = json_loads(data)
-        except (ValueError, UnicodeDecodeError, RecursionError):
+        except (ValueError, UnicodeDecodeError):  # json_loads turns deep nesting into a ValueError
             raise AmpError(UNAVAILABLE, f"schema artifact {ref.artifact_key or ref.uri!r} is not valid JSON") from None
         if not isinstance(doc, (dict, bool)):
             raise AmpError(UNAVAILABLE, f"schema artifact {ref.artifact_key or ref.uri!r} is not a JSON Schema")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import socket
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -152,9 +152,21 @@ class _BoundedReader:
 
 
 _MAX_RECORD = 64 << 20  # far above any real snaplen (262144 by default)
-_DLT_LINUX_SLL2 = 276
-_LINK_TYPES = frozenset({dpkt.pcap.DLT_EN10MB, dpkt.pcap.DLT_LINUX_SLL, _DLT_LINUX_SLL2, dpkt.pcap.DLT_NULL,
-                         dpkt.pcap.DLT_LOOP, dpkt.pcap.DLT_RAW, 101, 228, 229})
+
+
+def _raw_ip(buf: bytes) -> Any:
+    return dpkt.ip.IP(buf) if buf[:1] and buf[0] >> 4 == 4 else dpkt.ip6.IP6(buf)
+
+
+# The link types we read: each one's layer-3 packet from a captured frame.
+_NETWORK_LAYER: dict[int, Callable[[bytes], Any]] = {
+    dpkt.pcap.DLT_EN10MB: lambda buf: dpkt.ethernet.Ethernet(buf).data,
+    dpkt.pcap.DLT_LINUX_SLL: lambda buf: dpkt.sll.SLL(buf).data,
+    276: lambda buf: dpkt.sll2.SLL2(buf).data,  # LINUX_SLL2: what `tcpdump -i any` writes today
+    dpkt.pcap.DLT_NULL: lambda buf: dpkt.loopback.Loopback(buf).data,
+    dpkt.pcap.DLT_LOOP: lambda buf: dpkt.loopback.Loopback(buf).data,
+    **dict.fromkeys((dpkt.pcap.DLT_RAW, 101, 228, 229), _raw_ip),  # raw IP variants
+}
 
 
 def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
@@ -168,7 +180,7 @@ def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
         else:
             reader = dpkt.pcap.Reader(fp)
         link = reader.datalink()
-        if link not in _LINK_TYPES:
+        if link not in _NETWORK_LAYER:
             raise AmpError(1001, f"link type {link} is not supported (Ethernet, Linux cooked v1/v2, loopback "
                                  "and raw IP are); capture on one interface, not 'any', or convert the file")
         count = 0
@@ -187,19 +199,11 @@ def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
 
 
 def _tcp_of(buf: bytes, link: int) -> tuple[str, str, dpkt.tcp.TCP] | None:
+    network_layer = _NETWORK_LAYER.get(link)
+    if network_layer is None:
+        return None
     try:
-        if link == dpkt.pcap.DLT_EN10MB:
-            ip = dpkt.ethernet.Ethernet(buf).data
-        elif link == dpkt.pcap.DLT_LINUX_SLL:
-            ip = dpkt.sll.SLL(buf).data
-        elif link == _DLT_LINUX_SLL2:  # what `tcpdump -i any` writes today
-            ip = dpkt.sll2.SLL2(buf).data
-        elif link in (dpkt.pcap.DLT_NULL, dpkt.pcap.DLT_LOOP):
-            ip = dpkt.loopback.Loopback(buf).data
-        elif link in (dpkt.pcap.DLT_RAW, 101, 228, 229):  # raw IP variants
-            ip = dpkt.ip.IP(buf) if buf[:1] and buf[0] >> 4 == 4 else dpkt.ip6.IP6(buf)
-        else:
-            return None
+        ip = network_layer(buf)
     except Exception:
         # Not a packet we can show. dpkt reports malformed packets with
         # assorted exceptions, not only its own Error (AttributeError from an

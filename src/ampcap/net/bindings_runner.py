@@ -243,7 +243,7 @@ class BindingRunner:
             raise failed(f"command exited with status {process.returncode}")
         try:
             return json_loads(bytes(stdout))
-        except (ValueError, UnicodeDecodeError, RecursionError):
+        except (ValueError, UnicodeDecodeError):  # json_loads turns deep nesting into a ValueError
             raise failed("command output is not valid JSON") from None
 
 

@@ -96,6 +96,7 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
 UNAVAILABLE, TIMEOUT, INTERNAL = 5002, 5003, 5001
 UNKNOWN_TYPE = 1005
+_ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
 
 # A capability implemented in-process (the Python API): params + context in,
 # result out. Manifest bindings go through the BindingRunner instead.
@@ -390,7 +391,7 @@ class Daemon:
         """Close the half-closed links that nothing is owed on any more."""
         for link in [link for link in self._half_closed if not self.executor.owes(link)]:
             self._half_closed.discard(link)
-            link.driver.close("the peer finished sending and every invoke was answered")
+            link.driver.close(_ALL_ANSWERED)
 
     # ================================================================ events
 
@@ -421,11 +422,14 @@ class Daemon:
         elif type(event) is InputEnded:
             # It can still read: its running invokes still get their replies.
             # Our own calls on it can no longer be answered.
+            owed = self.executor.owes(link)
             log.info("peer=%s finished sending; invokes still to answer: %s", link.peer_did,
-                     "yes" if self.executor.owes(link) else "none")
+                     "yes" if owed else "none")
             self._end_calls(link, "the peer closed its side before the reply")
-            self._half_closed.add(link)
-            self._close_answered()
+            if owed:
+                self._half_closed.add(link)  # _close_answered closes it after its last reply
+            else:
+                link.driver.close(_ALL_ANSWERED)
 
     def _on_message(self, link: Link, event: MessageReceived) -> None:
         inbound = event.inbound

@@ -132,15 +132,11 @@ class Horizon:
 
     def forget(self, key: InvokeKey, expires_at: int, now_ms: int) -> None:
         """``key``'s entry was evicted; its message lives until ``expires_at``."""
-        ts = id_timestamp(key.msg_id)
-        old = self._senders.pop(key.sender, None)
-        self._senders[key.sender] = (ts, expires_at) if old is None else (max(old[0], ts), max(old[1], expires_at))
+        self._senders[key.sender] = _widen(self._senders.pop(key.sender, None), (id_timestamp(key.msg_id), expires_at))
         while len(self._senders) > self.max_senders:
-            _, (ts, expires_at) = self._senders.popitem(last=False)
-            if expires_at < now_ms:
-                continue  # lapsed: covers nothing any more
-            every = self._everyone
-            self._everyone = (ts, expires_at) if every is None else (max(every[0], ts), max(every[1], expires_at))
+            _, oldest = self._senders.popitem(last=False)
+            if oldest[1] >= now_ms:  # a lapsed one covers nothing any more
+                self._everyone = _widen(self._everyone, oldest)
 
     def covers(self, key: InvokeKey, now_ms: int) -> bool:
         """Could ``key`` be a retry of an evicted invoke?"""
@@ -158,6 +154,11 @@ class Horizon:
             elif ts <= every[0]:
                 return True
         return False
+
+
+def _widen(horizon: tuple[int, int] | None, more: tuple[int, int]) -> tuple[int, int]:
+    """A horizon ``(newest id timestamp, latest expiry)`` that also covers ``more``."""
+    return more if horizon is None else (max(horizon[0], more[0]), max(horizon[1], more[1]))
 
 
 class InvokeCache:

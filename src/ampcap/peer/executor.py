@@ -270,11 +270,6 @@ class _Deferred:
     def __init__(self, value: Any = None, error: AmpError | None = None) -> None:
         self.value, self.error = value, error
 
-    def unwrap(self) -> Any:
-        if self.error is not None:
-            raise self.error
-        return self.value
-
 
 @dataclass(slots=True)
 class _Running:
@@ -398,16 +393,24 @@ class Executor:
         found = self._defer(self._resolver.resolve_identity, request)
         # 5. Capability-scoped ACL on the canonical requested name: 3001; an
         #    unknown name is 3001 too for a caller some rule refuses (R10).
-        if not self._policy.capability_allowed(env.sender, name) or (
-                found.error is not None and found.error.code == CAPABILITY_NOT_FOUND
-                and self._policy.restricts(env.sender)):
+        if not self._policy.capability_allowed(env.sender, name):
             raise _denied()
-        target = found.unwrap()
+        if found.error is not None:
+            raise self._as_seen_by(env.sender, found.error)
+        target = found.value
         # 6. Version compatibility (strict / range / bridge): 4003.
         resolved = self._resolver.check_version(target, request)
         # 7. Input schema: 4004; a missing or corrupt offline artifact: 5002.
         self._params.validate_params(resolved.descriptor, resolved.params)
         return request, resolved
+
+    def _as_seen_by(self, sender: str, err: AmpError) -> AmpError:
+        """A lookup's error as ``sender`` may see it: 4002 (no such name) is
+        3001 for a caller some capability rule refuses, so it cannot tell an
+        alias that leads into a namespace closed to it from no alias (R10)."""
+        if err.code == CAPABILITY_NOT_FOUND and self._policy.restricts(sender):
+            return _denied()
+        return err
 
     def _check_caller(self, sender: str, now_ms: int) -> None:
         if not self._policy.caller_allowed(sender):
@@ -452,12 +455,8 @@ class Executor:
                 raise AmpError(UNAVAILABLE, "no capability registry")
             try:
                 page = self._registry.query(request, now_ms)
-            except AmpError as err:
-                # 4002 here means the name is unknown (CAP_QUERY always names
-                # one): as in step 5 of an invoke, 3001 for a restricted caller.
-                if err.code == CAPABILITY_NOT_FOUND and self._policy.restricts(env.sender):
-                    raise _denied() from None
-                raise
+            except AmpError as err:  # 4002 here: the name is unknown (CAP_QUERY always names one)
+                raise self._as_seen_by(env.sender, err) from None
             if not page.descriptors:  # §6.1: never an empty CAP_DECLARE
                 raise AmpError(CAPABILITY_NOT_FOUND, "no capability matches the filter")
             body: dict[str, Any] = {"capabilities": [d.to_wire() for d in page.descriptors]}
