@@ -184,3 +184,31 @@ def test_keygen_into_a_directory_says_so_even_with_force(tmp_path: Path, capsys:
     for argv in (["keygen", "--out", str(tmp_path)], ["keygen", "--out", str(tmp_path), "--force"]):
         line = _one_line_failure(capsys, main(argv), argv, 1)
         assert line == f"ampcap keygen: {tmp_path} is a directory; give a file name, e.g. {tmp_path / 'identity.json'}"
+
+
+def test_broken_local_files_are_plain_failures_without_an_amp_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Our own files are not AMP traffic: a broken policy, identity, keyring or
+    manifest is one line naming the file, exit 1, and no "4001 BAD_REQUEST"."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    broken = tmp_path / "broken.toml"
+    broken.write_text("allow = [\n")
+    broken.chmod(0o600)  # so the identity loader gets as far as parsing it
+    open_key = tmp_path / "open.json"
+    open_key.write_text("{}")
+    open_key.chmod(0o644)
+    cases = [
+        (["serve", "--demo", "--policy", str(broken)], "not valid TOML"),
+        (["serve", "--demo", "--identity", str(open_key)], "chmod 600"),
+        (["serve", "--demo", "--identity", str(broken)], str(broken)),
+        (["serve", "--demo", "--keyring", str(broken)], "keyring"),
+        (["serve", "--manifest", str(broken)], "TOML"),
+        (["caps", "list", str(broken)], "TOML"),
+        (["id", "--identity", str(open_key)], "chmod 600"),
+        (["dump", "--keyring", str(broken), str(broken)], "keyring"),
+    ]
+    for argv, needle in cases:
+        line = _one_line_failure(capsys, main(argv), argv, 1)
+        assert line.startswith(f"ampcap {argv[0]}: {tmp_path}"), (argv, line)
+        assert needle in line, (argv, line)
+        assert "error " not in line and "BAD_REQUEST" not in line and "INVALID_MESSAGE" not in line, (argv, line)

@@ -13,6 +13,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .errors import local_file_errors
+
 if TYPE_CHECKING:  # the manifest machinery (jsonschema…) loads only when a command runs
     from ..caps.manifest import CapabilitySpec, Manifest
 
@@ -57,7 +59,8 @@ def _load(args: argparse.Namespace, *, check_bindings: bool = False) -> Manifest
         return demo_manifest()
     manifest, problems = check_manifest(args.manifest, check_bindings=check_bindings)
     if manifest is None:
-        raise ManifestError(problems)
+        with local_file_errors():
+            raise ManifestError(problems)
     return manifest
 
 

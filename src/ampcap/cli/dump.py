@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from ..wire.frames import DEFAULT_MAX_SIZE, Framing
-from .errors import CommandError, UsageError
+from .errors import CommandError, UsageError, local_file_errors
 
 if TYPE_CHECKING:
     from ..dump.records import Record
@@ -147,7 +147,8 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
         raise UsageError("--write-pcap records a live tap: use it with --listen and --upstream")
     if args.max_size < 1:
         raise UsageError("--max-size must be positive")
-    keyring = Keyring.load(args.keyring) if args.keyring else None
+    with local_file_errors():
+        keyring = Keyring.load(args.keyring) if args.keyring else None
     profile = Profile.RUST_EXAMPLE if args.compat == "rust-example" else Profile.RFC
     framing = _framing(args)
     limits = DecodeLimits(max_bytes=max(args.max_size, 1 << 20))

@@ -16,7 +16,13 @@ message that was never sent.
 
 from __future__ import annotations
 
-__all__ = ["UsageError", "CommandError", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED"]
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..errors import AmpError
+
+__all__ = ["UsageError", "CommandError", "local_file_errors", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE",
+           "EXIT_INTERRUPTED"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
@@ -28,3 +34,18 @@ class UsageError(ValueError):
 
 class CommandError(Exception):
     """The command cannot do what was asked, for a local reason (exit 1)."""
+
+
+@contextmanager
+def local_file_errors() -> Iterator[None]:
+    """Around loading our own files (identity, keyring, policy, manifest).
+
+    Their loaders are library code and report faults as :class:`AmpError`,
+    as everything in ampcap does; but a broken key file on this machine is
+    not AMP traffic, so the command line prints the message (which names the
+    file) as a :class:`CommandError`, without "4001 BAD_REQUEST" in front.
+    """
+    try:
+        yield
+    except AmpError as exc:
+        raise CommandError(exc.message) from None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..wire.identity import Identity, default_identity_path
-from .errors import CommandError
+from .errors import CommandError, local_file_errors
 
 
 def register(subparsers: Any) -> None:
@@ -60,7 +60,8 @@ def run_keygen(args: argparse.Namespace) -> int:
 
 def run_id(args: argparse.Namespace) -> int:
     path: Path = args.identity or default_identity_path()
-    identity = Identity.load(path)
+    with local_file_errors():
+        identity = Identity.load(path)
     print(identity.did)
     if args.verbose_keys:
         print(f"ed25519 {identity.public_key.hex()}")

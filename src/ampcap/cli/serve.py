@@ -31,7 +31,7 @@ from ..wire.identity import (
     load_or_create,
 )
 from ..wire.registry import ErrorCode
-from .errors import CommandError, UsageError
+from .errors import CommandError, UsageError, local_file_errors
 from .tls_options import add_tls_client_arguments, tls_client_context
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def parse_listen(text: str) -> tuple[str, int]:
 def load_or_create_identity(path: Path | None) -> Identity:
     """Load ``path`` (or the default identity file); create the default one
     if missing, and say so on stderr."""
-    identity, created = load_or_create(path, os.urandom)
+    with local_file_errors():
+        identity, created = load_or_create(path, os.urandom)
     if created is not None:
         print(f"ampcap: created identity {identity.did} in {created}", file=sys.stderr)
     return identity
@@ -111,7 +112,8 @@ def _resolver(keyring: Path | None) -> KeyResolver:
         return DidKeyResolver()
     from ..wire.keyring import Keyring
 
-    return ChainResolver(DidKeyResolver(), Keyring.load(keyring))
+    with local_file_errors():
+        return ChainResolver(DidKeyResolver(), Keyring.load(keyring))
 
 
 def _manifests(args: argparse.Namespace) -> list[Manifest]:
@@ -124,7 +126,8 @@ def _manifests(args: argparse.Namespace) -> list[Manifest]:
         found.append(demo_manifest())
     # Bindings are checked now: a missing module or program is one line at start,
     # not a 5001 on every invoke of that capability.
-    found.extend(load_manifest(path, check_bindings=True) for path in args.manifest)
+    with local_file_errors():
+        found.extend(load_manifest(path, check_bindings=True) for path in args.manifest)
     if not found:
         raise UsageError("nothing to serve: pass --demo and/or --manifest FILE")
     return found
@@ -172,7 +175,8 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
             ssl_context = server_context(args.tls_cert, args.tls_key)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-    policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
+    with local_file_errors():
+        policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
                     resolver=_resolver(args.keyring), ssl_context=ssl_context)
     return daemon, host, port
