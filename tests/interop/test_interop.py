@@ -277,6 +277,21 @@ def test_self_passes_every_vector_it_runs(tmp_path: Path, capsys: pytest.Capture
     assert problems == {} and code == 0, capsys.readouterr().out
 
 
+def test_self_target_warnings_stay_off_the_report_unless_verbose(tmp_path: Path) -> None:
+    """Vector A.7 calls the deprecated alias 'echo' on purpose; the self-target
+    daemon's warning about it is shown with -v and not otherwise, while the
+    harness's own output is the same either way."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "ampcap.cli.main", "interop", "--self", "--vector", "004:A.7", "--report", "-"]
+    quiet = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    loud = subprocess.run(argv[:3] + ["-v"] + argv[3:], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr + loud.stderr
+    assert "004:A.7" in quiet.stdout and "PASS" in quiet.stdout
+    assert "deprecated" not in quiet.stderr, quiet.stderr
+    assert "alias 'echo' is deprecated" in loud.stderr, loud.stderr
+
+
 @pytest.mark.trio
 async def test_amps_target_over_tls(tmp_path: Path) -> None:
     from ampcap.net.tls import client_context, server_context

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,14 +130,24 @@ async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] |
     import trio
 
     from ..interop.runner import run_vectors
-    from ..interop.selftarget import serve_self
+    from ..interop.selftarget import QuietSelfTarget, serve_self
 
-    async with trio.open_nursery() as nursery:
-        url = await nursery.start(serve_self)
-        try:
-            return await run_vectors(url, settings, subject, only=only)
-        finally:
-            nursery.cancel_scope.cancel()
+    # Without -v the target's own warnings stay out of the report's way.
+    quiet = QuietSelfTarget()
+    root = logging.getLogger()
+    handlers = list(root.handlers) if root.level >= logging.WARNING else []
+    for handler in handlers:
+        handler.addFilter(quiet)
+    try:
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve_self)
+            try:
+                return await run_vectors(url, settings, subject, only=only)
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        for handler in handlers:
+            handler.removeFilter(quiet)
 
 
 def _first_amp_error(group: BaseExceptionGroup) -> AmpError | None:
