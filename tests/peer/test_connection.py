@@ -571,6 +571,70 @@ def test_raw_mode_with_hello() -> None:
     assert pair.client.peer_did == identity(2).did
 
 
+def _raw_frame(seed: int, typ: int, body: Any, *, to: str) -> bytes:
+    _, wire = seal(identity(seed), typ=typ, to=to, body=body, now_ms=T0, entropy=entropy_from(seed * 31), v=1)
+    return encode_frame(FrameType.AMP_MESSAGE, wire, Framing.RAW)
+
+
+def test_a_preconfigured_raw_server_answers_a_peers_hello_and_learns_its_did() -> None:
+    # RFC 002 §3.3: without a HANDSHAKE the version may be preconfigured, but
+    # a peer that still opens with HELLO must get its HELLO_ACK, not 1001.
+    client_cfg = ConnectionConfig(framing=Framing.RAW, raw_hello=True)
+    server_cfg = ConnectionConfig(framing=Framing.RAW)
+    pair = open_pair(client_cfg, server_cfg)
+    assert pair.client.state is pair.server.state is ConnState.OPEN
+    assert pair.client.peer_did == identity(2).did and pair.server.peer_did == identity(1).did
+    assert [e.peer_did for e in of_type(pair.server_events, Negotiated)] == [None, identity(1).did]
+    assert of_type(pair.client_events + pair.server_events, MessageRejected) == []
+    # From now on the connection is bound to that DID (RFC 002 §7.1)...
+    pair.server.receive_data(_raw_frame(3, MessageType.MESSAGE, {"t": 1}, to=identity(2).did), pair.now)
+    (rejected,) = of_type(drain_events(pair.server), MessageRejected)
+    assert rejected.error.code == 3001 and pair.server.state is ConnState.CLOSED
+
+
+def test_a_preconfigured_raw_server_answers_one_hello_only() -> None:
+    server = make_conn(Role.SERVER, 2, ConnectionConfig(framing=Framing.RAW))
+    server.start(T0)
+    drain_events(server)
+    server.receive_data(_raw_frame(1, MessageType.HELLO, {"versions": ["1.0"]}, to=identity(2).did), T0)
+    assert decode_frames_raw(server.data_to_send())[0]["typ"] == MessageType.HELLO_ACK
+    drain_events(server)
+    server.receive_data(_raw_frame(1, MessageType.HELLO, {"versions": ["1.0"]}, to=identity(2).did), T0)
+    (rejected,) = of_type(drain_events(server), MessageRejected)
+    assert rejected.error.code == 1001 and server.state is ConnState.OPEN
+
+
+def test_a_relay_registration_hello_gets_no_answer_on_a_preconfigured_raw_server() -> None:
+    # The Rust example's clients open with HELLO {"versions": ["0.30.0"]}
+    # addressed to their relay, and expect nothing back from it.
+    server = make_conn(Role.SERVER, 2, ConnectionConfig(framing=Framing.RAW))
+    server.start(T0)
+    drain_events(server)
+    server.receive_data(_raw_frame(1, MessageType.HELLO, {"versions": ["0.30.0"]},
+                                   to="did:web:example.com:relay:main"), T0)
+    assert server.data_to_send() == b"" and drain_events(server) == []
+    assert server.state is ConnState.OPEN and server.peer_did is None and server.negotiated_version == "1.0"
+    server.receive_data(_raw_frame(1, MessageType.MESSAGE, {"t": 1}, to=identity(2).did), T0)
+    assert [type(e) for e in drain_events(server)] == [MessageReceived]
+    # Addressed to the relay, a HELLO is a registration even when it offers 1.0.
+    other = make_conn(Role.SERVER, 2, ConnectionConfig(framing=Framing.RAW))
+    other.start(T0)
+    drain_events(other)
+    other.receive_data(_raw_frame(1, MessageType.HELLO, {"versions": ["1.0"]},
+                                  to="did:web:example.com:relay:main"), T0)
+    assert other.data_to_send() == b"" and drain_events(other) == [] and other.peer_did is None
+
+
+def decode_frames_raw(data: bytes) -> list[dict[str, Any]]:
+    import cbor2
+
+    out = []
+    decoder = FrameDecoder(MIB, Framing.RAW)
+    for frame in decoder.feed(data):
+        out.append(cbor2.loads(frame.payload))
+    return out
+
+
 # ------------------------------------------------------------- hypothesis
 
 

@@ -401,8 +401,11 @@ class Daemon:
         if type(event) is MessageReceived:
             self._on_message(link, event)
         elif type(event) is Negotiated:
-            log.info("connection opened %s peer=%s version=%s", "to" if link.outbound else "from",
-                     event.peer_did, event.version)
+            if link.ready.is_set():  # raw framing: the peer's HELLO came after a preconfigured start
+                log.info("peer=%s named itself by HELLO (version %s)", event.peer_did, event.version)
+            else:
+                log.info("connection opened %s peer=%s version=%s", "to" if link.outbound else "from",
+                         event.peer_did, event.version)
             link.ready.set()
         elif type(event) is ConnectionTerminated:
             lasted = self.clock.monotonic_ms() - link.opened_ms

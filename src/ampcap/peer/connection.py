@@ -12,7 +12,9 @@ Sequence (RFC 002 framing): the client queues a HANDSHAKE request on
 maximum is the smaller offer but never under 1 MiB; the client then sends
 HELLO and the server answers HELLO_ACK or HELLO_REJECT. Only then is the
 connection OPEN. Under raw framing (R3) there are no control frames: the
-HANDSHAKE is skipped and HELLO runs only when ``config.raw_hello`` is set.
+HANDSHAKE is skipped and HELLO runs only when ``config.raw_hello`` is set;
+otherwise the version is preconfigured and a peer's own first HELLO is still
+answered (``_on_late_hello``).
 
 How failures are answered:
 
@@ -123,6 +125,9 @@ class Connection:
         self._last_accepted_id: bytes | None = None
         self._hello_id: bytes | None = None
         self._heard = False  # any byte from the peer yet
+        # Raw framing without HELLO: the version came from config, and the
+        # peer may still send one HELLO of its own (see _on_late_hello).
+        self._late_hello_allowed = False
 
     # ================================================================ API
 
@@ -137,6 +142,7 @@ class Connection:
             self._transport_ready = True
             self._events.append(HandshakeCompleted(max_msg_size=self.max_msg_size, peer_did_hint=None))
             if not self.config.raw_hello:
+                self._late_hello_allowed = True
                 self._negotiated(self.config.versions[0], self._expected_peer,
                                  advance_hello(self.hello_state, HelloInput.PRECONFIGURED))
             elif self.role is Role.CLIENT:
@@ -444,6 +450,9 @@ class Connection:
             self._reject(exc, _peek(payload, self.pipeline))
             return
         env = inbound.envelope
+        if env.typ == MessageType.HELLO and self._late_hello_allowed:
+            self._on_late_hello(inbound, now_ms)
+            return
         if env.typ in _HELLO_TYPES:
             self._reject(AmpError(1001, "HELLO negotiation already completed on this connection",
                                   path="typ"), env)
@@ -514,6 +523,40 @@ class Connection:
             self._events.append(ConnectionTerminated(
                 code=1004, reason=f"HELLO rejected: {reason if type(reason) is str else 'no reason given'}",
                 by_peer=True))
+
+    def _on_late_hello(self, inbound: Inbound, now_ms: int) -> None:
+        """The first HELLO on a raw connection whose version was preconfigured
+        (R3, RFC 002 §3.3: HELLO is optional there, not forbidden).
+
+        If it is addressed to us (or to "whoever you are", the DID of a client
+        not told whom it dials) and offers a major version we speak, it gets
+        HELLO_ACK, and its sender becomes the connection's peer, with strict
+        principal binding from then on, as after a normal HELLO. Otherwise it
+        gets no answer and the connection keeps its preconfigured version:
+        under raw framing HELLO is also how the public Rust example's clients
+        register with a relay (addressed to the relay, offering "0.30.0"),
+        and they expect nothing back. A second HELLO is a protocol error like
+        any repeated HELLO (1001).
+        """
+        self._late_hello_allowed = False
+        env = inbound.envelope
+        if self.identity.did not in env.recipients and UNKNOWN_PEER_DID not in env.recipients:
+            return  # for someone else (a relay): not a negotiation with us
+        if self.config.strict_principal and self.peer_did is not None and env.sender != self.peer_did:
+            self._reject(AmpError(3001, "from differs from the DID that negotiated this connection",
+                                  path="from"), env, fatal=True)
+            return
+        try:
+            selected = self._select(inbound.body)
+        except AmpError as exc:
+            self._reject(exc, env)
+            return
+        if selected is None or major_of(selected) != self._major:
+            return
+        self._send_control_message(MessageType.HELLO_ACK, {"selected": selected}, env, now_ms)
+        if self.peer_did is None:
+            self.peer_did = env.sender
+            self._events.append(Negotiated(version=selected, peer_did=env.sender))
 
     def _select(self, body: Any) -> str | None:
         versions = body.get("versions") if type(body) is dict else None

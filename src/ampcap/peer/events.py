@@ -35,7 +35,12 @@ class HandshakeCompleted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Negotiated:
-    """HELLO negotiation finished: application messages may flow (OPEN)."""
+    """HELLO negotiation finished: application messages may flow (OPEN).
+
+    Under raw framing with a preconfigured version this comes at start with
+    ``peer_did=None``, and may come once more when the peer's own HELLO is
+    accepted and names it.
+    """
 
     version: str  # the selected semver string, e.g. "1.0"
     peer_did: str | None  # the signed ``from`` of the peer's HELLO / HELLO_ACK
