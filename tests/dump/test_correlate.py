@@ -26,7 +26,9 @@ def test_reply_names_request_and_latency() -> None:
     assert res.answers == ((1).to_bytes(16, "big").hex(), "CAP_INVOKE")
     assert res.latency_ms == 250.0
     assert c.finish() == [] and inv.flags == []
-    assert list(c.invoke_latencies_ms) == [250.0]
+    assert c.invoke_latency(res) == (250.0, False)
+    c.mark_shown(inv)
+    assert c.invoke_latency(res) == (250.0, True) and c.invoke_latency(inv) is None
 
 
 def test_latency_falls_back_to_envelope_ts() -> None:
@@ -74,5 +76,7 @@ def test_percentiles_and_summary() -> None:
     r = rec(0, INV, 1)
     r.flags.append("x")
     s.add(r)
-    text = s.render([5.0], 1)
+    s.invoke_latencies_ms.append(5.0)
+    s.open_invokes = 1
+    text = s.render()
     assert "CAP_INVOKE 1" in text and "correlation flags: 1" in text and "p50 5" in text

@@ -185,6 +185,20 @@ def test_text_summary_and_filters(tmp_path: Path, dump) -> None:
     assert did.count("\n") == 3
     _, none = dump(["--json", "--port", "9999", str(path)])
     assert none == ""
+    # The summary describes what was shown: latencies of the invokes shown
+    # (or whose terminal reply was), open invokes only if they pass.
+    def summary(*argv: str) -> str:
+        text = dump(["--color", "never", *argv, str(path)])[1]
+        return text[text.index("-- summary"):]
+
+    shown = summary("--type", "CAP_INVOKE")
+    assert "invoke latency ms (n=2)" in shown and "1 invoke(s) without" in shown
+    shown = summary("--type", "CAP_RESULT")
+    assert "invoke latency ms (n=2)" in shown and "without a terminal reply" not in shown
+    shown = summary("--capability", "org.ampcap.demo.math.add")
+    assert "invoke latency ms (n=1): p50 30 " in shown and "without a terminal reply" not in shown
+    shown = summary("--type", "HANDSHAKE")
+    assert "latency" not in shown and "without a terminal reply" not in shown
 
 
 def test_missing_segment_is_reported(tmp_path: Path, dump, jrecords) -> None:

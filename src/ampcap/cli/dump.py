@@ -167,12 +167,12 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
         out.flush()
 
     if args.listen:
-        open_invokes = _run_tap(args, framing, session, emit)
+        _run_tap(args, framing, session, emit)
     else:
         events = _file_events(args, stdin, framing)
-        open_invokes = session.run_all(events, emit)
+        session.run_all(events, emit)
     if show_summary:
-        out.write(session.summary.render(session.correlator.invoke_latencies_ms, len(open_invokes), style) + "\n")
+        out.write(session.summary.render(style) + "\n")
     return 1 if args.strict and session.any_findings else 0
 
 

@@ -9,7 +9,6 @@ reply (CAP_RESULT or ERROR) per invoke.
 
 from __future__ import annotations
 
-from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ _TERMINAL = frozenset({int(MessageType.CAP_RESULT), int(MessageType.ERROR)})
 class _Request:
     record: Record
     terminal: Record | None = None
+    shown: bool = False  # the session showed this request (it passed the filters)
 
 
 class Correlator:
@@ -34,9 +34,6 @@ class Correlator:
     def __init__(self, max_tracked: int = 100_000) -> None:
         self._seen: OrderedDict[bytes, _Request] = OrderedDict()
         self._max = max_tracked
-        # 8 bytes per answered invoke (a list of floats takes 32): the summary's
-        # percentiles need them all, and a long capture holds millions.
-        self.invoke_latencies_ms = array("d")
 
     def add(self, rec: Record) -> None:
         if rec.id is None or rec.typ is None:
@@ -65,8 +62,22 @@ class Correlator:
                              f"(first was #{req.terminal.index} {req.terminal.typ_name})")
             return
         req.terminal = rec
-        if rec.latency_ms is not None:
-            self.invoke_latencies_ms.append(rec.latency_ms)
+
+    def mark_shown(self, rec: Record) -> None:
+        """The session showed ``rec`` (call in capture order, after :meth:`add`)."""
+        req = self._seen.get(rec.id) if rec.id is not None else None
+        if req is not None and req.record is rec:
+            req.shown = True
+
+    def invoke_latency(self, rec: Record) -> tuple[float, bool] | None:
+        """If ``rec`` is the terminal reply of a remembered invoke and its
+        latency is known: that latency, and whether the invoke was shown."""
+        if rec.latency_ms is None or rec.reply_to is None:
+            return None
+        req = self._seen.get(rec.reply_to)
+        if req is None or req.terminal is not rec:
+            return None
+        return rec.latency_ms, req.shown
 
     def settled(self, rec: Record) -> bool:
         """Whether no later record can change ``rec``: only an invoke still

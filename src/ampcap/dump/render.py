@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime
 import json
+from array import array
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +207,10 @@ class Summary:
     by_error: Counter[int] = field(default_factory=Counter)
     flags: int = 0
     records: int = 0
+    # 8 bytes per answered invoke (a list of floats takes 32): the
+    # percentiles need them all, and a long capture holds millions.
+    invoke_latencies_ms: array[float] = field(default_factory=lambda: array("d"))
+    open_invokes: int = 0  # invokes without a terminal reply in the capture
 
     def add(self, rec: Record) -> None:
         self.records += 1
@@ -215,8 +219,8 @@ class Summary:
             self.by_error[f.code] += 1
         self.flags += len(rec.flags)
 
-    def render(self, invoke_latencies_ms: Iterable[float], open_invokes: int, style: Style = Style()) -> str:
-        lat = list(invoke_latencies_ms)
+    def render(self, style: Style = Style()) -> str:
+        lat = list(self.invoke_latencies_ms)
         lines = [style.bold(f"-- summary: {self.records} frames")]
         if self.by_type:
             lines.append("   types:  " + ", ".join(f"{name} {n}" for name, n in sorted(self.by_type.items())))
@@ -230,8 +234,8 @@ class Summary:
         if lat:
             lines.append(f"   invoke latency ms (n={len(lat)}): p50 {percentile(lat, 50):g}  "
                          f"p90 {percentile(lat, 90):g}  p99 {percentile(lat, 99):g}")
-        if open_invokes:
-            lines.append(style.warn(f"   {open_invokes} invoke(s) without a terminal reply"))
+        if self.open_invokes:
+            lines.append(style.warn(f"   {self.open_invokes} invoke(s) without a terminal reply"))
         return "\n".join(lines)
 
 

@@ -122,22 +122,33 @@ class DumpSession:
         return rec
 
     def shown(self, rec: Record) -> bool:
-        """Whether ``rec`` passes the filters (and count it in the summary if so)."""
+        """Whether ``rec`` passes the filters (and count it in the summary if so).
+
+        The summary describes what was shown: an invoke's latency counts
+        when the invoke or its terminal reply passed the filters (``--type
+        CAP_INVOKE`` still gets the latencies of the invokes it lists).
+        """
         if rec.errors or rec.flags:
             self.any_findings = True
         answered = rec.reply_to is not None and rec.reply_to in self._matched_ids
-        if not self.filter.matches(rec, answered):
-            return False
-        if rec.id is not None and self.filter.capability is not None:
-            self._matched_ids.add(rec.id)
-        self.summary.add(rec)
-        return True
+        passes = self.filter.matches(rec, answered)
+        if passes:
+            if rec.id is not None and self.filter.capability is not None:
+                self._matched_ids.add(rec.id)
+            self.summary.add(rec)
+            self.correlator.mark_shown(rec)
+        latency = self.correlator.invoke_latency(rec)
+        if latency is not None and (passes or latency[1]):
+            self.summary.invoke_latencies_ms.append(latency[0])
+        return passes
 
     def finish(self) -> list[Record]:
-        """Flag unanswered invokes; return them."""
+        """Flag unanswered invokes; return them (the summary counts the
+        ones that pass the filters)."""
         open_invokes = self.correlator.finish()
         if open_invokes:
             self.any_findings = True
+        self.summary.open_invokes = sum(1 for rec in open_invokes if self.filter.matches(rec, False))
         return open_invokes
 
     def run_all(self, events: Any, emit: Callable[[Record], None]) -> list[Record]:
