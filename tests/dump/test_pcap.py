@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ampcap.dump.pcap import TcpReassembler
+from ampcap.errors import AmpError
 from ampcap.wire.envelope import seal
 from ampcap.wire.frames import FrameType, encode_frame
 from ampcap.wire.identity import Identity
@@ -447,6 +448,73 @@ def test_records_stream_out_while_the_capture_is_read(tmp_path: Path) -> None:
     assert [c for c, _ in emitted[30:]] == [50] * 20  # the open invoke and all after it: at the end
     assert emitted[30][1] == "CAP_INVOKE" and len(open_invokes) == 1
     assert "no terminal reply" in open_invokes[0].flags[0]
+
+
+def _epb(iface: int, ts_units: int, data: bytes) -> Any:
+    return dpkt.pcapng.EnhancedPacketBlockLE(iface_id=iface, ts_high=ts_units >> 32, ts_low=ts_units & 0xFFFFFFFF,
+                                             caplen=len(data), pkt_len=len(data), pkt_data=data)
+
+
+def test_pcapng_packets_are_read_with_their_own_interfaces_link_type_and_clock(tmp_path: Path, dump) -> None:
+    """A pcapng capture on several interfaces: Ethernet (microseconds), raw IP
+    (nanoseconds, tsresol 9) and one we cannot read (usbmon, 220). Each
+    packet is decoded with its own interface's link type and timestamp, so
+    the dump equals the one of the same packets on a single interface."""
+    w, _ = build_session()
+    single = tmp_path / "single.pcapng"
+    write_capture(single, w, "pcapng")
+    pcapng = dpkt.pcapng
+    idbs = [pcapng.InterfaceDescriptionBlockLE(linktype=dpkt.pcap.DLT_EN10MB, snaplen=65535),
+            pcapng.InterfaceDescriptionBlockLE(linktype=101, snaplen=65535,
+                                               opts=[pcapng.PcapngOptionLE(code=pcapng.PCAPNG_OPT_IF_TSRESOL,
+                                                                           data=b"\x09"),
+                                                     pcapng.PcapngOptionLE(code=pcapng.PCAPNG_OPT_ENDOFOPT)]),
+            pcapng.InterfaceDescriptionBlockLE(linktype=220, snaplen=65535)]
+    mixed = tmp_path / "mixed.pcapng"
+    with mixed.open("wb") as fp:
+        writer = pcapng.Writer(fp, shb=pcapng.SectionHeaderBlockLE(), idb=idbs)
+        for i, (ts, buf) in enumerate(w.packets):
+            if i % 2:  # odd packets: raw IP on interface 1, nanosecond timestamps
+                writer.writepkt(_epb(1, round(ts * 1e9), bytes(dpkt.ethernet.Ethernet(buf).data)))
+            else:
+                writer.writepkt(_epb(0, round(ts * 1e6), buf))
+            writer.writepkt(_epb(2, round(ts * 1e6), b"\x00" * 64))  # usbmon noise, skipped
+    code_single, out_single = dump(["--json", str(single)])
+    code_mixed, out_mixed = dump(["--json", str(mixed)])
+    assert code_single == code_mixed == 0
+    assert out_mixed == out_single and out_single.count("\n") == 8
+
+
+def test_pcapng_sections_restart_interfaces_and_may_change_byte_order(tmp_path: Path, dump) -> None:
+    """The second half of the packets in a big-endian section whose only
+    interface (id 0 again) is raw IP: read like one section."""
+    w, _ = build_session()
+    single = tmp_path / "single.pcapng"
+    write_capture(single, w, "pcapng")
+    pcapng = dpkt.pcapng
+    half = len(w.packets) // 2
+    two = tmp_path / "two.pcapng"
+    with two.open("wb") as fp:
+        first = pcapng.Writer(fp, shb=pcapng.SectionHeaderBlockLE(),
+                              idb=[pcapng.InterfaceDescriptionBlockLE(linktype=dpkt.pcap.DLT_EN10MB, snaplen=65535)])
+        for ts, buf in w.packets[:half]:
+            first.writepkt(buf, ts=ts)
+        fp.write(bytes(pcapng.SectionHeaderBlock()))
+        fp.write(bytes(pcapng.InterfaceDescriptionBlock(linktype=101, snaplen=65535)))
+        for ts, buf in w.packets[half:]:
+            data, units = bytes(dpkt.ethernet.Ethernet(buf).data), round(ts * 1e6)
+            fp.write(bytes(pcapng.EnhancedPacketBlock(iface_id=0, ts_high=units >> 32, ts_low=units & 0xFFFFFFFF,
+                                                      caplen=len(data), pkt_len=len(data), pkt_data=data)))
+    assert dump(["--json", str(two)]) == dump(["--json", str(single)])
+
+
+def test_pcapng_with_no_interface_we_read_is_refused(tmp_path: Path, dump) -> None:
+    path = tmp_path / "usb.pcapng"
+    with path.open("wb") as fp:
+        writer = dpkt.pcapng.Writer(fp, linktype=220)
+        writer.writepkt(b"\x00" * 64, ts=T0 / 1000)
+    with pytest.raises(AmpError, match="link type 220 is not supported"):
+        dump([str(path)])
 
 
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])

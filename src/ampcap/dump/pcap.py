@@ -3,6 +3,8 @@
 Library choice: ``dpkt`` reads both pcap and pcapng, parses Ethernet/SLL/IP/TCP
 headers and is small and pure Python; it leaves TCP reassembly to us, which is
 the part we want to control (scapy is heavy; pyshark needs the tshark binary).
+pcapng blocks are walked here and parsed by dpkt's block classes, because
+its pcapng reader applies the first interface's link type to every packet.
 
 Reassembly keeps, per direction, the next expected sequence number (32-bit
 wrap-around arithmetic) and a bounded map of segments that arrived early.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import socket
+import struct
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -169,26 +172,134 @@ _NETWORK_LAYER: dict[int, Callable[[bytes], Any]] = {
 }
 
 
+_PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"  # a section header's block type, the same in either byte order
+
+
+@dataclass(frozen=True, slots=True)
+class _Interface:
+    link: int
+    divisor: float  # timestamp units per second
+    offset: int  # seconds added to every timestamp
+
+
+class _PcapngReader:
+    """pcapng block by block, each block parsed by dpkt's block classes.
+
+    dpkt's own pcapng Reader keeps only the first interface: every packet
+    gets that interface's link type and timestamp resolution, so in a
+    capture on two interfaces (lo and eth0, a tun device next to Ethernet)
+    the second one's packets would be decoded as the first one's. Here each
+    packet carries its own interface's link type and timestamp; a new
+    section starts a new interface list (and may change byte order).
+    """
+
+    def __init__(self, fp: _BoundedReader) -> None:
+        self._fp = fp
+        self._le = True
+        self.interfaces: list[_Interface] = []
+        self.links_seen: set[int] = set()
+
+    def __iter__(self) -> Iterator[tuple[float, bytes, int]]:
+        pcapng = dpkt.pcapng
+        first = True
+        while len(head := self._fp.read(8)) == 8:
+            if head[:4] == _PCAPNG_SHB:
+                head += self._fp.read(4)
+                self._section(head)
+                first = False
+                continue
+            if first:
+                raise ValueError("a pcapng file starts with a section header block")
+            block_type, length = struct.unpack("<II" if self._le else ">II", head)
+            if length < 12 or length % 4:
+                raise ValueError(f"block of type {block_type} declares a length of {length} bytes")
+            buf = head + self._fp.read(length - 8)
+            if self._fp.cut_short:
+                return
+            if block_type == pcapng.PCAPNG_BT_IDB:
+                idb = (pcapng.InterfaceDescriptionBlockLE if self._le else pcapng.InterfaceDescriptionBlock)(buf)
+                self.interfaces.append(self._interface(idb))
+                self.links_seen.add(idb.linktype)
+            elif block_type in (pcapng.PCAPNG_BT_EPB, pcapng.PCAPNG_BT_PB):
+                cls = ((pcapng.EnhancedPacketBlockLE if self._le else pcapng.EnhancedPacketBlock)
+                       if block_type == pcapng.PCAPNG_BT_EPB else
+                       (pcapng.PacketBlockLE if self._le else pcapng.PacketBlock))
+                block = cls(buf)
+                if block.iface_id >= len(self.interfaces):
+                    raise ValueError(f"a packet names interface {block.iface_id}, but its section "
+                                     f"describes {len(self.interfaces)}")
+                iface = self.interfaces[block.iface_id]
+                ts = iface.offset + ((block.ts_high << 32) | block.ts_low) / iface.divisor
+                yield ts, block.pkt_data, iface.link
+            # Other blocks (statistics, name resolution, simple packets
+            # without a timestamp or interface) carry nothing we show.
+        if head:
+            self._fp.cut_short = True
+
+    def _section(self, head: bytes) -> None:
+        bom = head[8:12]
+        if bom == struct.pack("<I", dpkt.pcapng.BYTE_ORDER_MAGIC):
+            self._le = True
+        elif bom == struct.pack(">I", dpkt.pcapng.BYTE_ORDER_MAGIC):
+            self._le = False
+        else:
+            raise ValueError("a pcapng section header with an unknown byte-order mark")
+        (length,) = struct.unpack("<I" if self._le else ">I", head[4:8])
+        if length < 28 or length % 4:
+            raise ValueError(f"a section header declares a length of {length} bytes")
+        buf = head + self._fp.read(length - 12)
+        if self._fp.cut_short:
+            return
+        shb = (dpkt.pcapng.SectionHeaderBlockLE if self._le else dpkt.pcapng.SectionHeaderBlock)(buf)
+        if shb.v_major != dpkt.pcapng.PCAPNG_VERSION_MAJOR:
+            raise ValueError(f"pcapng version {shb.v_major}.{shb.v_minor} is not supported")
+        self.interfaces = []  # interface ids are per section
+
+    def _interface(self, idb: Any) -> _Interface:
+        divisor, offset = 1e6, 0  # pcapng's defaults: microseconds, no offset
+        for opt in idb.opts:
+            if opt.code == dpkt.pcapng.PCAPNG_OPT_IF_TSRESOL and opt.data:
+                # High bit clear: a negative power of ten; set: of two.
+                value = opt.data[0]
+                divisor = float((2 if value & 0x80 else 10) ** (value & 0x7F))
+            elif opt.code == dpkt.pcapng.PCAPNG_OPT_IF_TSOFFSET and len(opt.data) == 8:
+                (offset,) = struct.unpack("<q" if self._le else ">q", opt.data)
+        return _Interface(idb.linktype, divisor, offset)
+
+
+def _unsupported(link: int) -> AmpError:
+    return AmpError(1001, f"link type {link} is not supported (Ethernet, Linux cooked v1/v2, loopback "
+                          "and raw IP are); capture on one interface, not 'any', or convert the file")
+
+
 def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
     # Read front to back, never seeking: a capture may come down a pipe
     # (`tcpdump -w - | ampcap dump -`) and is shown packet by packet as it comes.
     magic = raw_fp.read(4)
     fp: Any = _BoundedReader(PrefixedReader(magic, raw_fp))
     try:
-        if magic == b"\x0a\x0d\x0d\x0a":
-            reader: Any = dpkt.pcapng.Reader(fp)
-        else:
-            reader = dpkt.pcap.Reader(fp)
-        link = reader.datalink()
-        if link not in _NETWORK_LAYER:
-            raise AmpError(1001, f"link type {link} is not supported (Ethernet, Linux cooked v1/v2, loopback "
-                                 "and raw IP are); capture on one interface, not 'any', or convert the file")
         count = 0
-        for ts, buf in reader:
-            if fp.cut_short:
-                break  # a partial record is no packet
-            count += 1
-            yield float(ts), buf, link
+        if magic == _PCAPNG_SHB:
+            reader = _PcapngReader(fp)
+            for ts, buf, link in reader:
+                if link not in _NETWORK_LAYER:
+                    # Another interface's packets (usbmon next to eth0) are
+                    # skipped; a file with no interface we read is refused.
+                    if not any(seen in _NETWORK_LAYER for seen in reader.links_seen):
+                        raise _unsupported(link)
+                    continue
+                count += 1
+                yield ts, buf, link
+        else:
+            classic = dpkt.pcap.Reader(fp)
+            link = classic.datalink()
+            if link not in _NETWORK_LAYER:
+                raise _unsupported(link)
+            for ts, buf in classic:
+                if fp.cut_short:
+                    break  # a partial record is no packet
+                count += 1
+                yield float(ts), buf, link
     except AmpError:
         raise
     except Exception as exc:  # dpkt's readers fail in assorted ways on damaged files (see _tcp_of)
