@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -247,6 +248,38 @@ async def test_a12_a13_wrong_reply_to_rejected_with_4001() -> None:
         errors = [m for m in provider.received if m.envelope.typ == ERROR]
         assert [e.body["code"] for e in errors] == [4001, 4001]
         assert [e.envelope.reply_to for e in errors] == provider.sent_ids
+
+
+class FloodingProvider(MisroutingProvider):
+    """Answers one CAP_INVOKE with fifty CAP_RESULTs that match nothing."""
+
+    async def on_event(self, event: Event) -> None:
+        if not isinstance(event, MessageReceived):
+            return
+        self.received.append(event.inbound)
+        if event.inbound.envelope.typ != int(MessageType.CAP_INVOKE):
+            return
+        for _ in range(50):
+            env = self.driver.send_nowait(Outbound(typ=RESULT, body={"status": "success", "result": 1},
+                                                   reply_to=os.urandom(16)))
+            self.sent_ids.append(env.id)
+
+
+@pytest.mark.trio
+async def test_a_peer_cannot_flood_the_log_with_unmatched_replies(caplog: pytest.LogCaptureFixture) -> None:
+    # Every unmatched reply still gets its ERROR 4001 (A.12), but only the
+    # first ten make a WARNING line; one more line says the rest went to DEBUG.
+    caplog.set_level(logging.DEBUG, logger="ampcap")
+    async with calling(FloodingProvider) as (remote, provider):
+        with pytest.raises(AmpError):
+            await remote.invoke("org.x.y:1.0.0", params={}, timeout=0.5)
+        errors = [m for m in provider.received if m.envelope.typ == ERROR]
+        assert [e.body["code"] for e in errors] == [4001] * 50
+    unmatched = [r for r in caplog.records if "matches no pending call" in r.getMessage()]
+    assert len(unmatched) == 50
+    assert [r.levelno for r in unmatched] == [logging.WARNING] * 10 + [logging.DEBUG] * 40
+    notices = [r for r in caplog.records if "'unmatched reply' warnings" in r.getMessage()]
+    assert len(notices) == 1 and notices[0].levelno == logging.WARNING
 
 
 class MalformedProvider(MisroutingProvider):

@@ -71,6 +71,7 @@ from ..peer.invoker import (
     Target,
 )
 from ..peer.limits import InFlightLimits
+from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.state import HelloState
@@ -193,6 +194,7 @@ class Daemon:
 
             params = ParamsValidator(SchemaStore([], offline=True))
         limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
+        self._log_throttle = LogThrottle()
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
                                  limits=limits, config=config.executor)
         rng = random.Random(entropy(16))
@@ -494,10 +496,18 @@ class Daemon:
                     running.scope.cancel()
                     self._log_done(running, action.code)
             elif kind is Log:
-                log.log(action.level, printable(action.message))  # may quote a peer's text
+                self._log(action)
         if self._half_closed:
             self._close_answered()
         self._rearm()
+
+    def _log(self, action: Log) -> None:
+        level = action.level
+        if action.topic is not None:  # a line a peer can cause at will: at most a few per window
+            level, notice = self._log_throttle.level(action.topic, level, self.clock.monotonic_ms())
+            if notice is not None:
+                log.log(action.level, notice)
+        log.log(level, printable(action.message))  # may quote a peer's text
 
     def _apply_invoker(self, actions: list[Any]) -> None:
         for action in actions:
@@ -505,7 +515,7 @@ class Daemon:
             if kind is Send:
                 self._send(action.conn, action.out)
             elif kind is Log:
-                log.log(action.level, printable(action.message))  # may quote a peer's text
+                self._log(action)
             elif kind is InvokeSucceeded:
                 self._finish_call(action.handle, result=action.result)
             elif kind is InvokeFailed:

@@ -316,7 +316,7 @@ class Executor:
         if seen.status is CacheStatus.CONFLICT:
             # R8: not a retry. Reveal nothing about the cached invocation.
             err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
-            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {env.sender}")]
+            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {env.sender}", "id reuse")]
         if seen.status is CacheStatus.DONE:
             assert seen.terminal is not None
             return [Send(conn, seen.terminal)]
@@ -345,7 +345,7 @@ class Executor:
             # The id was first used with other content, by an invoke refused
             # with a retryable code (which the cache does not keep): R8.
             err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
-            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {env.sender}")]
+            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {env.sender}", "id reuse")]
 
         actions: list[Action] = []
         if self.config.ack_on_receipt:

@@ -371,7 +371,8 @@ class Invoker:
         if env.reply_to is not None and env.reply_to in self._finished:
             return [Log(logging.INFO, f"late {_T(env.typ).name} for ended call {rt} dropped")]
         actions: list[InvokerEvent | Send | Log] = [
-            Log(logging.WARNING, f"{_T(env.typ).name} from {env.sender} with reply_to {rt} matches no pending call")]
+            Log(logging.WARNING, f"{_T(env.typ).name} from {env.sender} with reply_to {rt} matches no pending call",
+                "unmatched reply")]
         if env.typ in (_T.CAP_RESULT, _T.CAP_DECLARE):
             err = AmpError(BAD_REQUEST, "reply_to does not match a pending request", path="reply_to")
             actions.append(Send(conn, error_reply(env, err)))

@@ -112,7 +112,11 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Log:
-    """Action: something worth an operator's attention (``level`` from ``logging``)."""
+    """Action: something worth an operator's attention (``level`` from ``logging``).
+
+    ``topic`` names lines a peer can cause at will; the daemon passes those
+    through a :class:`~ampcap.peer.logthrottle.LogThrottle`."""
 
     level: int
     message: str
+    topic: str | None = None
