@@ -65,6 +65,23 @@ async def test_callable_exception_is_5001_and_logged(caplog: pytest.LogCaptureFi
 
 
 @pytest.mark.trio
+async def test_a_capability_crashing_on_every_call_makes_ten_error_lines_then_one_notice(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Any peer can make a capability raise as often as it likes.
+    runner = BindingRunner()
+    with caplog.at_level(logging.DEBUG, logger="ampcap.net.bindings_runner"):
+        for _ in range(30):
+            with pytest.raises(AmpError) as info:
+                await runner.run(PythonBinding(target="ampcap.caps.demo:fail"), {}, ctx("org.ampcap.demo.fail:1.0.0"))
+            assert info.value.code == 5001  # every call still ends in its 5001
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 11 and sum(m.startswith("capability org.ampcap.demo.fail:1.0.0 raised") for m in errors) == 10
+    assert "further ones are logged at DEBUG" in errors[10]
+    demoted = [r for r in caplog.records if r.levelno == logging.DEBUG and r.getMessage().startswith("capability ")]
+    assert len(demoted) == 20  # still there with -vv
+
+
+@pytest.mark.trio
 async def test_amp_error_from_callable_passes_through() -> None:
     with pytest.raises(AmpError) as info:
         await run_binding(PythonBinding(target="ampcap.caps.demo:current_time"), {"timezone": "Nowhere/Zone"},

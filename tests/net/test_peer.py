@@ -278,7 +278,7 @@ async def test_a_peer_cannot_flood_the_log_with_unmatched_replies(caplog: pytest
     unmatched = [r for r in caplog.records if "matches no pending call" in r.getMessage()]
     assert len(unmatched) == 50
     assert [r.levelno for r in unmatched] == [logging.WARNING] * 10 + [logging.DEBUG] * 40
-    notices = [r for r in caplog.records if "'unmatched reply' warnings" in r.getMessage()]
+    notices = [r for r in caplog.records if "'unmatched reply' lines" in r.getMessage()]
     assert len(notices) == 1 and notices[0].levelno == logging.WARNING
 
 

@@ -14,7 +14,7 @@ def test_a_burst_then_debug_with_one_notice_then_a_new_window() -> None:
     got = [throttle.level("unmatched reply", W, t) for t in (0, 10, 20, 30, 40, 999)]
     assert [level for level, _ in got] == [W, W, W, D, D, D]
     notices = [notice for _, notice in got if notice is not None]
-    assert len(notices) == 1 and "more than 3 'unmatched reply' warnings in 1s" in notices[0]
+    assert len(notices) == 1 and "more than 3 'unmatched reply' lines in 1s" in notices[0]
     assert "next 1.0s" in notices[0]  # the window opened at 0 and the fourth line came at 30
     assert throttle.level("unmatched reply", W, 1_000) == (W, None)  # a new window
 

@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import subprocess
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,7 @@ from ..caps.bindings import Binding, CommandBinding, InvocationContext, PythonBi
 from ..display import printable
 from ..errors import AmpError
 from ..loaders import json_loads
+from ..peer.logthrottle import LogThrottle
 from .clock import wall_clock_ms
 
 __all__ = ["RunnerContext", "BindingRunner", "run_binding"]
@@ -88,12 +90,17 @@ def _tail(data: bytes) -> str:
     return data[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
 
 
-def log_capability_crash(capability_id: str, exc: BaseException) -> None:
+def log_capability_crash(capability_id: str, exc: BaseException, throttle: LogThrottle) -> None:
     """A capability's own bug: one ERROR line, its traceback at DEBUG (-vv).
     Any peer can make a capability raise, so a traceback per call at the
-    default level would let it fill the log."""
-    log.error("capability %s raised %s: %s (traceback with -vv)", capability_id, type(exc).__name__,
-              printable(str(exc)))
+    default level would let it fill the log; and past ``throttle``'s burst
+    of crashes of one capability (its topic; capability ids are a bounded
+    set, the catalog's) the line itself goes to DEBUG too, saying so once."""
+    level, notice = throttle.level(f"{capability_id} raised", logging.ERROR, int(time.monotonic() * 1000))
+    if notice is not None:
+        log.error("%s", notice)
+    log.log(level, "capability %s raised %s: %s (traceback with -vv)", capability_id, type(exc).__name__,
+            printable(str(exc)))
     log.debug("traceback of capability %s", capability_id, exc_info=exc)
 
 
@@ -102,6 +109,7 @@ class BindingRunner:
 
     def __init__(self) -> None:
         self._callables: dict[tuple[str, tuple[Any, ...]], tuple[Callable[..., Any], bool, bool]] = {}
+        self.crash_lines = LogThrottle()
 
     async def run(self, binding: Binding, params: Any, context: InvocationContext) -> Any:
         timeout_ms = binding.timeout_ms
@@ -149,7 +157,7 @@ class BindingRunner:
         except AmpError:
             raise
         except Exception as exc:
-            log_capability_crash(context.capability_id, exc)
+            log_capability_crash(context.capability_id, exc, self.crash_lines)
             raise AmpError(INTERNAL_ERROR, "capability execution failed") from None
 
     async def _run_python(self, binding: PythonBinding, params: Any, context: InvocationContext) -> Any:
@@ -168,7 +176,7 @@ class BindingRunner:
         except AmpError:
             raise
         except Exception as exc:
-            log_capability_crash(context.capability_id, exc)
+            log_capability_crash(context.capability_id, exc, self.crash_lines)
             raise AmpError(INTERNAL_ERROR, "capability execution failed") from None
 
     async def _run_command(self, binding: CommandBinding, params: Any, context: InvocationContext) -> Any:

@@ -568,7 +568,7 @@ class Daemon:
             except AmpError as exc:
                 error = exc
             except Exception as exc:  # a capability's bug is the caller's 5001, never ours to crash on
-                log_capability_crash(job.capability_id, exc)
+                log_capability_crash(job.capability_id, exc, self._runner.crash_lines)
                 error = AmpError(INTERNAL, "capability execution failed")
         if running.scope.cancelled_caught or self._jobs.get(key) is not running:
             return  # its terminal CAP_RESULT was already sent (timeout / shutdown)

@@ -46,6 +46,6 @@ class LogThrottle:
             return level, None
         if window.count == self.burst + 1:
             seconds = max(0.0, (window.start_ms + self.window_ms - now_ms) / 1000)
-            return logging.DEBUG, (f"more than {self.burst} '{topic}' warnings in {self.window_ms / 1000:g}s; "
+            return logging.DEBUG, (f"more than {self.burst} '{topic}' lines in {self.window_ms / 1000:g}s; "
                                    f"further ones are logged at DEBUG for the next {seconds:.1f}s")
         return logging.DEBUG, None
