@@ -124,6 +124,36 @@ async def test_silent_target_times_out_as_failures_not_a_hang() -> None:
 
 
 
+def test_report_to_a_fifo_or_device_is_written_into_it_not_renamed_over_it(tmp_path: Path) -> None:
+    # `--report /dev/null` once replaced /dev/null itself with a regular file
+    # (a temporary file renamed over it). A FIFO takes the same path here.
+    import stat
+
+    from ampcap.interop.report import write_report
+
+    run = RunResult(target="amp://t", target_did=None, target_info=None, subject=demo_subject(),
+                    results=[VectorResult("004:A.5", "t", Status.PASS, "", 0.1)])
+    report = build_report(run)
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_report(report, fifo)
+    reader.join(10)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert json.loads(got[0])["results"][0]["status"] == "pass"
+    # A plain file: written whole, with the usual mode, and no temporary left.
+    old = os.umask(0o022)
+    try:
+        path = write_report(report, tmp_path / "report.json")
+    finally:
+        os.umask(old)
+    assert json.loads(path.read_text()) == report
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.fifo", "report.json"]
+
+
 def test_table_shows_a_targets_text_escaped() -> None:
     # Notes quote what the target sent; the table must not pass its escapes on.
     run = RunResult(target="amp://t", target_did=None, target_info=None, subject=demo_subject(),

@@ -14,6 +14,8 @@ import datetime
 import json
 import os
 import platform
+import secrets
+import stat
 from functools import cache
 from pathlib import Path
 from typing import Any, Callable
@@ -146,12 +148,32 @@ def build_report(run: RunResult, *, executed_at: datetime.datetime | None = None
 
 
 def write_report(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Validate, then write atomically (a half-written report is never left behind)."""
+    """Validate, then write: a file atomically (a half-written report is
+    never left behind), anything else (``/dev/null``, ``/dev/stdout``, a
+    FIFO) directly, because renaming a file over it would replace the
+    device or pipe itself."""
     validate_report(report)
     target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json_safe(json.dumps(report, indent=2, ensure_ascii=False)) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+    text = json_safe(json.dumps(report, indent=2, ensure_ascii=False)) + "\n"
+    try:
+        regular = stat.S_ISREG(target.stat().st_mode)
+    except FileNotFoundError:
+        regular = True  # to be created
+    if not regular:
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return target
+    # A name of our own next to the target (two runs never share it), created
+    # with the mode a plain open would give it (0666 less the umask).
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return target
 
 
