@@ -21,15 +21,25 @@ from .wire.registry import ErrorCode as ErrorCode, MessageType as MessageType
 
 __version__ = "0.1.0"
 
+# Written out (not computed) so that type checkers can read them: mypy
+# --strict needs a literal __all__ and ``X as X`` re-exports.
+__all__ = ["AmpError", "ErrorCode", "InvocationContext", "MessageType", "Negotiate", "Peer", "QueryResult",
+           "Remote", "Server", "__version__", "capability", "connect"]
+
 _EXPORTS: dict[str, str] = {
     name: "net.peer"
     for name in ("Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationContext", "capability",
                  "connect")
 }
 
-__all__ = ["AmpError", "ErrorCode", "MessageType", "__version__", *sorted(_EXPORTS)]
-
 if TYPE_CHECKING:
-    from .net.peer import InvocationContext, Negotiate, Peer, QueryResult, Remote, Server, capability, connect
+    from .net.peer import InvocationContext as InvocationContext
+    from .net.peer import Negotiate as Negotiate
+    from .net.peer import Peer as Peer
+    from .net.peer import QueryResult as QueryResult
+    from .net.peer import Remote as Remote
+    from .net.peer import Server as Server
+    from .net.peer import capability as capability
+    from .net.peer import connect as connect
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

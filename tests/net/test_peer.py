@@ -184,6 +184,45 @@ async def test_module_level_capability_marker() -> None:
 
 
 @pytest.mark.trio
+async def test_cancelling_a_serve_block_with_an_invoke_running_ends_it_at_once() -> None:
+    # The handler dies with the cancelled task group; its invoke must still
+    # end (5002 to the caller), or the shielded drain waits its 10 s for it.
+    peer = Peer(new_identity())
+    started = trio.Event()
+
+    @peer.capability("org.example.slow")
+    async def slow() -> str:
+        started.set()
+        await trio.sleep(30)
+        return "late"
+
+    outcome: list[int] = []
+
+    async def serve_until_cancelled(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.CancelScope() as scope:
+            async with peer.serve("amp://127.0.0.1:0") as server:
+                task_status.started((server.url, scope))
+                await trio.sleep_forever()
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            url, scope = await nursery.start(serve_until_cancelled)
+            async with connect(url, identity=new_identity()) as remote:
+                async def call() -> None:
+                    with pytest.raises(AmpError) as info:
+                        await remote.invoke("org.example.slow:1.0.0", timeout=20)
+                    outcome.append(info.value.code)
+
+                async with trio.open_nursery() as calls:
+                    calls.start_soon(call)
+                    await started.wait()
+                    t0 = trio.current_time()
+                    scope.cancel()
+            assert trio.current_time() - t0 < 2
+    assert outcome == [5002]
+
+
+@pytest.mark.trio
 async def test_connect_refused_is_an_oserror_not_a_hang() -> None:
     with trio.fail_after(10), pytest.raises(OSError):
         async with connect("amp://127.0.0.1:1", identity=new_identity()):

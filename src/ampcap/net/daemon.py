@@ -558,18 +558,31 @@ class Daemon:
                                 progress_sink=progress, clock_ms=self.clock.wall_ms)
         result: Any = None
         error: AmpError | None = None
-        with running.scope:
-            try:
-                handler = self._handlers.get(job.capability_id)
-                if handler is not None:
-                    result = await handler(job.params, context)
-                else:
-                    result = await self._runner.run(job.binding, job.params, context)
-            except AmpError as exc:
-                error = exc
-            except Exception as exc:  # a capability's bug is the caller's 5001, never ours to crash on
-                log_capability_crash(job.capability_id, exc, self._runner.crash_lines)
-                error = AmpError(INTERNAL, "capability execution failed")
+        try:
+            with running.scope:
+                try:
+                    handler = self._handlers.get(job.capability_id)
+                    if handler is not None:
+                        result = await handler(job.params, context)
+                    else:
+                        result = await self._runner.run(job.binding, job.params, context)
+                except AmpError as exc:
+                    error = exc
+                except Exception as exc:  # a capability's bug is the caller's 5001, never ours to crash on
+                    log_capability_crash(job.capability_id, exc, self._runner.crash_lines)
+                    error = AmpError(INTERNAL, "capability execution failed")
+        except BaseException:
+            # Cancelled from outside, not by the job's own scope: the task
+            # group the daemon runs in is going away (a Python API caller
+            # cancelled its serve block). The invoke still ends here, with
+            # the shutdown code, or drain would wait for it until its timeout.
+            if self._jobs.get(key) is running:
+                del self._jobs[key]
+                code = self.executor.config.shutdown_code
+                self._log_done(running, code)
+                self._apply(self.executor.complete(key, error=AmpError(code, "daemon shutting down"),
+                                                   now_ms=self.clock.wall_ms()))
+            raise
         if running.scope.cancelled_caught or self._jobs.get(key) is not running:
             return  # its terminal CAP_RESULT was already sent (timeout / shutdown)
         del self._jobs[key]

@@ -34,7 +34,7 @@ import functools
 import inspect
 import os
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints
@@ -94,7 +94,7 @@ class QueryResult:
     capabilities: tuple[Descriptor, ...]
     next_cursor: str | None
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Descriptor]:
         return iter(self.capabilities)
 
     def __len__(self) -> int:
