@@ -14,7 +14,7 @@ from typing import Any
 
 from .wire.registry import error_body, error_info
 
-__all__ = ["AmpError", "LocalProtocolError", "MessageTooLarge", "RemoteProtocolError"]
+__all__ = ["AmpError", "LocalProtocolError", "MessageTooLarge", "RemoteProtocolError", "Unreachable"]
 
 
 class AmpError(Exception):
@@ -63,6 +63,15 @@ class RemoteProtocolError(AmpError):
 
 class LocalProtocolError(AmpError):
     """Our own caller tried to do something the protocol forbids."""
+
+
+class Unreachable(AmpError, OSError):
+    """A peer we could not connect to (5002 UNAVAILABLE): refused, no such
+    host, no route. Also an ``OSError``, which is what it stands for, so
+    code that catches either one catches it."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(5002, f"cannot reach {url}: {reason}")
 
 
 class MessageTooLarge(LocalProtocolError):

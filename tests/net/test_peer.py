@@ -28,7 +28,7 @@ from ampcap import AmpError  # noqa: E402
 from ampcap.caps.catalog import Catalog  # noqa: E402
 from ampcap.caps.demo import demo_manifest  # noqa: E402
 from ampcap.net.daemon import Daemon  # noqa: E402
-from ampcap.net.peer import Negotiate, Peer, Remote, capability, connect, schema_from_signature  # noqa: E402
+from ampcap.net.peer import InvocationContext, Negotiate, Peer, Remote, capability, connect, schema_from_signature  # noqa: E402
 from ampcap.net.stream import ConnectionDriver  # noqa: E402
 from ampcap.peer.connection import Connection, Role  # noqa: E402
 from ampcap.peer.events import Event, MessageReceived  # noqa: E402
@@ -184,6 +184,33 @@ async def test_module_level_capability_marker() -> None:
 
 
 @pytest.mark.trio
+async def test_async_progress_callbacks_run_one_at_a_time_in_order() -> None:
+    peer = Peer(new_identity())
+
+    @peer.capability("org.example.burst")
+    async def burst(ctx: InvocationContext) -> str:
+        for i in range(10):
+            await ctx.progress(i * 10, f"step {i}")  # back to back, no pause between reports
+        return "ok"
+
+    async with peer.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=new_identity()) as remote:
+        for _ in range(20):
+            seen: list[int | None] = []
+            running = 0
+
+            async def on_progress(pct: int | None, text: str | None) -> None:
+                nonlocal running
+                running += 1
+                assert running == 1, "two progress callbacks ran at once"
+                await trio.sleep(0)  # a checkpoint: the next report could start here if not held back
+                seen.append(pct)
+                running -= 1
+
+            assert await remote.invoke("org.example.burst:1.0.0", on_progress=on_progress) == "ok"
+            assert seen == [i * 10 for i in range(10)]
+
+
+@pytest.mark.trio
 async def test_cancelling_a_serve_block_with_an_invoke_running_ends_it_at_once() -> None:
     # The handler dies with the cancelled task group; its invoke must still
     # end (5002 to the caller), or the shielded drain waits its 10 s for it.
@@ -223,9 +250,16 @@ async def test_cancelling_a_serve_block_with_an_invoke_running_ends_it_at_once()
 
 
 @pytest.mark.trio
-async def test_connect_refused_is_an_oserror_not_a_hang() -> None:
-    with trio.fail_after(10), pytest.raises(OSError):
-        async with connect("amp://127.0.0.1:1", identity=new_identity()):
+async def test_connect_refused_is_5002_not_a_hang() -> None:
+    # An AmpError like every other failure of the API, and still an OSError.
+    for url in ("amp://127.0.0.1:1", "amp://no-such-host.invalid:7700"):
+        with trio.fail_after(10), pytest.raises(AmpError) as info:
+            async with connect(url, identity=new_identity()):
+                pass
+        assert info.value.code == 5002 and f"cannot reach {url}" in info.value.message
+        assert isinstance(info.value, OSError)
+    with pytest.raises(ValueError):
+        async with connect("http://127.0.0.1:1", identity=new_identity()):
             pass
 
 

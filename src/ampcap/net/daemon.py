@@ -714,10 +714,15 @@ class Daemon:
             if hasattr(maybe, "__await__") and self._nursery is not None:
                 finished = trio.Event()
                 outcome.callbacks = [e for e in outcome.callbacks if not e.is_set()]  # stays short
+                # Each one waits for the one before: the caller sees its
+                # progress reports one at a time, in the order they came.
+                before = outcome.callbacks[-1] if outcome.callbacks else None
                 outcome.callbacks.append(finished)
 
                 async def _await_it() -> None:
                     try:
+                        if before is not None:
+                            await before.wait()
                         await maybe
                     except Exception:
                         log.warning("on_progress callback raised", exc_info=True)

@@ -46,7 +46,7 @@ from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
 from ..caps.manifest import Manifest, ManifestError, manifest_from_data
 from ..caps.params import ParamsValidator
-from ..errors import AmpError
+from ..errors import AmpError, Unreachable
 from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
@@ -417,12 +417,24 @@ class Peer:
         ``ssl_context`` verifies an ``amps://`` server (default: the system
         trust store; ``ampcap.net.tls.client_context(ca_file=...)`` for a
         self-signed one).
+
+        Failing to connect raises :class:`AmpError`: 5002 when nothing answers
+        at ``url`` (refused, unknown host; :class:`ampcap.errors.Unreachable`,
+        also an ``OSError``) or TLS fails, 5003 when the handshake takes
+        longer than ``timeout`` seconds, 3001 when ``peer_did`` does not
+        match. A malformed URL is a ``ValueError``.
         """
         async with self._running() as daemon:
-            if relay_to is not None:
-                link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout, ssl_context=ssl_context)
-            else:
-                link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout, ssl_context=ssl_context)
+            try:
+                if relay_to is not None:
+                    link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout,
+                                                   ssl_context=ssl_context)
+                else:
+                    link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout, ssl_context=ssl_context)
+            except OSError as exc:
+                if isinstance(exc, AmpError):
+                    raise
+                raise Unreachable(url, exc.strerror or str(exc)) from exc
             try:
                 yield Remote(daemon, link, to=relay_to)
             finally:
