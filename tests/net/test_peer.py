@@ -184,6 +184,43 @@ async def test_module_level_capability_marker() -> None:
 
 
 @pytest.mark.trio
+async def test_results_go_out_in_the_forms_params_arrive_in(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ampcap")
+    peer = Peer(new_identity())
+
+    class Colour(enum.Enum):
+        RED = "red"
+
+    @dataclasses.dataclass
+    class Box:
+        w: int
+        colour: Colour
+
+    @peer.capability("org.example.box")
+    async def box() -> Box:
+        return Box(2, Colour.RED)
+
+    @peer.capability("org.example.tags")
+    def tags() -> set[str]:
+        return {"a"}
+
+    @peer.capability("org.example.opaque")
+    async def opaque() -> object:
+        return object()
+
+    async with peer.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=new_identity()) as remote:
+        assert await remote.invoke("org.example.box:1.0.0") == {"w": 2, "colour": "red"}
+        assert await remote.invoke("org.example.tags:1.0.0") == ["a"]
+        with pytest.raises(AmpError) as info:
+            await remote.invoke("org.example.opaque:1.0.0")
+        assert info.value.code == 5001
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("org.example.opaque:1.0.0 returned a result that cannot be sent" in m and "object" in m
+               for m in lines), lines
+    assert any("cap=org.example.opaque:1.0.0" in m and "5001" in m for m in lines if "completed" in m), lines
+
+
+@pytest.mark.trio
 async def test_async_progress_callbacks_run_one_at_a_time_in_order() -> None:
     peer = Peer(new_identity())
 

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import trio
 
 from ..caps.bindings import Binding, CommandBinding, InvocationContext, PythonBinding, resolve_callable, wants_context
@@ -102,6 +103,28 @@ def log_capability_crash(capability_id: str, exc: BaseException, throttle: LogTh
     log.log(level, "capability %s raised %s: %s (traceback with -vv)", capability_id, type(exc).__name__,
             printable(str(exc)))
     log.debug("traceback of capability %s", capability_id, exc_info=exc)
+
+
+# What CBOR carries as itself and to_builtins would otherwise turn into text.
+_CBOR_NATIVE = (bytes, bytearray, memoryview)
+
+
+def plain_result(capability_id: str, result: Any, throttle: LogThrottle) -> Any:
+    """What a Python capability returned, as plain values for the CAP_RESULT:
+    dataclasses and msgspec Structs become maps, Enum members their values,
+    sets arrays, datetimes ISO 8601 text (the forms params arrive in). A
+    value with no such form is the capability's bug: 5001 to the caller and
+    one ERROR line here naming the type, instead of an "ok" in the log and a
+    5001 the provider never hears of."""
+    try:
+        return msgspec.to_builtins(result, builtin_types=_CBOR_NATIVE)
+    except (TypeError, ValueError) as exc:
+        level, notice = throttle.level(f"{capability_id} result", logging.ERROR, int(time.monotonic() * 1000))
+        if notice is not None:
+            log.error("%s", notice)
+        log.log(level, "capability %s returned a result that cannot be sent: %s", capability_id,
+                printable(str(exc)))
+        raise AmpError(INTERNAL_ERROR, "capability result is not encodable") from None
 
 
 class BindingRunner:

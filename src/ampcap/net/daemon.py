@@ -42,7 +42,7 @@ from ..caps.catalog import Catalog
 from ..caps.stats import UsageStats
 from ..display import printable
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..net.bindings_runner import BindingRunner, RunnerContext, log_capability_crash
+from ..net.bindings_runner import BindingRunner, RunnerContext, log_capability_crash, plain_result
 from ..schema import load_schemas
 from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
 from ..peer.connection import Connection, Role
@@ -566,6 +566,7 @@ class Daemon:
                         result = await handler(job.params, context)
                     else:
                         result = await self._runner.run(job.binding, job.params, context)
+                    result = plain_result(job.capability_id, result, self._runner.crash_lines)
                 except AmpError as exc:
                     error = exc
                 except Exception as exc:  # a capability's bug is the caller's 5001, never ours to crash on
@@ -599,7 +600,8 @@ class Daemon:
         error: AmpError | None = None
         started = time.perf_counter()
         try:
-            result = self._runner.run_inline(job.binding, job.params, context)
+            result = plain_result(job.capability_id, self._runner.run_inline(job.binding, job.params, context),
+                                  self._runner.crash_lines)
         except AmpError as exc:
             error = exc
         self._job_done(job, error.code if error else None, (time.perf_counter() - started) * 1000)
