@@ -221,6 +221,32 @@ async def test_results_go_out_in_the_forms_params_arrive_in(caplog: pytest.LogCa
 
 
 @pytest.mark.trio
+async def test_the_context_parameter_is_found_by_its_hint_and_plain_functions_report_progress() -> None:
+    peer = Peer(new_identity())
+
+    @peer.capability("org.example.named")
+    async def named(n: int, context: InvocationContext) -> str:  # any name, given the hint
+        await context.progress(50, "half")
+        return f"{n} {context.capability_id}"
+
+    @peer.capability("org.example.plain")
+    def plain(n: int, ctx: InvocationContext) -> int:  # a worker thread: plain calls
+        ctx.progress(25, "a quarter")
+        ctx.sleep(1)
+        return n + 1
+
+    assert set(schema_from_signature(named)["properties"]) == {"n"}
+    async with peer.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=new_identity()) as remote:
+        seen: list[tuple[int | None, str | None]] = []
+        out = await remote.invoke("org.example.named:1.0.0", params={"n": 1},
+                                  on_progress=lambda pct, text: seen.append((pct, text)))
+        assert out == "1 org.example.named:1.0.0"
+        assert await remote.invoke("org.example.plain:1.0.0", params={"n": 1},
+                                   on_progress=lambda pct, text: seen.append((pct, text))) == 2
+        assert seen == [(50, "half"), (25, "a quarter")]
+
+
+@pytest.mark.trio
 async def test_async_progress_callbacks_run_one_at_a_time_in_order() -> None:
     peer = Peer(new_identity())
 

@@ -82,6 +82,33 @@ class RunnerContext:
         await self.progress_sink(percent, message)
 
 
+@dataclass(frozen=True, slots=True)
+class ThreadContext:
+    """What a plain (non-async) capability function receives as its context:
+    it runs in a worker thread and cannot await, so here ``progress`` and
+    ``sleep`` are plain calls (``ctx.progress(50, "half")``), carried to the
+    event loop with ``trio.from_thread``."""
+
+    context: RunnerContext
+
+    @property
+    def capability_id(self) -> str:
+        return self.context.capability_id
+
+    @property
+    def version(self) -> str:
+        return self.context.version
+
+    def now_ms(self) -> int:
+        return self.context.now_ms()
+
+    def sleep(self, ms: int) -> None:
+        trio.from_thread.run(self.context.sleep, ms)
+
+    def progress(self, percent: float | None, message: str | None = None) -> None:
+        trio.from_thread.run(self.context.progress, percent, message)
+
+
 async def _kill_now(process: trio.Process) -> None:
     # Cancellation or timeout: no grace period, the invocation is over.
     process.kill()
@@ -185,13 +212,15 @@ class BindingRunner:
 
     async def _run_python(self, binding: PythonBinding, params: Any, context: InvocationContext) -> Any:
         fn, with_context, is_async = self._resolve(binding)
-        args = (params, context) if with_context else (params,)
+        args: tuple[Any, ...] = (params, context) if with_context else (params,)
         try:
             if is_async:
                 return await fn(*args)
             if binding.inline:
                 result = fn(*args)
             else:
+                if with_context and isinstance(context, RunnerContext):
+                    args = (params, ThreadContext(context))
                 result = await trio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
             if hasattr(result, "__await__"):  # a sync wrapper that returned a coroutine
                 return await result

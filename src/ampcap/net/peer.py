@@ -42,6 +42,7 @@ from typing import Any, TypeVar, get_type_hints
 import msgspec
 import trio
 
+from ..caps.bindings import InvocationContext as _ContextProtocol
 from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
 from ..caps.manifest import Manifest, ManifestError, manifest_from_data
@@ -51,7 +52,7 @@ from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
 from ..wire.identity import Identity, KeyResolver, load_or_create
-from .bindings_runner import RunnerContext
+from .bindings_runner import RunnerContext, ThreadContext
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
 from .url import parse_url
@@ -135,10 +136,11 @@ def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
         raise TypeError(f"{fn.__name__}: its type hints cannot be resolved ({exc}); give the capability an "
                         "explicit schema={...}") from None
     fields: list[Any] = []
+    ctx_name = _context_param(fn)
     parameters = inspect.signature(fn).parameters.values()
     open_ended = any(param.kind is param.VAR_KEYWORD for param in parameters)
     for param in parameters:
-        if param.name == _CONTEXT_PARAM or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.name == ctx_name or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         if param.kind is param.POSITIONAL_ONLY:
             raise TypeError(f"{fn.__name__}: positional-only parameter {param.name!r} cannot take a named param")
@@ -202,12 +204,25 @@ def _check_registration(reg: _Registered, registered: Sequence[_Registered]) -> 
         raise ValueError(f"capability {ident}: {problems}") from None
 
 
+def _context_param(fn: Callable[..., Any]) -> str | None:
+    """The parameter that receives the invocation context: the one annotated
+    ``InvocationContext`` (whatever its name), else one named ``ctx``."""
+    parameters = inspect.signature(fn).parameters
+    for name, param in parameters.items():
+        annotation = param.annotation
+        if annotation is RunnerContext or annotation is _ContextProtocol or (
+                isinstance(annotation, str) and annotation.rsplit(".", 1)[-1] == "InvocationContext"):
+            return name
+    return _CONTEXT_PARAM if _CONTEXT_PARAM in parameters else None
+
+
 def _adapt(fn: Callable[..., Any]) -> Callable[[Any, RunnerContext], Awaitable[Any]]:
     """Turn ``fn(**params[, ctx=...])`` into the daemon's (params, context) handler."""
-    wants_ctx = _CONTEXT_PARAM in inspect.signature(fn).parameters
+    ctx_name = _context_param(fn)
     is_async = inspect.iscoroutinefunction(fn)
     try:
-        hints = {name: hint for name, hint in get_type_hints(fn).items() if name != "return" and hint is not Any}
+        hints = {name: hint for name, hint in get_type_hints(fn).items()
+                 if name not in ("return", ctx_name) and hint is not Any}
     except NameError:  # no hints to honour (the capability has an explicit schema)
         hints = {}
 
@@ -225,10 +240,12 @@ def _adapt(fn: Callable[..., Any]) -> Callable[[Any, RunnerContext], Awaitable[A
 
     async def handler(params: Any, context: RunnerContext) -> Any:
         kwargs = typed(params) if isinstance(params, Mapping) else {}
-        if wants_ctx:
-            kwargs[_CONTEXT_PARAM] = context
         if is_async:
+            if ctx_name is not None:
+                kwargs[ctx_name] = context
             return await fn(**kwargs)
+        if ctx_name is not None:  # a plain function cannot await: progress and sleep are plain calls
+            kwargs[ctx_name] = ThreadContext(context)
         # A plain function may block: keep it off the event loop.
         return await trio.to_thread.run_sync(functools.partial(fn, **kwargs), abandon_on_cancel=True)
 
