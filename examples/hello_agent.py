@@ -14,13 +14,13 @@ greeter = ampcap.Peer(Identity.generate(os.urandom))  # or ampcap.Peer() for the
 
 
 @greeter.capability("org.example.greet", version="1.0.0")
-async def greet(name: str, excited: bool = False) -> dict:
+async def greet(name: str, excited: bool = False) -> dict[str, str]:
     """Greets somebody (the input schema comes from the type hints)."""
     return {"greeting": f"Hello, {name}{'!' if excited else '.'}"}
 
 
 @greeter.capability("org.example.count", version="1.0.0")
-async def count(to: int, ctx: ampcap.InvocationContext) -> dict:
+async def count(to: int, ctx: ampcap.InvocationContext) -> dict[str, int]:
     """Counts slowly, reporting PROGRESS to the caller."""
     for i in range(to):
         await ctx.sleep(20)

@@ -21,6 +21,15 @@ def test_hello_agent_example() -> None:
     assert lines[-1].startswith("as expected: 4003 VERSION_MISMATCH")
 
 
+def test_the_readme_shows_the_example_as_it_is() -> None:
+    readme = (ROOT / "README.md").read_text()
+    marker = "`examples/hello_agent.py` (the tests run it"
+    block = readme[readme.index("```python\n", readme.index(marker)) + len("```python\n"):]
+    block = block[:block.index("```\n")]
+    example = (ROOT / "examples" / "hello_agent.py").read_text()
+    assert example.endswith(block) and example[:-len(block)].rstrip().endswith('"""')  # all but the docstring
+
+
 def test_top_level_api_is_lazy() -> None:
     code = "import sys, ampcap.wire.cbor; assert 'trio' not in sys.modules; import ampcap; ampcap.Peer; " \
            "assert 'trio' in sys.modules"
