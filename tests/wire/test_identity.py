@@ -112,6 +112,46 @@ def test_missing_key_file(tmp_path: Path) -> None:
 def test_default_identity_path() -> None:
     assert default_identity_path({"XDG_CONFIG_HOME": "/x"}) == Path("/x/ampcap/identity.json")
     assert default_identity_path({"HOME": "/home/u"}) == Path("/home/u/.config/ampcap/identity.json")
+    # A relative XDG_CONFIG_HOME is ignored (XDG spec): the key must not follow the current directory.
+    assert default_identity_path({"XDG_CONFIG_HOME": "conf", "HOME": "/home/u"}) == \
+        Path("/home/u/.config/ampcap/identity.json")
+
+
+def test_a_failed_save_keeps_the_old_key_and_leaves_nothing_behind(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "id.json"
+    old = Identity.generate(os.urandom)
+    old.save(path)
+    before = path.read_bytes()
+
+    def disk_full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError):
+        Identity.generate(os.urandom).save(path, overwrite=True)
+    assert path.read_bytes() == before and Identity.load(path).did == old.did
+    assert [p.name for p in tmp_path.iterdir()] == ["id.json"]
+    monkeypatch.undo()
+    with pytest.raises(AmpError, match="already exists"):
+        Identity.generate(os.urandom).save(path)  # no --force: refused, untouched
+    assert path.read_bytes() == before
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(AmpError, match="already exists"):
+        Identity.generate(os.urandom).save(tmp_path / "dangling")
+    new = Identity.generate(os.urandom)
+    new.save(path, overwrite=True)
+    assert Identity.load(path).did == new.did and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "id.json"]
+
+
+def test_a_huge_file_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as fh:
+        fh.truncate(200 << 20)  # sparse: costs no disk
+    huge.chmod(0o600)
+    with pytest.raises(AmpError, match="not an identity file"):
+        Identity.load(huge)
 
 
 def test_chain_resolver() -> None:

@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
             "(mode 0600). Prints the identity's did:key on stdout."
         ),
     )
-    keygen.add_argument("--out", "-o", type=Path, default=None, metavar="FILE",
+    keygen.add_argument("--out", "-o", default=None, metavar="FILE",  # text: Path() drops a trailing "/"
                         help=f"where to write the key file (default: {default})")
     keygen.add_argument("--force", action="store_true", help="overwrite an existing key file")
     keygen.set_defaults(func=run_keygen)
@@ -43,7 +43,9 @@ def register(subparsers: Any) -> None:
 
 
 def run_keygen(args: argparse.Namespace) -> int:
-    path: Path = args.out or default_identity_path()
+    path = Path(args.out) if args.out else default_identity_path()
+    if args.out and args.out.endswith(os.sep):
+        raise CommandError(f"{args.out} names a directory; give a file name, e.g. {path / 'identity.json'}")
     if path.is_dir():  # before "exists": --force could not help
         raise CommandError(f"{path} is a directory; give a file name, e.g. {path / 'identity.json'}")
     if path.exists() and not args.force:
@@ -53,7 +55,8 @@ def run_keygen(args: argparse.Namespace) -> int:
     if args.out is not None and not path.parent.is_dir():  # the default's directory is ours to create
         raise CommandError(f"{path.parent} is not a directory; create it first")
     identity = Identity.generate(os.urandom)
-    identity.save(path, overwrite=args.force)
+    with local_file_errors():
+        identity.save(path, overwrite=args.force)
     print(identity.did)
     return 0
 

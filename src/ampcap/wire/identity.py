@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
 from ..errors import AmpError
-from ..loaders import json_loads
+from ..loaders import json_loads, read_file
 from .didkey import did_key_from_ed25519, ed25519_from_did_key, x25519_from_did_key
 
 __all__ = [
@@ -43,13 +44,16 @@ __all__ = [
 
 IDENTITY_FILE_KIND = "ampcap-identity"
 Entropy = Callable[[int], bytes]
+_MAX_IDENTITY_FILE = 64 * 1024  # a real one is under 1 KiB; this bounds what a wrong path can cost
 
 
 def default_identity_path(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CONFIG_HOME/ampcap/identity.json``, else ``~/.config/ampcap/identity.json``."""
+    """``$XDG_CONFIG_HOME/ampcap/identity.json``, else ``~/.config/ampcap/identity.json``
+    (a relative ``XDG_CONFIG_HOME`` is ignored, as the XDG spec says: the key
+    must not depend on the current directory)."""
     environ = os.environ if env is None else env
     base = environ.get("XDG_CONFIG_HOME")
-    root = Path(base) if base else Path(environ.get("HOME") or Path.home()) / ".config"
+    root = Path(base) if base and os.path.isabs(base) else Path(environ.get("HOME") or Path.home()) / ".config"
     return root / "ampcap" / "identity.json"
 
 
@@ -118,16 +122,33 @@ class Identity:
         # lose it silently, with its mode narrowed for everyone else).
         if target.exists() and not target.is_file():
             raise AmpError(1001, f"{target}: not a regular file; a key file must be one")
+        exists = AmpError(1001, f"{target}: identity file already exists (use --force to overwrite)")
+        if not overwrite and (target.exists() or target.is_symlink()):
+            raise exists
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+        # Written whole under a name of our own, then put in place: a full
+        # disk or a crash never leaves an empty or half key file, and a key
+        # being replaced (--force) survives a write that fails.
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            fd = os.open(target, flags, 0o600)
-        except FileExistsError as exc:
-            raise AmpError(1001, f"{target}: identity file already exists (use --force to overwrite)") from exc
-        os.fchmod(fd, 0o600)  # O_TRUNC on an existing file keeps its old mode
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(self.to_json(), fh, indent=2)
-            fh.write("\n")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(self.to_json(), fh, indent=2)
+                fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            if overwrite:
+                os.replace(tmp, target)
+            else:
+                try:
+                    os.link(tmp, target)  # fails if another process created it meanwhile
+                except FileExistsError:
+                    raise exists from None
+                finally:
+                    tmp.unlink(missing_ok=True)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return target
 
     @classmethod
@@ -146,8 +167,11 @@ class Identity:
                 f"{source}: identity file is accessible by group or others "
                 f"(mode {stat.S_IMODE(st.st_mode):o}); run 'chmod 600 {source}'",
             )
+        raw = read_file(source, _MAX_IDENTITY_FILE)
+        if len(raw) > _MAX_IDENTITY_FILE:
+            raise AmpError(1001, f"{source}: over {_MAX_IDENTITY_FILE // 1024} KiB, not an identity file")
         try:
-            data = json_loads(source.read_text(encoding="utf-8"))
+            data = json_loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise AmpError(1001, f"{source}: not a JSON identity file: {exc}") from exc
         return cls.from_json(data, origin=str(source))
