@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import cbor2
 import msgspec
 import trio
 
@@ -132,8 +133,9 @@ def log_capability_crash(capability_id: str, exc: BaseException, throttle: LogTh
     log.debug("traceback of capability %s", capability_id, exc_info=exc)
 
 
-# What CBOR carries as itself and to_builtins would otherwise turn into text.
-_CBOR_NATIVE = (bytes, bytearray, memoryview)
+# What CBOR carries as itself and to_builtins would otherwise turn into text
+# (or refuse: a CBORTag a capability built on purpose).
+_CBOR_NATIVE = (bytes, bytearray, memoryview, cbor2.CBORTag)
 
 
 def plain_result(capability_id: str, result: Any, throttle: LogThrottle) -> Any:
@@ -146,6 +148,11 @@ def plain_result(capability_id: str, result: Any, throttle: LogThrottle) -> Any:
     try:
         return msgspec.to_builtins(result, builtin_types=_CBOR_NATIVE)
     except (TypeError, ValueError) as exc:
+        try:
+            cbor2.dumps(result)  # something else cbor2 encodes natively (a Fraction, an IP address…)
+            return result
+        except Exception:
+            pass
         level, notice = throttle.level(f"{capability_id} result", logging.ERROR, int(time.monotonic() * 1000))
         if notice is not None:
             log.error("%s", notice)
