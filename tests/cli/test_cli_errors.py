@@ -112,6 +112,24 @@ def test_closed_stdin_is_one_line() -> None:
     assert proc.stderr.strip().splitlines() == ["ampcap dump: stdin is closed; give an INPUT file"]
 
 
+def test_a_tap_that_cannot_listen_leaves_the_capture_file_alone(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    old = tmp_path / "old.pcap"
+    old.write_bytes(b"yesterday's capture")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = subprocess.run(AMPCAP + ["dump", "--listen", f"127.0.0.1:{port}", "--upstream", "127.0.0.1:9",
+                                        "--write-pcap", str(old)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert old.read_bytes() == b"yesterday's capture"
+    for bad in (str(tmp_path) + "/", str(tmp_path / "missing" / "x.pcap")):
+        argv = ["dump", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--write-pcap", bad]
+        line = _one_line_failure(capsys, main(argv), argv, 1)
+        assert "--write-pcap" in line and "directory" in line
+
+
 def test_listen_port_in_use_is_one_line() -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import io
+import os
 import signal
 import sys
 import time
@@ -79,7 +80,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=_bounded_int(0, 65535), help="pcap: only TCP connections with this port")
     p.add_argument("--listen", metavar="HOST:PORT", help="live tap: accept clients here")
     p.add_argument("--upstream", metavar="HOST:PORT", help="live tap: forward to this server")
-    p.add_argument("--write-pcap", type=Path, default=None, metavar="FILE",
+    p.add_argument("--write-pcap", default=None, metavar="FILE",
                    help="live tap: also record the forwarded traffic to this pcap file")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour the text output (auto: when stdout is a terminal)")
@@ -296,12 +297,13 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
             emit(rec)
 
     recorder = None
-    pcap_file = None
     if args.write_pcap is not None:
-        from ..dump.pcapwrite import PcapWriter
-
-        pcap_file = open(args.write_pcap, "wb")  # noqa: SIM115 - closed below, after the tap stops
-        recorder = PcapWriter(pcap_file)
+        target = Path(args.write_pcap)
+        if target.is_dir() or args.write_pcap.endswith(os.sep):
+            raise CommandError(f"--write-pcap {args.write_pcap}: a directory; give a file name")
+        if not target.parent.is_dir():
+            raise CommandError(f"--write-pcap {args.write_pcap}: {target.parent} is not a directory")
+        recorder = _PcapOnceListening(target)
 
     async def serve_until_signal() -> None:
         # SIGINT/SIGTERM end the tap cleanly (summary printed, exit 0) instead
@@ -311,6 +313,8 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
                 await nursery.start(functools.partial(run_tap, listen, upstream, framing=framing,
                                                       max_size=args.max_size, on_event=on_event, clock=time.time,
                                                       recorder=recorder))
+                if recorder is not None:
+                    recorder.start()  # listening: now the file may be replaced
                 async for _ in signals:
                     nursery.cancel_scope.cancel()
                     break
@@ -323,9 +327,41 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
         leaf = _first_leaf(group)
         raise leaf from None
     finally:
-        if pcap_file is not None:
-            pcap_file.close()
+        if recorder is not None:
+            recorder.finish()
     return session.finish()
+
+
+class _PcapOnceListening:
+    """``--write-pcap``: the file is created (or emptied) only once the tap
+    listens, so a tap that cannot start (its port in use) leaves an existing
+    capture as it was."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._fp: BinaryIO | None = None
+        self._writer: Any = None
+
+    def start(self) -> Any:
+        if self._writer is None:
+            from ..dump.pcapwrite import PcapWriter
+
+            self._fp = open(self._path, "wb")  # noqa: SIM115 - closed by finish(), after the tap stops
+            self._writer = PcapWriter(self._fp)
+        return self._writer
+
+    def open(self, conn: int, client: str, server: str, ts: float) -> None:
+        self.start().open(conn, client, server, ts)
+
+    def data(self, conn: int, direction: str, payload: bytes, ts: float) -> None:
+        self.start().data(conn, direction, payload, ts)
+
+    def close(self, conn: int, direction: str, ts: float) -> None:
+        self.start().close(conn, direction, ts)
+
+    def finish(self) -> None:
+        if self._fp is not None:
+            self._fp.close()
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
