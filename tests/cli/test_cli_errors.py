@@ -130,6 +130,52 @@ def test_a_tap_that_cannot_listen_leaves_the_capture_file_alone(tmp_path: Path,
         assert "--write-pcap" in line and "directory" in line
 
 
+def _with_closed(fd: str, argv: list[str], env: dict[str, str] | None = None, timeout: float = 60,
+                 ) -> subprocess.CompletedProcess[str]:
+    """Run ampcap with stdout (``fd="1"``) or stderr (``"2"``) closed, as ``>&-`` does."""
+    return subprocess.run(["bash", "-c", f'exec "$@" {fd}>&-', "_", *AMPCAP, *argv], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def test_closed_stdout_fails_before_the_work_except_for_serve(tmp_path: Path) -> None:
+    proc = _with_closed("1", ["caps", "list", "--demo"])
+    assert proc.returncode == 1 and proc.stderr.strip() == \
+        "ampcap caps: standard output is closed; there is nowhere to write the output"
+    # serve runs on (a supervisor may close stdout); SIGTERM still ends it with 0.
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
+    serve = subprocess.Popen(["bash", "-c", 'exec "$@" 1>&-', "_", *AMPCAP, "serve", "--demo", "--listen",
+                              "127.0.0.1:0"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        import time
+
+        time.sleep(2)
+        assert serve.poll() is None
+        serve.terminate()
+        assert serve.wait(timeout=30) == 0
+    finally:
+        serve.kill()
+    assert serve.stderr is not None and "Traceback" not in serve.stderr.read()
+
+
+def test_closed_stderr_keeps_messages_out_of_the_output(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}  # the identity is created: a notice on stderr
+    proc = _with_closed("2", ["invoke", "amp://127.0.0.1:1", "org.x.y:1.0.0", "--json"], env=env)
+    assert proc.returncode == 1
+    import json
+
+    assert json.loads(proc.stdout)["error"]["code"] == 5002  # the whole stdout is the JSON, nothing else
+
+
+def test_a_file_name_the_output_encoding_cannot_take_is_escaped(tmp_path: Path) -> None:
+    name = os.fsdecode(b"nx\xff.toml")
+    (tmp_path / name).write_text("")
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    proc = subprocess.run(AMPCAP + ["caps", "validate", str(tmp_path / name)], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "nx\\udcff.toml" in proc.stdout
+
+
 def test_listen_port_in_use_is_one_line() -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

@@ -21,6 +21,10 @@ from ..display import printable
 from ..errors import AmpError
 from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, UsageError
 
+# Commands that still do their job with stdout closed: a daemon started by a
+# supervisor that closed it (its URL line then goes nowhere).
+_WITHOUT_OUTPUT = frozenset({"serve"})
+
 # Subcommand modules, in the order ``ampcap --help`` lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "serve",    # ampcap serve
@@ -116,7 +120,28 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
         yield exc
 
 
+def _prepare_streams() -> None:
+    """Streams as main needs them, whatever the shell gave.
+
+    A closed stderr (``2>&-``) would make ``print(file=sys.stderr)`` write
+    to stdout, into output a script parses: messages then go nowhere. And
+    output quotes file names and peers' text: what the encoding cannot take
+    (a non-UTF-8 file name's surrogate escapes) comes out as backslash
+    escapes instead of a UnicodeEncodeError.
+    """
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream that cannot change its error handler
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _prepare_streams()
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C while still parsing or importing, before a command runs
@@ -130,6 +155,11 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return EXIT_USAGE
     configure_logging(args.verbose)
+    if sys.stdout is None and args.command not in _WITHOUT_OUTPUT:
+        # Started with stdout closed (`>&-`): the command's output would be
+        # lost, after the work (an invoke) was done. Say so and do nothing.
+        _report(f"ampcap {args.command}: standard output is closed; there is nowhere to write the output")
+        return EXIT_FAILURE
     try:
         try:
             return int(args.func(args) or 0)

@@ -226,8 +226,10 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                     raise AmpError(ErrorCode.UNAVAILABLE,
                                    f"{flag} {url}: cannot reach it: {exc.strerror or exc}") from None
             # The one line scripts wait for; flushed before anything can be served.
-            sys.stdout.write(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}\n")
-            sys.stdout.flush()
+            # (Started with stdout closed, as some supervisors do: nobody waits for it.)
+            if sys.stdout is not None:
+                sys.stdout.write(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}\n")
+                sys.stdout.flush()
             async for _ in signals:
                 break
             await daemon.drain()
