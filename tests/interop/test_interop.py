@@ -136,13 +136,15 @@ def test_report_to_a_fifo_or_device_is_written_into_it_not_renamed_over_it(tmp_p
     report = build_report(run)
     fifo = tmp_path / "report.fifo"
     os.mkfifo(fifo)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
-    reader.start()
-    write_report(report, fifo)
-    reader.join(10)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader in place before the report comes
+    try:
+        write_report(report, fifo)  # fits in the pipe's buffer
+        os.set_blocking(reader, True)
+        got = b"".join(iter(lambda: os.read(reader, 65536), b""))
+    finally:
+        os.close(reader)
     assert stat.S_ISFIFO(fifo.stat().st_mode)
-    assert json.loads(got[0])["results"][0]["status"] == "pass"
+    assert json.loads(got)["results"][0]["status"] == "pass"
     # A plain file: written whole, with the usual mode, and no temporary left.
     old = os.umask(0o022)
     try:
@@ -152,6 +154,18 @@ def test_report_to_a_fifo_or_device_is_written_into_it_not_renamed_over_it(tmp_p
     assert json.loads(path.read_text()) == report
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.fifo", "report.json"]
+    # Replacing it keeps its mode; a symlink is written through, not replaced.
+    path.chmod(0o640)
+    write_report(report, path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    path.write_text("old")
+    write_report(report, link)
+    assert link.is_symlink() and json.loads(path.read_text()) == report
+    # A FIFO nobody reads is an error at once, not a hang.
+    with pytest.raises(OSError):
+        write_report(report, fifo)
 
 
 def test_table_shows_a_targets_text_escaped() -> None:
@@ -305,6 +319,18 @@ def test_self_passes_every_vector_it_runs(tmp_path: Path, capsys: pytest.Capture
     problems = {r["vector_id"]: r.get("notes") for r in report["results"]
                 if r["status"] == "fail" or (r["status"] == "skip" and not r.get("notes"))}
     assert problems == {} and code == 0, capsys.readouterr().out
+
+
+def test_a_report_that_cannot_be_written_does_not_lose_the_results(tmp_path: Path) -> None:
+    import subprocess
+
+    fifo = tmp_path / "nobody-reads"
+    os.mkfifo(fifo)
+    argv = [sys.executable, "-m", "ampcap.cli.main", "interop", "--self", "--vector", "004:A.7", "--report",
+            str(fifo)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "004:A.7" in done.stdout and "PASS" in done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith(f"ampcap interop: cannot write the report to {fifo}")
 
 
 def test_self_target_warnings_stay_off_the_report_unless_verbose(tmp_path: Path) -> None:

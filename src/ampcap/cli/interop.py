@@ -199,16 +199,18 @@ def run(args: argparse.Namespace) -> int:
     note = f"framing {settings.framing.value}, Sig_Input profile {settings.profile.value}, " \
            f"capability {subject.name}"
     report = build_report(result, settings_note=note)
+    # The results are printed first: a report that cannot be written (a full
+    # disk, a FIFO nobody reads) must not take the whole run with it.
+    if args.json:
+        print(json_safe(json.dumps(report, indent=2, ensure_ascii=False)), flush=True)
+    elif result.unreachable is None:
+        print(render_table(result), flush=True)
     if args.report != "-":
         try:
             write_report(report, args.report)
         except OSError as exc:
             raise CommandError(f"cannot write the report to {args.report}: {exc.strerror or exc}") from None
-    if args.json:
-        print(json_safe(json.dumps(report, indent=2, ensure_ascii=False)))
-    elif result.unreachable is None:
-        print(render_table(result))
-        if args.report != "-":
+        if not args.json and result.unreachable is None:
             print(f"report written to {args.report}")
     if result.unreachable is not None and not args.json:
         # One line, not a table of the same reason: every vector failed unrun.

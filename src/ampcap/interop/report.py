@@ -11,6 +11,7 @@ reports with ``jsonschema`` against that file as an independent check.
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import os
 import platform
@@ -153,28 +154,36 @@ def write_report(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     FIFO) directly, because renaming a file over it would replace the
     device or pipe itself."""
     validate_report(report)
-    target = Path(path)
+    given = Path(path)
+    target = given.resolve() if given.is_symlink() else given  # a link is written through, not replaced
     text = json_safe(json.dumps(report, indent=2, ensure_ascii=False)) + "\n"
     try:
-        regular = stat.S_ISREG(target.stat().st_mode)
+        st: os.stat_result | None = target.stat()
     except FileNotFoundError:
-        regular = True  # to be created
-    if not regular:
-        with open(target, "w", encoding="utf-8") as fh:
+        st = None  # to be created
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        # Non-blocking open: a FIFO nobody reads is an error (ENXIO), not a hang.
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        return target
-    # A name of our own next to the target (two runs never share it), created
-    # with the mode a plain open would give it (0666 less the umask).
+        return given
+    if st is not None and not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, "the file is read-only", str(given))
+    # A name of our own next to the target (two runs never share it), with
+    # the mode the file had, or the one a plain open would give it.
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
+        if st is not None:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return target
+    return given
 
 
 def render_table(run: RunResult, *, width: int = 100) -> str:
