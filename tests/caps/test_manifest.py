@@ -199,6 +199,16 @@ def test_binding_check_finds_the_command_program(tmp_path: Path, binding: str, e
         assert expected in problem.message and problem.key == "binding.command" and problem.line == 6, str(problem)
 
 
+@pytest.mark.parametrize("cwd", ["nodir", "tool.sh"])
+def test_binding_check_finds_a_cwd_that_is_no_directory(tmp_path: Path, cwd: str) -> None:
+    (tmp_path / "tool.sh").write_text("#!/bin/sh\n")
+    path = write(tmp_path, MINIMAL.replace('{ python = "ampcap.caps.demo:noop" }',
+                                           f'{{ command = ["cat"], cwd = "{cwd}" }}'))
+    _, problems = check_manifest(path, check_bindings=True)
+    (problem,) = problems
+    assert problem.key == "binding.cwd" and "is not a directory" in problem.message, str(problem)
+
+
 def test_cross_capability_problems(tmp_path: Path) -> None:
     second = MINIMAL.replace('org.example.t.noop:1.0.0', 'org.example.t.other:1.0.0')
     text = (MINIMAL + MINIMAL).replace('binding =', 'aliases = ["x"]\nbinding =', 1)

@@ -549,7 +549,10 @@ class _CapabilityReader:
                     return None
             base = self.base_dir
             workdir = (base / cwd if base else Path(cwd)) if cwd else base
-            if self.check_bindings and argv and (missing := _missing_program(argv[0], workdir, env)):
+            if self.check_bindings and cwd and workdir is not None and not workdir.is_dir():
+                # The runner would fail every invoke (5001) trying to start there.
+                self.problem(f"{str(workdir)!r} is not a directory", "binding.cwd")
+            elif self.check_bindings and argv and (missing := _missing_program(argv[0], workdir, env)):
                 self.problem(missing, "binding.command")
             kwargs: dict[str, Any] = {"argv": tuple(argv), "env": env, "cwd": workdir,
                                       "stderr_to_caller": stderr_to_caller}
