@@ -247,6 +247,22 @@ async def test_the_context_parameter_is_found_by_its_hint_and_plain_functions_re
 
 
 @pytest.mark.trio
+async def test_mistakes_in_a_call_are_caught_before_sending_and_a_closed_link_says_so() -> None:
+    peer = make_peer()
+    async with peer.serve("amp://127.0.0.1:0") as server:
+        async with connect(server.url, identity=new_identity()) as remote:
+            with pytest.raises(ValueError, match="is a full id"):
+                await remote.invoke("org.example.greet:1.0.0", version="1.0.0")
+            with pytest.raises(ValueError, match="order must be one of"):
+                await remote.query("org.example.greet", order="sideways")  # type: ignore[arg-type]
+            assert len(await remote.query("org.example.greet", order="oldest-first")) >= 1
+            await remote.aclose()
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.greet:1.0.0", params={"name": "x"})
+            assert info.value.code == 5002 and info.value.message == "cannot send: the connection is closed"
+
+
+@pytest.mark.trio
 async def test_async_progress_callbacks_run_one_at_a_time_in_order() -> None:
     peer = Peer(new_identity())
 

@@ -74,7 +74,7 @@ from ..peer.limits import InFlightLimits
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
-from ..peer.state import HelloState
+from ..peer.state import ConnState, HelloState
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
@@ -658,7 +658,10 @@ class Daemon:
             self._finish_call(handle, error=AmpError(exc.code, f"cannot send: {exc.message}", path=exc.path))
         except LocalProtocolError as exc:  # the connection closed or is draining: try elsewhere or later
             self.invoker.abandon(handle)
-            self._finish_call(handle, error=AmpError(UNAVAILABLE, f"cannot send: {exc.message}"))
+            state = link.driver.conn.state
+            why = ("the connection is closed" if state is ConnState.CLOSED else
+                   "the connection is closing (GOAWAY)" if state is ConnState.DRAINING else exc.message)
+            self._finish_call(handle, error=AmpError(UNAVAILABLE, f"cannot send: {why}"))
         self._rearm()
         return outcome
 

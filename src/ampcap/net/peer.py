@@ -37,7 +37,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, Literal, TypeVar, get_args, get_type_hints
 
 import msgspec
 import trio
@@ -47,6 +47,7 @@ from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
 from ..caps.manifest import Manifest, ManifestError, manifest_from_data
 from ..caps.params import ParamsValidator
+from ..caps.semver import Version
 from ..errors import AmpError, Unreachable
 from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
@@ -62,6 +63,8 @@ __all__ = ["Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationCo
 F = TypeVar("F", bound=Callable[..., Any])
 ProgressCallback = Callable[[int | None, str | None], Any]
 InvocationContext = RunnerContext  # what a ``ctx`` parameter receives
+Order = Literal["newest-first", "oldest-first"]  # CAP_QUERY listing order
+_ORDERS: tuple[str, ...] = get_args(Order)
 _CONTEXT_PARAM = "ctx"
 _DRAFT7 = "http://json-schema.org/draft-07/schema#"
 
@@ -503,11 +506,13 @@ class Remote:
         return self._link.peer_did
 
     async def query(self, name: str, *, range: str | None = None, limit: int | None = None,
-                    cursor: str | None = None, order: str | None = None, timeout: float = 30.0) -> QueryResult:
+                    cursor: str | None = None, order: Order | None = None, timeout: float = 30.0) -> QueryResult:
         """CAP_QUERY: descriptors of ``name`` (an alias or legacy type works too),
         optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…)."""
         if limit is not None and not 0 <= limit <= UINT64_MAX:
             raise ValueError(f"limit must be from 0 to {UINT64_MAX}")
+        if order is not None and order not in _ORDERS:
+            raise ValueError(f"order must be one of {', '.join(map(repr, _ORDERS))}, not {order!r}")
         flt: dict[str, Any] = {"capability": name}
         if range is not None:
             flt["version"] = range
@@ -568,6 +573,14 @@ def _target(capability: str, version: str | None, range: str | None, negotiate: 
     chosen = sum(x is not None for x in (version, range, negotiate))
     if chosen > 1:
         raise ValueError("pass at most one of version, range, negotiate")
+    if chosen and ":" in capability:
+        try:
+            Version.parse(capability.rsplit(":", 1)[1])
+        except AmpError:
+            pass  # a name with a colon of its own (an OSSA URI alias)
+        else:
+            raise ValueError(f"{capability!r} is a full id (name:version): drop the ':version' part, or the "
+                             "version=/range=/negotiate= argument")
     if chosen == 0:
         if ":" not in capability:
             raise ValueError("pass a full id 'name:version', or version=/range=/negotiate=")
