@@ -119,17 +119,23 @@ def _tail(data: bytes) -> str:
     return data[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
 
 
+def _throttled_error(throttle: LogThrottle, topic: str, message: str, *args: Any) -> None:
+    """An ERROR line a peer can cause at will: demoted to DEBUG past the
+    throttle's burst, with one line saying so."""
+    level, notice = throttle.level(topic, logging.ERROR, int(time.monotonic() * 1000))
+    if notice is not None:
+        log.error("%s", notice)
+    log.log(level, message, *args)
+
+
 def log_capability_crash(capability_id: str, exc: BaseException, throttle: LogThrottle) -> None:
     """A capability's own bug: one ERROR line, its traceback at DEBUG (-vv).
     Any peer can make a capability raise, so a traceback per call at the
     default level would let it fill the log; and past ``throttle``'s burst
     of crashes of one capability (its topic; capability ids are a bounded
     set, the catalog's) the line itself goes to DEBUG too, saying so once."""
-    level, notice = throttle.level(f"{capability_id} raised", logging.ERROR, int(time.monotonic() * 1000))
-    if notice is not None:
-        log.error("%s", notice)
-    log.log(level, "capability %s raised %s: %s (traceback with -vv)", capability_id, type(exc).__name__,
-            printable(str(exc)))
+    _throttled_error(throttle, f"{capability_id} raised", "capability %s raised %s: %s (traceback with -vv)",
+                     capability_id, type(exc).__name__, printable(str(exc)))
     log.debug("traceback of capability %s", capability_id, exc_info=exc)
 
 
@@ -153,11 +159,8 @@ def plain_result(capability_id: str, result: Any, throttle: LogThrottle) -> Any:
             return result
         except Exception:
             pass
-        level, notice = throttle.level(f"{capability_id} result", logging.ERROR, int(time.monotonic() * 1000))
-        if notice is not None:
-            log.error("%s", notice)
-        log.log(level, "capability %s returned a result that cannot be sent: %s", capability_id,
-                printable(str(exc)))
+        _throttled_error(throttle, f"{capability_id} result", "capability %s returned a result that cannot be "
+                         "sent: %s", capability_id, printable(str(exc)))
         raise AmpError(INTERNAL_ERROR, "capability result is not encodable") from None
 
 
