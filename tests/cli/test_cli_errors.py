@@ -128,6 +128,11 @@ def test_a_tap_that_cannot_listen_leaves_the_capture_file_alone(tmp_path: Path,
         argv = ["dump", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--write-pcap", bad]
         line = _one_line_failure(capsys, main(argv), argv, 1)
         assert "--write-pcap" in line and "directory" in line
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # nobody reads it: an error, not a tap stuck before its first packet
+    argv = ["dump", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--write-pcap", str(fifo)]
+    line = _one_line_failure(capsys, main(argv), argv, 1)
+    assert line == f"ampcap dump: --write-pcap {fifo}: a FIFO with no reader"
 
 
 def _with_closed(fd: str, argv: list[str], env: dict[str, str] | None = None, timeout: float = 60,

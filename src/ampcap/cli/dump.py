@@ -8,6 +8,7 @@ encodings, 2 for usage errors.
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import io
 import os
@@ -346,7 +347,16 @@ class _PcapOnceListening:
         if self._writer is None:
             from ..dump.pcapwrite import PcapWriter
 
-            self._fp = open(self._path, "wb")  # noqa: SIM115 - closed by finish(), after the tap stops
+            # Non-blocking open: a FIFO nobody reads would otherwise stop the
+            # whole tap here; a regular file is unaffected by the flag.
+            try:
+                fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    raise CommandError(f"--write-pcap {self._path}: a FIFO with no reader") from None
+                raise
+            os.set_blocking(fd, True)
+            self._fp = os.fdopen(fd, "wb")
             self._writer = PcapWriter(self._fp)
         return self._writer
 
