@@ -188,9 +188,18 @@ def test_a16_id_with_negotiate_is_4001() -> None:
     (["not", "a", "map"], 1001),
     (by_id(session={"session_id": b"short"}), 1001),  # malformed session (RFC 004 §9)
     (by_id(timeout_ms=True), 1001),
+    # Numbers Python will not read (over 4,300 digits): a bad version, not a crash (5001).
+    ({"capability": ECHO, "version": "1" * 5000 + ".0.0", "params": {}}, 4001),
+    ({"capability": ECHO, "negotiate": {"range": ">=" + "1" * 5000 + ".0.0"}, "params": {}}, 4001),
+    ({"capability": "ossa:a/b@" + "1" * 5000 + ".0", "version": "1.0.0", "params": {}}, 4002),
 ])
 def test_step1_body_faults(body: Any, code: int) -> None:
     assert error_code(make_executor().handle(message(ALICE, INVOKE, body), "A", T0)) == code
+
+
+def test_a_query_range_with_a_huge_number_is_4001() -> None:
+    body = {"filter": {"capability": ECHO, "version": ">=" + "1" * 5000 + ".0.0"}}
+    assert error_code(make_executor().handle(message(ALICE, QUERY, body), "A", T0)) == 4001
 
 
 def test_a6_missing_required_param_is_4004() -> None:

@@ -110,6 +110,19 @@ def test_a13_declare_not_answering_a_pending_query_is_4001() -> None:
     assert inv.pending == 2
 
 
+def test_a_declare_the_parser_chokes_on_fails_the_query_not_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ampcap.caps import descriptor
+
+    def choke(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("Exceeds the limit (4300 digits) for integer string conversion")
+
+    monkeypatch.setattr(descriptor.Descriptor, "from_wire", choke)
+    inv = invoker()
+    qh, _ = inv.start_query("A", {"capability": "org.ampcap.demo.echo"}, now_ms=T0)
+    [failed] = inv.on_reply(reply(DECLARE, {"capabilities": [{"name": "x"}]}, qh), "A", T0)
+    assert isinstance(failed, QueryFailed) and failed.error.code == 1001 and inv.pending == 0
+
+
 def test_reply_from_another_did_is_a_mismatch() -> None:
     inv = invoker()
     handle, out = inv.start_invoke("A", ECHO_ID, {}, to=PROVIDER.did, now_ms=T0)

@@ -31,7 +31,10 @@ log = logging.getLogger("ampcap.caps")
 BAD_REQUEST = 4001
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+")
 _SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_-]*"
-_URI_RE = re.compile(rf"(ossa|mcp):({_SEGMENT}(?:\.{_SEGMENT})*)/({_SEGMENT})@(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+# MAJOR.MINOR of at most 20 digits each, as in caps.semver (int() refuses
+# text over 4,300 digits, and a peer's URI must get 4001, not an exception).
+_URI_RE = re.compile(rf"(ossa|mcp):({_SEGMENT}(?:\.{_SEGMENT})*)/({_SEGMENT})"
+                     r"@(0|[1-9][0-9]{0,19})\.(0|[1-9][0-9]{0,19})")
 
 
 def is_capability_name(text: str) -> bool:

@@ -36,8 +36,11 @@ _BAD_REQUEST = 4001
 # [0-9A-Za-z-], non-empty. ASCII digits only (``\d`` would take any Unicode
 # digit, and int() would read it), and the version must end the text (``$``
 # would allow a trailing newline).
-_NUM = r"0|[1-9][0-9]*"
-_PRE_ID = r"(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+# Numbers of at most 20 digits (every uint64 fits): SemVer sets no limit, but
+# Python refuses int() on text over 4,300 digits, and a peer's version string
+# must get 4001, not an exception. (A longer one is simply not a version.)
+_NUM = r"0|[1-9][0-9]{0,19}"
+_PRE_ID = r"(?:0|[1-9][0-9]{0,19}|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
 _BUILD_ID = r"[0-9A-Za-z-]+"
 _VERSION_RE = re.compile(
     rf"^({_NUM})\.({_NUM})\.({_NUM})"

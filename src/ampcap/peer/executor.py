@@ -361,7 +361,7 @@ class Executor:
             return actions + self._reject(inbound, conn, err, now_ms)
         except Exception as exc:  # a collaborator's bug must not take the daemon down
             advance(state, InvokeInput.REJECT)
-            actions.append(Log(logging.ERROR, f"validation crashed: {exc!r}"))
+            actions.append(Log(logging.ERROR, f"validation crashed: {exc!r}", "validation crash"))
             return actions + self._reject(inbound, conn, AmpError(INTERNAL_ERROR, "internal error"), now_ms)
 
         state = advance(state, InvokeInput.ACCEPT)
@@ -465,7 +465,7 @@ class Executor:
         except AmpError as err:
             return [Send(conn, error_reply(env, err))]
         except Exception as exc:
-            return [Log(logging.ERROR, f"query crashed: {exc!r}"),
+            return [Log(logging.ERROR, f"query crashed: {exc!r}", "query crash"),
                     Send(conn, error_reply(env, AmpError(INTERNAL_ERROR, "internal error")))]
         return [Send(conn, reply_to(env, int(MessageType.CAP_DECLARE), body))]
 

@@ -415,6 +415,8 @@ class Invoker:
                 raise AmpError(1001, "next_cursor must be a string", path="body.next_cursor")
         except AmpError as err:
             return [QueryFailed(handle=handle, error=err)]
+        except Exception as exc:  # a peer's declare must end the call, never the connection
+            return [QueryFailed(handle=handle, error=AmpError(1001, f"CAP_DECLARE could not be read: {exc!r:.200}"))]
         return [QueryAnswered(handle=handle, descriptors=descriptors, next_cursor=cursor)]
 
     def _failed(self, handle: Handle, call: _Call, err: AmpError, retryable: bool,
