@@ -78,12 +78,13 @@ class RawPeer:
         self._changed = trio.Event()
 
     def send(self, typ: int, body: Any, *, msg_id: bytes | None = None, ts_ms: int | None = None,
-             reply_to: bytes | None = None, ttl_ms: int | None = 600_000, to: str | None = None) -> Envelope:
+             reply_to: bytes | None = None, ttl_ms: int | None = 600_000, to: str | None = None,
+             ext: dict[str, Any] | None = None) -> Envelope:
         now = time.time_ns() // 1_000_000
         ts = ts_ms if ts_ms is not None else now
         mid = msg_id if msg_id is not None else new_message_id(ts, os.urandom)
         return self.driver.send_nowait(Outbound(typ=typ, body=body, msg_id=mid, ts_ms=ts, ttl_ms=ttl_ms,
-                                                reply_to=reply_to, to=to))
+                                                reply_to=reply_to, to=to, ext=ext))
 
     def replies(self, msg_id: bytes, typ: int | None = None) -> list[Inbound]:
         return [m for m in self.inbox if m.envelope.reply_to == msg_id

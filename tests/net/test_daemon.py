@@ -48,6 +48,22 @@ async def test_scenario_in_process(name: str) -> None:
 
 
 @pytest.mark.trio
+async def test_a_query_with_a_delegation_hint_is_checked_in_the_executors_order() -> None:
+    # Policy before delegation (R10, then R9) through the daemon as in the
+    # executor: a denied caller gets 3001, an allowed one 3004.
+    friend = new_identity()
+    policy = parse_policy({"default": "deny", "allow": [friend.did]})
+    async with demo_daemon(policy=policy) as daemon:
+        for who, code in ((None, 3001), (friend, 3004)):
+            async with memory_peer(daemon, who) as peer:
+                env = peer.send(int(MessageType.CAP_QUERY), {"filter": {"capability": ECHO}},
+                                ext={"delegation_chain": ["did:example:boss"]})
+                await peer.wait_for(lambda: peer.replies(env.id))
+                (reply,) = peer.replies(env.id)
+                assert reply.envelope.typ == ERROR and error_code(reply) == code
+
+
+@pytest.mark.trio
 async def test_a9_denied_caller_learns_nothing() -> None:
     friend = new_identity()
     policy = parse_policy({"capability": [{"match": "org.ampcap.demo.*", "allow": [friend.did]}]})

@@ -441,7 +441,7 @@ class Daemon:
         env = inbound.envelope
         typ = env.typ
         now = self.clock.wall_ms()
-        if typ == _INVOKE:
+        if typ == _INVOKE or typ == _QUERY:  # the executor checks delegation in its own order (R9, R10)
             self._apply(self.executor.handle(inbound, link, now))
             return
         violation = delegation_violation(inbound)  # R9 for every other type
@@ -449,9 +449,7 @@ class Daemon:
             if typ != int(MessageType.ERROR):
                 self._send(link, error_reply(env, violation))
             return
-        if typ == _QUERY:
-            self._apply(self.executor.handle(inbound, link, now))
-        elif typ in _REPLIES:
+        if typ in _REPLIES:
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
             self._send(link, reply_to(env, _PONG, None))

@@ -240,7 +240,7 @@ class Connection:
         env, wire = seal(self.identity, typ=out.typ, to=to, body=out.body, now_ms=stamp,
                          entropy=self._entropy, ttl=ttl, reply_to=out.reply_to, thread_id=out.thread_id,
                          v=self._major, profile=self.config.profile, message_id=out.msg_id,
-                         body_bytes=out.body_cbor)
+                         body_bytes=out.body_cbor, ext=out.ext)
         if len(wire) > self.max_msg_size:
             raise MessageTooLarge(len(wire), self.max_msg_size)
         self._queue_frame(FrameType.AMP_MESSAGE, wire)

@@ -245,10 +245,11 @@ class ExecutorConfig:
 
 
 def delegation_violation(inbound: Inbound) -> AmpError | None:
-    """RFC 001 §4.6 / ruling R9 for *every* inbound message, as the daemon
-    sees it: delegation hints in ``ext`` → 3004; ``body.delegation`` on any
-    type but CAP_INVOKE → 4001. (CAP_INVOKE's own ``body.delegation`` is
-    step 3 of the executor.)"""
+    """RFC 001 §4.6 / ruling R9 for the messages the executor does not
+    handle (replies, PING, MESSAGE…): delegation hints in ``ext`` → 3004;
+    ``body.delegation`` → 4001. CAP_INVOKE and CAP_QUERY are checked by the
+    executor itself, in their validation order (after the caller's policy,
+    so a denied caller learns nothing more, R10)."""
     env = inbound.envelope
     if _has_ext_delegation(env):
         return AmpError(DELEGATION_INVALID, "delegation is not supported")

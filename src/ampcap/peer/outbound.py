@@ -58,6 +58,8 @@ class Outbound(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     body_cbor: bytes | None = None
     """``body`` already encoded deterministically by whoever built this (it
     had to check that the body encodes at all); saves encoding it twice."""
+    ext: dict[str, Any] | None = None
+    """The envelope's ``ext`` map (RFC 001 §4.6), signed with the rest."""
 
     def __post_init__(self) -> None:
         if self.msg_id is not None and len(self.msg_id) != 16:
