@@ -14,7 +14,8 @@ from typing import Any
 
 from .wire.registry import error_body, error_info
 
-__all__ = ["AmpError", "LocalProtocolError", "MessageTooLarge", "RemoteProtocolError", "Unreachable"]
+__all__ = ["AmpError", "LocalProtocolError", "MessageTooLarge", "RemoteProtocolError", "SignedButRefused",
+           "Unreachable"]
 
 
 class AmpError(Exception):
@@ -59,6 +60,13 @@ class AmpError(Exception):
 
 class RemoteProtocolError(AmpError):
     """The peer (or the input) broke the protocol."""
+
+
+class SignedButRefused(RemoteProtocolError):
+    """A receive check failed after the signature verified: the message is
+    really from its ``from``, so a reply refused this way may still end the
+    call it answers. (Before the signature, ``from`` and ``reply_to`` are
+    only claims, and anyone could send them.)"""
 
 
 class LocalProtocolError(AmpError):

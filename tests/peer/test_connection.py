@@ -564,6 +564,30 @@ def test_a_raw_client_that_says_nothing_is_closed_after_the_handshake_timeout() 
     assert talker.server.state is ConnState.OPEN
 
 
+def test_a_rejection_says_whether_the_signature_verified() -> None:
+    # Only a verified refusal may end the call it answers (the daemon's
+    # invoker): a forged reply with a bad signature is anybody's.
+    import cbor2
+
+    from ampcap.schema import load_schemas
+    from ampcap.wire.identity import DidKeyResolver
+    from ampcap.wire.receive import ReceivePipeline
+
+    pair = open_pair()
+    pair.client.pipeline = ReceivePipeline(DidKeyResolver(), schemas=load_schemas())  # bodies checked too
+    good = amp_frame(2, MessageType.CAP_RESULT, {"status": "success"}, to=identity(1).did,
+                     reply_to=bytes(16))  # signed, but no 'result': refused after the signature
+    pair.client.receive_data(good, pair.now)
+    (signed,) = of_type(drain_events(pair.client), MessageRejected)
+    assert signed.error.code == 1001 and signed.authenticated
+    decoded = cbor2.loads(good[5:])
+    decoded["sig"] = bytes(64)
+    forged = encode_frame(FrameType.AMP_MESSAGE, cbor2.dumps(decoded, canonical=True))
+    pair.client.receive_data(forged, pair.now)
+    (unsigned,) = of_type(drain_events(pair.client), MessageRejected)
+    assert unsigned.error.code == 1002 and not unsigned.authenticated
+
+
 def test_raw_mode_with_hello() -> None:
     cfg = ConnectionConfig(framing=Framing.RAW, raw_hello=True)
     pair = open_pair(cfg, cfg)

@@ -419,7 +419,7 @@ class Daemon:
         elif type(event) is MessageRejected:
             log.info("message rejected peer=%s id=%s: %s", link.peer_did,
                      event.message_id.hex() if event.message_id else "-", printable(str(event.error)))
-            if event.envelope is not None and event.envelope.reply_to is not None:
+            if event.authenticated and event.envelope is not None and event.envelope.reply_to is not None:
                 self._apply_invoker(self.invoker.on_rejected(event.envelope, event.error, self.clock.wall_ms()))
         elif type(event) is GoAwayReceived:
             log.info("GOAWAY from peer=%s reason=%s message=%s", link.peer_did, event.reason,

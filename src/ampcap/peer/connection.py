@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AmpError, LocalProtocolError, MessageTooLarge, RemoteProtocolError
+from ..errors import AmpError, LocalProtocolError, MessageTooLarge, RemoteProtocolError, SignedButRefused
 from ..wire.envelope import Envelope, decode_envelope, seal
 from ..wire.frames import FrameDecoder, FrameType, Framing, FramingError, encode_frame
 from ..wire.identity import Identity
@@ -447,7 +447,7 @@ class Connection:
         try:
             inbound = self.pipeline.check(payload, now_ms)
         except AmpError as exc:
-            self._reject(exc, _peek(payload, self.pipeline))
+            self._reject(exc, _peek(payload, self.pipeline), authenticated=isinstance(exc, SignedButRefused))
             return
         env = inbound.envelope
         if env.typ == MessageType.HELLO and self._late_hello_allowed:
@@ -455,19 +455,20 @@ class Connection:
             return
         if env.typ in _HELLO_TYPES:
             self._reject(AmpError(1001, "HELLO negotiation already completed on this connection",
-                                  path="typ"), env)
+                                  path="typ"), env, authenticated=True)
             return
         if env.v != self._major:
             self._reject(AmpError(1004, f"v = {env.v} but the negotiated major version is {self._major}",
-                                  path="v"), env)
+                                  path="v"), env, authenticated=True)
             return
         if self.config.strict_principal and self.peer_did is not None and env.sender != self.peer_did:
             # RFC 002 §7.1/§7.2: strict principal binding; ERROR then close.
             self._reject(AmpError(3001, "from differs from the DID that negotiated this connection",
-                                  path="from"), env, fatal=True)
+                                  path="from"), env, fatal=True, authenticated=True)
             return
         if self.draining_by_us and env.typ in _NEW_WORK:
-            self._reject(AmpError(5002, "connection is draining (GOAWAY sent): no new work accepted"), env)
+            self._reject(AmpError(5002, "connection is draining (GOAWAY sent): no new work accepted"), env,
+                         authenticated=True)
             return
         self._go(ConnInput.RECV_MESSAGE)
         if not inbound.duplicate:
@@ -544,12 +545,12 @@ class Connection:
             return  # for someone else (a relay): not a negotiation with us
         if self.config.strict_principal and self.peer_did is not None and env.sender != self.peer_did:
             self._reject(AmpError(3001, "from differs from the DID that negotiated this connection",
-                                  path="from"), env, fatal=True)
+                                  path="from"), env, fatal=True, authenticated=True)
             return
         try:
             selected = self._select(inbound.body)
         except AmpError as exc:
-            self._reject(exc, env)
+            self._reject(exc, env, authenticated=True)
             return
         if selected is None or major_of(selected) != self._major:
             return
@@ -601,9 +602,11 @@ class Connection:
 
     # ========================================================== failures
 
-    def _reject(self, err: AmpError, env: Envelope | None, *, fatal: bool = False) -> None:
+    def _reject(self, err: AmpError, env: Envelope | None, *, fatal: bool = False,
+                authenticated: bool = False) -> None:
         """Answer one bad message; close too when ``fatal``."""
-        self._events.append(MessageRejected(error=err, message_id=env.id if env is not None else None, envelope=env))
+        self._events.append(MessageRejected(error=err, message_id=env.id if env is not None else None, envelope=env,
+                                            authenticated=authenticated))
         negotiated = self.hello_state is HelloState.NEGOTIATED
         if env is not None and (negotiated or self._raw):
             # A bad ERROR gets no answer of any kind, transport ERROR included:

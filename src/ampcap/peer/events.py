@@ -61,11 +61,13 @@ class MessageRejected:
 
     error: AmpError
     message_id: bytes | None
-    # The message's envelope when its bytes decoded to one, else None. What
-    # it claims (``from``, ``reply_to``) is unverified when the rejection is
-    # about the signature; the daemon uses it to end a call this was the
-    # reply to, rather than leave the call waiting for its timeout.
+    # The message's envelope when its bytes decoded to one, else None.
     envelope: Envelope | None = None
+    # Whether the signature verified before the check failed. Only then is
+    # what the envelope claims (``from``, ``reply_to``) true, and the daemon
+    # may end the call it answers rather than leave it waiting for its
+    # timeout; an unverified one could be anybody's forgery.
+    authenticated: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

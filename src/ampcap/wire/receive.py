@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..errors import AmpError
+from ..errors import AmpError, SignedButRefused
 from .authcrypt import decrypt
 from .cbor import DEFAULT_LIMITS, DecodeLimits, dumps, loads
 from .didkey import split_did_url
@@ -206,8 +206,12 @@ class ReceivePipeline:
     # ------------------------------------------------------------ the steps
 
     def _run(self, raw: bytes, now_ms: int, report: Inspection | None) -> Inbound | None:
+        verified = False  # the signature checked out: failures from here on are the sender's own
+
         def fail(exc: AmpError) -> None:
             if report is None:
+                if verified and not isinstance(exc, SignedButRefused):
+                    raise SignedButRefused(exc.code, exc.message, path=exc.path, details=exc.details) from exc
                 raise exc
             report.findings.append(Finding.of(exc))
 
@@ -284,6 +288,7 @@ class ReceivePipeline:
             return None
         signed = sig_input_of(headers, body_bytes, self.profile)
         if verify_signature(public_key, signed, env.sig):
+            verified = True
             if report is not None:
                 report.signature, report.signature_profile = SignatureVerdict.VALID, self.profile
         else:
