@@ -80,3 +80,24 @@ def test_percentiles_and_summary() -> None:
     s.open_invokes = 1
     text = s.render()
     assert "CAP_INVOKE 1" in text and "correlation flags: 1" in text and "p50 5" in text
+
+
+def test_remembered_requests_are_bounded_by_bytes_too() -> None:
+    c = Correlator(max_tracked=1000, max_bytes=1000)
+    first = rec(0, INV, 1)
+    first.raw = b"x" * 600
+    c.add(first)
+    second = rec(1, INV, 2)
+    second.raw = b"y" * 600
+    c.add(second)  # 1,200 bytes: the oldest is forgotten
+    late = rec(2, RES, 3, reply_to=1)
+    c.add(late)
+    assert late.answers is None and "unseen" in late.notes[0]
+    assert c.finish() == [second]
+
+
+def test_the_summary_counts_at_most_64_kinds_of_message() -> None:
+    s = Summary()
+    for typ in range(1000, 1100):  # unknown type numbers, the sender's to choose
+        s.add(rec(typ, typ, typ))
+    assert len(s.by_type) == 65 and s.by_type["other"] == 36 and s.records == 100

@@ -447,6 +447,19 @@ def test_records_stream_out_while_the_capture_is_read(tmp_path: Path) -> None:
     assert emitted[:30] == [(i + 1, "PING") for i in range(30)]  # each out as soon as it was read
     assert [c for c, _ in emitted[30:]] == [50] * 20  # the open invoke and all after it: at the end
     assert emitted[30][1] == "CAP_INVOKE" and len(open_invokes) == 1
+    # What waits is bounded in bytes as well as in records: past the budget
+    # the oldest goes out (its flag, if it gets one, still counts).
+    import ampcap.dump.session as session_module
+
+    size = len(msg(CLIENT, SERVER, MessageType.PING, None, T0)[1]) - 5
+    consumed, emitted = 0, []
+    old, session_module.MAX_HELD_BYTES = session_module.MAX_HELD_BYTES, 5 * size
+    try:
+        DumpSession(Inspector(default_resolver(), now_ms=T0)).run_all(
+            events(), lambda rec: emitted.append((consumed, rec.typ_name or "?")))
+    finally:
+        session_module.MAX_HELD_BYTES = old
+    assert emitted[30][1] == "CAP_INVOKE" and 31 < emitted[30][0] < 40  # about five messages' worth, not 50
     assert "no terminal reply" in open_invokes[0].flags[0]
 
 

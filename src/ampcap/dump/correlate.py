@@ -31,9 +31,13 @@ class _Request:
 class Correlator:
     """Feed records in capture order with :meth:`add`; call :meth:`finish` at the end."""
 
-    def __init__(self, max_tracked: int = 100_000) -> None:
+    def __init__(self, max_tracked: int = 100_000, max_bytes: int = 256 << 20) -> None:
         self._seen: OrderedDict[bytes, _Request] = OrderedDict()
         self._max = max_tracked
+        # Remembered requests keep their records (a flag may come at the
+        # end), so their bytes are bounded too: 16 MiB messages add up fast.
+        self._max_bytes = max_bytes
+        self._bytes = 0
 
     def add(self, rec: Record) -> None:
         if rec.id is None or rec.typ is None:
@@ -42,8 +46,10 @@ class Correlator:
             self._reply(rec)
         if rec.id not in self._seen:
             self._seen[rec.id] = _Request(rec)
-            if len(self._seen) > self._max:
-                self._seen.popitem(last=False)
+            self._bytes += len(rec.raw)
+            while len(self._seen) > self._max or (self._bytes > self._max_bytes and len(self._seen) > 1):
+                _, forgotten = self._seen.popitem(last=False)
+                self._bytes -= len(forgotten.record.raw)
 
     def _reply(self, rec: Record) -> None:
         assert rec.reply_to is not None

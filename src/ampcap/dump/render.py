@@ -199,6 +199,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[int(rank) - 1]
 
 
+_MAX_KINDS = 64  # distinct message types the summary counts apart
+
+
 @dataclass(slots=True)
 class Summary:
     """Counts accumulated while records stream past."""
@@ -214,8 +217,11 @@ class Summary:
 
     def add(self, rec: Record) -> None:
         self.records += 1
-        self.by_type[rec.typ_name or (rec.frame_type.name if rec.frame_type else "UNFRAMED")] += 1
-        for f in rec.errors:
+        name = rec.typ_name or (rec.frame_type.name if rec.frame_type else "UNFRAMED")
+        if name not in self.by_type and len(self.by_type) >= _MAX_KINDS:
+            name = "other"  # unknown type numbers are the sender's choice: the table stays small
+        self.by_type[name] += 1
+        for f in rec.errors:  # our own findings' codes: a small set
             self.by_error[f.code] += 1
         self.flags += len(rec.flags)
 

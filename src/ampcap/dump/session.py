@@ -97,6 +97,8 @@ def _names_in(value: Any, name: str, depth: int) -> bool:
 
 
 MAX_HELD = 100_000  # records waiting behind an open invoke
+MAX_HELD_BYTES = 256 << 20  # and their bytes (messages may be 16 MiB each)
+MAX_MATCHED = 100_000  # ids remembered for --capability (their replies are shown too)
 
 
 class DumpSession:
@@ -108,7 +110,7 @@ class DumpSession:
         self.correlator = Correlator()
         self.summary = Summary()
         self.any_findings = False
-        self._matched_ids: set[bytes] = set()
+        self._matched_ids: dict[bytes, None] = {}  # insertion-ordered: the oldest is forgotten first
 
     def record(self, event: StreamEvent) -> Record:
         w = event.where
@@ -134,7 +136,9 @@ class DumpSession:
         passes = self.filter.matches(rec, answered)
         if passes:
             if rec.id is not None and self.filter.capability is not None:
-                self._matched_ids.add(rec.id)
+                self._matched_ids[rec.id] = None
+                if len(self._matched_ids) > MAX_MATCHED:
+                    del self._matched_ids[next(iter(self._matched_ids))]
             self.summary.add(rec)
             self.correlator.mark_shown(rec)
         latency = self.correlator.invoke_latency(rec)
@@ -158,15 +162,20 @@ class DumpSession:
         An invoke without its terminal reply yet may still be flagged at the
         end, so it and every record after it wait. Memory then follows the
         invokes open at one time, not the length of the capture; past
-        ``MAX_HELD`` waiting records the oldest goes out anyway (a flag it
-        gets later still counts in the summary).
+        ``MAX_HELD`` waiting records (or ``MAX_HELD_BYTES`` of them) the
+        oldest goes out anyway (a flag it gets later still counts in the
+        summary).
         """
         held: deque[Record] = deque()
         settled = self.correlator.settled
+        held_bytes = 0
         for event in events:
-            held.append(self.record(event))
-            while held and (len(held) > MAX_HELD or settled(held[0])):
+            rec = self.record(event)
+            held.append(rec)
+            held_bytes += len(rec.raw)
+            while held and (len(held) > MAX_HELD or held_bytes > MAX_HELD_BYTES or settled(held[0])):
                 rec = held.popleft()
+                held_bytes -= len(rec.raw)
                 if self.shown(rec):
                     emit(rec)
         open_invokes = self.finish()
