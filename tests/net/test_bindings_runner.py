@@ -81,6 +81,45 @@ async def test_a_capability_crashing_on_every_call_makes_ten_error_lines_then_on
     assert len(demoted) == 20  # still there with -vv
 
 
+_EXITING = """
+import sys
+
+def exits(params):
+    sys.exit(4)
+
+def interrupts(params):
+    raise KeyboardInterrupt
+
+async def exits_async(params):
+    raise SystemExit(5)
+"""
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("function, inline", [("exits", False), ("exits", True), ("interrupts", False),
+                                               ("interrupts", True), ("exits_async", False)])
+async def test_a_capability_that_exits_is_a_5001_not_the_end_of_the_daemon(
+        tmp_path: Path, function: str, inline: bool) -> None:
+    # sys.exit deep in a library a capability calls is that capability's crash.
+    (tmp_path / "exiting_capability.py").write_text(_EXITING)
+    binding = PythonBinding(target=f"exiting_capability:{function}", inline=inline, search_path=(tmp_path,))
+    runner = BindingRunner()
+    with pytest.raises(AmpError) as info:
+        if inline:
+            runner.run_inline(binding, {}, ctx())
+        else:
+            await runner.run(binding, {}, ctx())
+    assert info.value.code == 5001
+
+
+def test_a_module_that_exits_when_imported_is_a_binding_problem(tmp_path: Path) -> None:
+    from ampcap.caps.bindings import resolve_callable
+
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(3)\n")
+    with pytest.raises(AmpError, match=r"called sys.exit\(3\)"):
+        resolve_callable("exits_on_import:f", (tmp_path,))
+
+
 @pytest.mark.trio
 async def test_amp_error_from_callable_passes_through() -> None:
     with pytest.raises(AmpError) as info:

@@ -146,6 +146,8 @@ def resolve_callable(target: str, search_path: tuple[Path, ...] = ()) -> Callabl
     module_name, _, attr = target.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
+    except SystemExit as exc:  # a module that exits when imported must not end the daemon
+        raise AmpError(4001, f"cannot import {module_name!r}: it called sys.exit({exc.code!r})") from None
     except Exception as exc:
         raise AmpError(4001, f"cannot import {module_name!r}: {exc}") from None
     for part in attr.split("."):

@@ -119,6 +119,28 @@ def _tail(data: bytes) -> str:
     return data[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
 
 
+class CapabilityExit(RuntimeError):
+    """A plain capability function raised SystemExit or KeyboardInterrupt:
+    its own doing (a worker thread gets no signals; an inline function is
+    over in microseconds), so it is a crash like any other, 5001, and never
+    the end of the daemon."""
+
+
+def call_own(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` for a plain capability function, with its SystemExit or
+    KeyboardInterrupt made a :class:`CapabilityExit` (``sys.exit`` in a
+    library it calls must not stop the daemon)."""
+    try:
+        return fn(*args)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise CapabilityExit(f"raised {type(exc).__name__}({exc})") from None
+
+
+# What an async capability may raise that is its own fault (KeyboardInterrupt
+# is not among them: on the event loop it may be the operator's Ctrl-C).
+CAPABILITY_FAULTS = (Exception, SystemExit)
+
+
 def _throttled_error(throttle: LogThrottle, topic: str, message: str, *args: Any) -> None:
     """An ERROR line a peer can cause at will: demoted to DEBUG past the
     throttle's burst, with one line saying so."""
@@ -213,7 +235,7 @@ class BindingRunner:
         """Call an ``inline`` plain function right here (see PythonBinding)."""
         fn, with_context, _ = self._resolve(binding)
         try:
-            return fn(params, context) if with_context else fn(params)
+            return call_own(fn, params, context) if with_context else call_own(fn, params)
         except AmpError:
             raise
         except Exception as exc:
@@ -227,17 +249,17 @@ class BindingRunner:
             if is_async:
                 return await fn(*args)
             if binding.inline:
-                result = fn(*args)
+                result = call_own(fn, *args)
             else:
                 if with_context and isinstance(context, RunnerContext):
                     args = (params, ThreadContext(context))
-                result = await trio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
+                result = await trio.to_thread.run_sync(lambda: call_own(fn, *args), abandon_on_cancel=True)
             if hasattr(result, "__await__"):  # a sync wrapper that returned a coroutine
                 return await result
             return result
         except AmpError:
             raise
-        except Exception as exc:
+        except CAPABILITY_FAULTS as exc:
             log_capability_crash(context.capability_id, exc, self.crash_lines)
             raise AmpError(INTERNAL_ERROR, "capability execution failed") from None
 

@@ -42,7 +42,13 @@ from ..caps.catalog import Catalog
 from ..caps.stats import UsageStats
 from ..display import printable
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..net.bindings_runner import BindingRunner, RunnerContext, log_capability_crash, plain_result
+from ..net.bindings_runner import (
+    CAPABILITY_FAULTS,
+    BindingRunner,
+    RunnerContext,
+    log_capability_crash,
+    plain_result,
+)
 from ..schema import load_schemas
 from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
 from ..peer.connection import Connection, Role
@@ -567,7 +573,7 @@ class Daemon:
                     result = plain_result(job.capability_id, result, self._runner.crash_lines)
                 except AmpError as exc:
                     error = exc
-                except Exception as exc:  # a capability's bug is the caller's 5001, never ours to crash on
+                except CAPABILITY_FAULTS as exc:  # a capability's bug is the caller's 5001, never our crash
                     log_capability_crash(job.capability_id, exc, self._runner.crash_lines)
                     error = AmpError(INTERNAL, "capability execution failed")
         except BaseException:
