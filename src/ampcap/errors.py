@@ -14,8 +14,8 @@ from typing import Any
 
 from .wire.registry import error_body, error_info
 
-__all__ = ["AmpError", "LocalProtocolError", "MessageTooLarge", "RemoteProtocolError", "SignedButRefused",
-           "Unreachable"]
+__all__ = ["AmpError", "LocalProtocolError", "MessageTooLarge", "RemoteProtocolError", "ReportedFailure",
+           "SignedButRefused", "Unreachable"]
 
 
 class AmpError(Exception):
@@ -60,6 +60,18 @@ class AmpError(Exception):
 
 class RemoteProtocolError(AmpError):
     """The peer (or the input) broke the protocol."""
+
+
+class ReportedFailure(AmpError):
+    """A failure the caller gets as its code, with a line for the operator
+    (``log_line``) that whoever answers logs under the throttle ``topic``:
+    a peer can cause it at will (say, params that make a bridge adapter
+    raise), so the line must not come once per message without limit."""
+
+    def __init__(self, code: int, message: str, *, log_line: str, topic: str) -> None:
+        super().__init__(code, message)
+        self.log_line = log_line
+        self.topic = topic
 
 
 class SignedButRefused(RemoteProtocolError):

@@ -197,6 +197,32 @@ def test_bridge_with_a_params_adapter_only_and_a_failing_adapter() -> None:
     assert code_of(lambda: failing.check_version(failing.resolve_identity(request), request)) == 5001
 
 
+def test_a_failing_adapter_is_one_throttled_line_from_the_executor_not_a_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Any peer can send the params that make an adapter raise: the executor
+    # logs one line under a throttle topic; the traceback waits for -vv.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "peer"))
+    from exec_helpers import ALICE, INVOKE, T0, message  # noqa: E402
+
+    from ampcap.caps.params import ParamsValidator
+    from ampcap.peer.executor import Executor
+    from ampcap.peer.outbound import Log
+
+    manifest = manifest_from_data(_bridge_data(f"{__name__}:broken"), source="<t>")
+    catalog = Catalog(manifest.capabilities, cursor_key=KEY)
+    executor = Executor(registry=catalog, resolver=catalog, params=ParamsValidator(manifest.schema_store()))
+    body = {"capability": "org.example.greet", "version": "1.0.1", "params": {"name": "Cy"}}
+    with caplog.at_level(logging.INFO, logger="ampcap"):
+        actions = executor.handle(message(ALICE, INVOKE, body), "A", T0)
+    (line,) = [a for a in actions if isinstance(a, Log) and a.level >= logging.ERROR]
+    assert line.level == logging.ERROR and line.topic == f"bridge {__name__}:broken"
+    assert "raised KeyError: 'boom'" in line.message
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]  # nothing logged behind its back
+
+
 @pytest.mark.parametrize("bridge", [None, "no-colon", {"params": "a:b", "extra": "c:d"}, {"result": "a:b"}, 5])
 def test_bridge_policy_needs_a_well_formed_adapter(bridge: Any) -> None:
     data = _bridge_data(bridge)

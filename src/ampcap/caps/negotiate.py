@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AmpError
+from ..errors import AmpError, ReportedFailure
 from ..peer.progress import InvokeRequest, parse_invoke_body
 from .manifest import Policy
 from .semver import Range, Version
@@ -162,9 +162,10 @@ def _run_adapter(target: str, fn: Callable[..., Any], value: Any, requested: Ver
         return fn(value, str(requested))
     except AmpError:
         raise
-    except Exception:
-        log.error("bridge %s (%s) raised", target, what, exc_info=True)
-        raise AmpError(INTERNAL, "capability bridge failed") from None
+    except Exception as exc:
+        log.debug("traceback of bridge %s (%s)", target, what, exc_info=True)
+        raise ReportedFailure(INTERNAL, "capability bridge failed", topic=f"bridge {target}",
+                              log_line=f"bridge {target} ({what}) raised {type(exc).__name__}: {exc}") from None
 
 
 def adapt_params(selection: Selection, params: Any, resolve: Callable[[str], Callable[..., Any]]) -> Any:

@@ -318,7 +318,8 @@ class BindingRunner:
                 nursery.start_soon(drain_stdout, process.stdout, process)
                 nursery.start_soon(drain_stderr, process.stderr)
         if start_error is not None:
-            log.error("capability %s: cannot start %r: %s", context.capability_id, binding.argv[0], start_error)
+            _throttled_error(self.crash_lines, f"{context.capability_id} failed", "capability %s: cannot start %r: %s",
+                             context.capability_id, binding.argv[0], start_error)
             raise AmpError(INTERNAL_ERROR, "capability command could not be started")
         tail = _tail(bytes(stderr))
         details: dict[str, Any] = {"exit_status": process.returncode}
@@ -326,7 +327,9 @@ class BindingRunner:
             details["stderr_tail"] = tail
 
         def failed(why: str) -> AmpError:
-            log.error("capability %s: %s; stderr: %s", context.capability_id, why, tail or "(empty)")
+            # Any peer can make a command fail (bad params): throttled like a crash.
+            _throttled_error(self.crash_lines, f"{context.capability_id} failed", "capability %s: %s; stderr: %s",
+                             context.capability_id, why, tail or "(empty)")
             return AmpError(INTERNAL_ERROR, why, details=details)
 
         if too_big:

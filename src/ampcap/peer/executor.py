@@ -47,7 +47,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..errors import AmpError, LocalProtocolError
+from ..errors import AmpError, LocalProtocolError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, dumps
 from ..wire.envelope import Envelope
 from ..wire.receive import Inbound
@@ -359,6 +359,8 @@ class Executor:
             request, resolved = self._validate(env, inbound.body, conn, now_ms)
         except AmpError as err:
             advance(state, InvokeInput.REJECT)
+            if isinstance(err, ReportedFailure):
+                actions.append(Log(logging.ERROR, err.log_line, err.topic))
             return actions + self._reject(inbound, conn, err, now_ms)
         except Exception as exc:  # a collaborator's bug must not take the daemon down
             advance(state, InvokeInput.REJECT)
@@ -484,11 +486,14 @@ class Executor:
         if error is not None and not (type(error.code) is int and 0 <= error.code <= UINT64_MAX):
             # A binding's AmpError(-1) would make a CAP_RESULT the caller must refuse.
             error = AmpError(INTERNAL_ERROR, "capability failed (it raised an invalid error code)")
+        logs: list[Action] = []
         if error is None and job.adapt_result is not None:
             try:
                 result = job.adapt_result(result)
             except AmpError as exc:
                 error = exc
+                if isinstance(exc, ReportedFailure):
+                    logs.append(Log(logging.ERROR, exc.log_line, exc.topic))
             except Exception:  # the adapter's bug is the caller's 5001, like a binding's
                 error = AmpError(INTERNAL_ERROR, "capability bridge failed")
         if error is not None:
@@ -500,7 +505,7 @@ class Executor:
         except Exception:
             body = result_error(AmpError(INTERNAL_ERROR, "result is not encodable as CBOR"), session)
             encoded = None
-        return self._finish(key, body, now_ms, encoded)
+        return logs + self._finish(key, body, now_ms, encoded)
 
     def progress(self, key: InvokeKey, pct: float | int, text: str | None = None, *, now_ms: int) -> list[Action]:
         """PROGRESS (RFC 006 §6.2) to everyone waiting; ``pct`` clamped to 0..100."""
