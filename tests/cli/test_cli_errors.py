@@ -281,3 +281,21 @@ def test_broken_local_files_are_plain_failures_without_an_amp_code(
         assert line.startswith(f"ampcap {argv[0]}: {tmp_path}"), (argv, line)
         assert needle in line, (argv, line)
         assert "error " not in line and "BAD_REQUEST" not in line and "INVALID_MESSAGE" not in line, (argv, line)
+
+
+def test_max_connections_is_fitted_to_the_open_file_limit(monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    # Past the descriptor limit the listener cannot even accept to refuse
+    # (EMFILE); below it, clients past --max-connections get 5004.
+    import resource
+
+    from ampcap.cli.serve import fit_to_descriptors
+
+    limits = {"now": (200, 200)}
+    monkeypatch.setattr(resource, "getrlimit", lambda which: limits["now"])
+    monkeypatch.setattr(resource, "setrlimit", lambda which, value: limits.update(now=value))
+    assert fit_to_descriptors(10_000) == 136
+    assert "serving at most 136" in caplog.text
+    assert fit_to_descriptors(100) == 100
+    limits["now"] = (1024, 65536)  # a soft limit below the hard one is raised first
+    assert fit_to_descriptors(10_000) == 10_000 and limits["now"] == (65536, 65536)

@@ -107,6 +107,34 @@ def load_or_create_identity(path: Path | None) -> Identity:
     return identity
 
 
+_SPARE_DESCRIPTORS = 64  # stdio, listeners, logs, the pipes of running command bindings
+
+
+def fit_to_descriptors(max_connections: int) -> int:
+    """Every connection holds a file descriptor. Raise the soft limit to the
+    hard one, as daemons do; if it still cannot hold ``max_connections``
+    (and some to spare), serve fewer, so that clients past the limit get
+    5004 OVERLOADED instead of the listener failing to accept (EMFILE,
+    logged every 100 ms while it lasts)."""
+    import logging
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > soft):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY or max_connections + _SPARE_DESCRIPTORS <= soft:
+        return max_connections
+    fitted = max(1, soft - _SPARE_DESCRIPTORS)
+    logging.getLogger("ampcap.serve").warning(
+        "--max-connections %d does not fit the limit of %d open files (ulimit -n): serving at most %d",
+        max_connections, soft, fitted)
+    return fitted
+
+
 def _resolver(keyring: Path | None) -> KeyResolver:
     if keyring is None:
         return DidKeyResolver()
@@ -166,7 +194,8 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     config = DaemonConfig(
         connection=connection, executor=ExecutorConfig(ack_on_receipt=args.ack),
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
-        max_connections=args.max_connections, drain_timeout_s=args.drain_timeout, profile=connection.profile)
+        max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
+        profile=connection.profile)
     ssl_context = None
     if args.tls_cert is not None:
         from ..net.tls import server_context
