@@ -85,3 +85,95 @@ def test_sigterm_when_idle_exits_zero_quickly(tmp_path: Path) -> None:
         start = time.monotonic()
         assert proc.terminate(10) == 0
         assert time.monotonic() - start < 5
+
+
+async def _one_long_invoke_then(url: str, signals: list[int], proc: object) -> list[object]:
+    """One 60 s sleep invoke; once it runs, send ``signals`` 0.3 s apart;
+    return the invoke's terminal replies once the connection closes."""
+    async with raw_peer(url) as peer:
+        env = peer.send(INVOKE, {"id": "org.ampcap.demo.sleep:1.0.0", "params": {"ms": 60_000}})
+        await peer.wait_for(lambda: peer.replies(env.id, PROGRESS), timeout=30)
+        for signum in signals:
+            proc.proc.send_signal(signum)  # type: ignore[attr-defined]
+            await trio.sleep(0.3)
+        with trio.fail_after(30):
+            while peer.terminated is None:
+                await trio.sleep(0.05)
+        return peer.terminals(env.id)
+
+
+def test_a_second_signal_ends_the_drain_at_once_and_the_exit_stays_zero(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    with serve_process(tmp_path, "--drain-timeout", "60") as proc:
+        start = time.monotonic()
+        terminals = trio.run(_one_long_invoke_then, proc.url, [signal.SIGTERM, signal.SIGINT], proc)
+        assert proc.proc.wait(30) == 0
+        assert time.monotonic() - start < 15  # not the 60 s drain budget
+    assert len(terminals) == 1 and error_code(terminals[0]) == 5002
+
+
+def test_sighup_stops_like_sigterm(tmp_path: Path) -> None:
+    import signal
+
+    with serve_process(tmp_path, "--drain-timeout", "0.5") as proc:
+        terminals = trio.run(_one_long_invoke_then, proc.url, [signal.SIGHUP], proc)
+        assert proc.proc.wait(30) == 0
+    assert len(terminals) == 1 and error_code(terminals[0]) == 5002
+
+
+def test_a_signal_during_start_up_stops_at_once(tmp_path: Path) -> None:
+    # --connect to a port that accepts and never answers: the dial would take
+    # its 10 s; SIGTERM ends it now, with status 0 and no traceback.
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"))
+        proc = subprocess.Popen([sys.executable, "-m", "ampcap.cli.main", "serve", "--demo", "--listen",
+                                 "127.0.0.1:0", "--connect", f"amp://127.0.0.1:{port}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        silent.settimeout(30)
+        dialled, _ = silent.accept()  # the daemon is past its start and waits on the dial
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        dialled.close()
+    assert proc.returncode == 0 and time.monotonic() - start < 5, err
+    assert "Traceback" not in err and out == ""
+
+
+def test_a_url_line_nobody_reads_does_not_stop_the_daemon(tmp_path: Path) -> None:
+    # A supervisor whose log reader died: the daemon serves on and says so.
+    import os
+    import signal
+    import subprocess
+    import time
+
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the line is written
+    proc = subprocess.Popen([sys.executable, "-m", "ampcap.cli.main", "serve", "--demo", "--listen", "127.0.0.1:0"],
+                            stdout=write_end, stderr=subprocess.PIPE, text=True, env=env)
+    os.close(write_end)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # "created identity …" first, then the daemon's try at its line
+        if line.startswith("ampcap: created identity"):
+            line = proc.stderr.readline()
+        assert "could not print the URL line" in line and "serving on" in line, line
+        time.sleep(0.5)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

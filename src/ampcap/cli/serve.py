@@ -2,10 +2,12 @@
 
 On start it prints exactly one stdout line, ``<amp url> <did:key>``, and
 flushes it *before* accepting connections, so scripts can read the URL
-(``--listen :0`` picks a free port; the line shows the real one). SIGTERM or
-Ctrl-C drains: GOAWAY to every peer, running invokes get up to
+(``--listen :0`` picks a free port; the line shows the real one). SIGTERM,
+Ctrl-C or SIGHUP drains: GOAWAY to every peer, running invokes get up to
 ``--drain-timeout`` seconds, whatever still runs gets its one terminal
-CAP_RESULT, and the exit status is 0.
+CAP_RESULT, and the exit status is 0. A second signal ends the drain at once
+(the invokes still running get 5002 now); a signal during start-up (a slow
+``--connect`` dial) stops it too.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def register(subparsers: Any) -> None:
         "serve",
         help="run a capability daemon (prints its amp:// URL and did:key on one line)",
         description=("Serve capabilities over AMP. Prints one line '<amp-url> <did:key>' on stdout "
-                     "before accepting; SIGTERM/Ctrl-C drains and exits 0."),
+                     "before accepting; SIGTERM, Ctrl-C or SIGHUP drains and exits 0 (a second one "
+                     "ends the drain at once)."),
     )
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                    help=f"address to listen on (default {DEFAULT_LISTEN}; ':0' = 127.0.0.1, any free port)")
@@ -79,7 +82,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="private key for --tls-cert")
     add_tls_client_arguments(p, "the peers and relays it dials")
     p.add_argument("--drain-timeout", type=float, default=10.0, metavar="S",
-                   help="on SIGTERM, how long running invokes may finish (default 10)")
+                   help="on SIGTERM, how long running invokes may finish (default 10; a second signal "
+                        "cuts it short)")
     p.add_argument("--max-in-flight", type=int, default=1024, metavar="N",
                    help="running invokes for the whole daemon (default 1024; beyond: 5004)")
     p.add_argument("--max-in-flight-per-connection", type=int, default=64, metavar="N",
@@ -235,31 +239,63 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                              relay_did: str = RELAY_DID, peers: tuple[str, ...] = (),
                              dial_tls: ssl.SSLContext | None = None) -> None:
     """Listen, register at relays, dial peers (``dial_tls`` verifies the
-    amps:// ones), print the URL line, serve until SIGTERM/SIGINT, then drain."""
+    amps:// ones), print the URL line, serve until SIGTERM/SIGINT/SIGHUP,
+    then drain. A second signal ends the drain's wait: the invokes still
+    running get their 5002 at once. Either way the exit is orderly (0)."""
+    import logging
+
     import trio
 
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    log = logging.getLogger("ampcap.serve")
+    stop = trio.Event()
+    startup = trio.CancelScope()  # a signal during start-up (a slow dial) ends it too
+
+    async def watch(signals: Any) -> None:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if not stop.is_set():
+                log.info("%s: stopping (GOAWAY, then drain; a second signal ends the drain at once)", name)
+                stop.set()
+                startup.cancel()
+            else:
+                log.info("%s again: the invokes still running end now", name)
+                daemon.hurry()
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch, signals)
             await nursery.start(daemon.run)
-            listeners = await daemon.listen(host, port)
-            sockname = listeners[0].socket.getsockname()
-            bound_host, bound_port = sockname[0], sockname[1]
-            shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-            for flag, url in [*(("--relay", u) for u in relays), *(("--connect", u) for u in peers)]:
-                try:
-                    if flag == "--relay":
-                        await daemon.join_relay(url, relay_did=relay_did, ssl_context=dial_tls)
-                    else:
-                        await daemon.connect(url, ssl_context=dial_tls)
-                except OSError as exc:  # the OS's reason alone would not say which dial failed
-                    raise AmpError(ErrorCode.UNAVAILABLE,
-                                   f"{flag} {url}: cannot reach it: {exc.strerror or exc}") from None
-            # The one line scripts wait for; flushed before anything can be served.
-            # (Started with stdout closed, as some supervisors do: nobody waits for it.)
-            if sys.stdout is not None:
-                sys.stdout.write(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}\n")
-                sys.stdout.flush()
-            async for _ in signals:
-                break
+            with startup:
+                listeners = await daemon.listen(host, port)
+                sockname = listeners[0].socket.getsockname()
+                bound_host, bound_port = sockname[0], sockname[1]
+                shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+                for flag, url in [*(("--relay", u) for u in relays), *(("--connect", u) for u in peers)]:
+                    try:
+                        if flag == "--relay":
+                            await daemon.join_relay(url, relay_did=relay_did, ssl_context=dial_tls)
+                        else:
+                            await daemon.connect(url, ssl_context=dial_tls)
+                    except OSError as exc:  # the OS's reason alone would not say which dial failed
+                        raise AmpError(ErrorCode.UNAVAILABLE,
+                                       f"{flag} {url}: cannot reach it: {exc.strerror or exc}") from None
+                _announce(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}")
+            await stop.wait()
             await daemon.drain()
             nursery.cancel_scope.cancel()
+
+
+def _announce(line: str) -> None:
+    """The one line scripts wait for, flushed before anything can be served.
+    With stdout closed (as some supervisors start daemons) or its reader
+    gone, nobody waits for it: the daemon serves on, and says so."""
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, OSError) as exc:
+        import logging
+
+        logging.getLogger("ampcap.serve").warning("could not print the URL line (%s); serving on", exc)
+        sys.stdout = None  # nothing more will be written there
