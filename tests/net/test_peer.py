@@ -513,6 +513,18 @@ async def test_a_peer_serves_amps_with_its_tls_context_and_callers_trust_it_expl
                 async with connect(server.url, identity=new_identity()):
                     pass
             assert info.value.code == 5002 and "certificate is not trusted" in info.value.message
+    # Past --max-connections, a TLS client is refused inside TLS: 5004, not a broken handshake.
+    from ampcap.net.daemon import DaemonConfig
+
+    busy = Peer(new_identity(), tls=server_context(cert, key), config=DaemonConfig(max_connections=1))
+    with trio.fail_after(20):
+        async with busy.serve("amps://127.0.0.1:0") as server:
+            async with connect(server.url, identity=new_identity(), ssl_context=client_context(ca_file=cert)):
+                with pytest.raises(AmpError) as info:
+                    async with connect(server.url, identity=new_identity(),
+                                       ssl_context=client_context(ca_file=cert)):
+                        pass
+                assert info.value.code == 5004, info.value
     # One daemon, one TLS setting: the URL's scheme must match it.
     with pytest.raises(ValueError, match="Peer\\(tls="):
         async with Peer(new_identity()).serve("amps://127.0.0.1:0"):

@@ -11,17 +11,22 @@ open connection; :meth:`Listener.serve` returns when the last one has closed
 
 from __future__ import annotations
 
+import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 
 import trio
 
 from ..peer.connection import Connection
+from ..peer.logthrottle import LogThrottle
 from ..wire.frames import FrameType, encode_frame
 from ..wire.transport import TransportError
 from .clock import wall_clock_ms
 from .stream import ConnectionDriver, SendBudget
 from .tls import wrap_server
+
+log = logging.getLogger("ampcap.listener")
 
 __all__ = ["Listener", "OVERLOADED_FRAME", "open_listeners"]
 
@@ -63,6 +68,7 @@ class Listener:
         # RFC 002 ERROR frame, or nothing (raw framing has no transport
         # ERROR, and an AMP ERROR needs a sender DID we have not heard).
         self._refusal = refusal
+        self._refusal_lines = LogThrottle()  # a peer can open connections at will
         self._handler = handler
         self.max_connections = max_connections
         self._ssl = ssl_context
@@ -113,16 +119,31 @@ class Listener:
     async def _handle(self, stream: trio.SocketStream) -> None:
         if self._stopping or len(self.drivers) >= self.max_connections:
             self.refused += 1
-            # Half-close and read until the peer hangs up (1 s at most): closing
-            # with its HANDSHAKE still unread would reset the connection and
-            # could destroy the ERROR frame before the peer reads it.
+            level, notice = self._refusal_lines.level("connection refused", logging.INFO,
+                                                      int(time.monotonic() * 1000))
+            if notice is not None:
+                log.info("%s", notice)
+            log.log(level, "connection refused (%s): %d open, the limit is %d",
+                    "shutting down" if self._stopping else "overloaded", len(self.drivers), self.max_connections)
+            # Read until the peer hangs up (1 s at most) after the refusal:
+            # closing with its HANDSHAKE still unread would reset the
+            # connection and could destroy the ERROR frame before it is read.
             with trio.move_on_after(1):
                 try:
-                    if self._refusal is not None:
-                        await stream.send_all(self._refusal)
-                    await stream.send_eof()
-                    while await stream.receive_some(4096):
-                        pass
+                    if self._ssl is not None:
+                        # Inside TLS: a TLS client reads plaintext as a broken
+                        # handshake, not as 5004. (TLS has no half-close.)
+                        tls = wrap_server(stream, self._ssl)
+                        if self._refusal is not None:
+                            await tls.send_all(self._refusal)
+                        while await tls.receive_some(4096):
+                            pass
+                    else:
+                        if self._refusal is not None:
+                            await stream.send_all(self._refusal)
+                        await stream.send_eof()
+                        while await stream.receive_some(4096):
+                            pass
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     pass
             await trio.aclose_forcefully(stream)
