@@ -177,3 +177,29 @@ def test_a_url_line_nobody_reads_does_not_stop_the_daemon(tmp_path: Path) -> Non
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_lost_connect_link_is_dialled_again(tmp_path: Path) -> None:
+    # --connect is a standing order: when the peer goes away and comes back,
+    # the link comes back too (WARNING lines say both).
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    first = tmp_path / "a1"
+    first.mkdir()
+    with serve_process(first, "--listen", f"127.0.0.1:{port}") as peer_a:
+        with serve_process(tmp_path, "--connect", peer_a.url) as dialler:
+            assert peer_a.terminate(30) == 0
+            second = tmp_path / "a2"
+            second.mkdir()
+            with serve_process(second, "--listen", f"127.0.0.1:{port}"):
+                deadline = time.monotonic() + 30
+                while "link restored" not in dialler.stderr() and time.monotonic() < deadline:
+                    time.sleep(0.2)
+            log = dialler.stderr()
+            assert f"--connect {peer_a.url}: link lost; dialling again" in log
+            assert f"--connect {peer_a.url}: link restored" in log
+            assert dialler.terminate(30) == 0

@@ -13,6 +13,7 @@ CAP_RESULT, and the exit status is 0. A second signal ends the drain at once
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import signal
@@ -71,11 +72,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ack", action="store_true",
                    help="acknowledge every CAP_INVOKE on receipt with an ACK (RFC 001 §16.1), before validating it")
     p.add_argument("--connect", action="append", default=[], metavar="URL",
-                   help="also dial this peer and keep the connection open; either side may then invoke "
-                        "the other over it; may be repeated")
+                   help="also dial this peer and keep the connection open (dialled again, with backoff, "
+                        "when lost); either side may then invoke the other over it; may be repeated")
     p.add_argument("--relay", action="append", default=[], metavar="URL",
                    help="also register at this relay (one like the public Rust example's: raw framing, "
-                        "forwards by 'to') and serve invokes arriving through it; may be repeated")
+                        "forwards by 'to') and serve invokes arriving through it (registered again, with "
+                        "backoff, when the link is lost); may be repeated")
     p.add_argument("--relay-did", default=RELAY_DID, metavar="DID",
                    help=f"the relay's own DID, to which the registration frame is addressed (default {RELAY_DID})")
     p.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="serve amps:// with this certificate")
@@ -271,18 +273,49 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                 bound_host, bound_port = sockname[0], sockname[1]
                 shown = f"[{bound_host}]" if ":" in bound_host else bound_host
                 for flag, url in [*(("--relay", u) for u in relays), *(("--connect", u) for u in peers)]:
+                    dial = (functools.partial(daemon.join_relay, url, relay_did=relay_did, ssl_context=dial_tls)
+                            if flag == "--relay" else functools.partial(daemon.connect, url, ssl_context=dial_tls))
                     try:
-                        if flag == "--relay":
-                            await daemon.join_relay(url, relay_did=relay_did, ssl_context=dial_tls)
-                        else:
-                            await daemon.connect(url, ssl_context=dial_tls)
+                        link = await dial()
                     except OSError as exc:  # the OS's reason alone would not say which dial failed
                         raise AmpError(ErrorCode.UNAVAILABLE,
                                        f"{flag} {url}: cannot reach it: {exc.strerror or exc}") from None
+                    nursery.start_soon(_keep_linked, daemon, f"{flag} {url}", dial, link)
                 _announce(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}")
             await stop.wait()
             await daemon.drain()
             nursery.cancel_scope.cancel()
+
+
+async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any) -> None:
+    """A --connect or --relay link is the operator's standing order: when it
+    is lost, dial again (exponential backoff from 1 s to 60 s, with jitter),
+    saying so at WARNING, until the daemon drains."""
+    import logging
+    import random
+
+    import trio
+
+    log = logging.getLogger("ampcap.serve")
+    while True:
+        await link.driver.closed.wait()
+        if daemon.closing:
+            return
+        log.warning("%s: link lost; dialling again", what)
+        delay = 1.0
+        while True:
+            await trio.sleep(delay * random.uniform(0.5, 1.0))
+            if daemon.closing:
+                return
+            try:
+                link = await dial()
+            except (OSError, AmpError) as exc:
+                delay = min(delay * 2, 60.0)
+                log.warning("%s: cannot reach it (%s); next try within %gs", what,
+                            exc.strerror if isinstance(exc, OSError) and exc.strerror else exc, delay)
+                continue
+            log.warning("%s: link restored", what)
+            break
 
 
 def _announce(line: str) -> None:

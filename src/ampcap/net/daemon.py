@@ -245,6 +245,11 @@ class Daemon:
             lambda task_status: self.listener.serve_tcp(port, host, task_status=task_status))
         return listeners
 
+    @property
+    def closing(self) -> bool:
+        """Draining or drained (:meth:`drain` has begun)."""
+        return self._closing
+
     def hurry(self) -> None:
         """Stop waiting for running invokes in :meth:`drain` (now or when it
         starts): they end at once with the shutdown code (5002)."""
