@@ -299,3 +299,14 @@ def test_max_connections_is_fitted_to_the_open_file_limit(monkeypatch: pytest.Mo
     assert fit_to_descriptors(100) == 100
     limits["now"] = (1024, 65536)  # a soft limit below the hard one is raised first
     assert fit_to_descriptors(10_000) == 10_000 and limits["now"] == (65536, 65536)
+
+
+def test_every_problem_of_a_policy_file_is_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    policy = tmp_path / "p.toml"
+    policy.write_text('default = "maybe"\nallow = [1]\n')
+    assert main(["serve", "--demo", "--policy", str(policy)]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"ampcap serve: {policy}: default: expected \"allow\" or \"deny\"",
+                     f"ampcap serve: {policy}: allow[0]: expected a non-empty string"]

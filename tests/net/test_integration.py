@@ -77,6 +77,20 @@ async def test_python_api_against_cli_daemon(daemon: ServeProcess) -> None:
         assert info.value.code == 5003
 
 
+def test_the_cli_invokes_through_an_ossa_uri_alias(daemon: ServeProcess, tmp_path: Path) -> None:
+    # 'ossa:demo/add@1.0' has a colon of its own: a name, to combine with --version.
+    import json
+    import os
+    import subprocess
+
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "ampcap.cli.main", "invoke", daemon.url, "ossa:demo/add@1.0",
+                           "--version", "1.0.0", "--params", '{"a": 1, "b": 2}', "--json"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == {"sum": 3}
+
+
 @pytest.mark.trio
 async def test_wrong_peer_did_is_refused(daemon: ServeProcess) -> None:
     with pytest.raises(AmpError) as info:

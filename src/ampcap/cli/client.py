@@ -182,10 +182,12 @@ def run_invoke(args: argparse.Namespace) -> int:
         params = json_loads(args.params)
     except ValueError as exc:
         raise UsageError(f"--params is not valid JSON: {exc}") from None
-    if ":" in args.target and (args.version is not None or args.range is not None):
+    # An ossa:/mcp: URI alias is a name with a colon of its own, not a full id.
+    full_id = ":" in args.target and not args.target.startswith(("ossa:", "mcp:"))
+    if full_id and (args.version is not None or args.range is not None):
         raise UsageError(f"{args.target!r} is a full id (name:version) already: drop --version/--range, "
                          "or give the bare name with them")
-    if args.version is None and args.range is None and ":" not in args.target:
+    if args.version is None and args.range is None and not full_id:
         raise UsageError(f"{args.target!r} names no version: give a full id (name:version), --version V or "
                          f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")
 

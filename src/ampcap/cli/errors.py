@@ -33,7 +33,13 @@ class UsageError(ValueError):
 
 
 class CommandError(Exception):
-    """The command cannot do what was asked, for a local reason (exit 1)."""
+    """The command cannot do what was asked, for a local reason (exit 1).
+    ``lines``, when given, are printed one per line instead (every problem
+    of a file, say)."""
+
+    def __init__(self, message: str, *, lines: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.lines = lines
 
 
 @contextmanager
@@ -48,4 +54,7 @@ def local_file_errors() -> Iterator[None]:
     try:
         yield
     except AmpError as exc:
-        raise CommandError(exc.message) from None
+        # A policy or manifest lists every problem in ``details``: all of them
+        # are printed, one per line, so one run shows everything to fix.
+        every = exc.details if isinstance(exc.details, list) and all(type(d) is str for d in exc.details) else []
+        raise CommandError(exc.message, lines=tuple(every) if len(every) > 1 else ()) from None

@@ -169,7 +169,8 @@ def _main(argv: Sequence[str] | None) -> int:
         _report(f"ampcap {args.command}: {exc}")
         return EXIT_USAGE
     except CommandError as exc:
-        _report(f"ampcap {args.command}: {exc}")
+        for line in exc.lines or (str(exc),):
+            _report(f"ampcap {args.command}: {line}")
         return EXIT_FAILURE
     except AmpError as exc:
         _report(f"ampcap {args.command}: error {exc}")

@@ -185,7 +185,9 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     for name in ("max_in_flight", "max_in_flight_per_connection", "max_connections"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
-    manifests = _manifests(args)  # before the identity: a usage error creates no key file
+    manifests = _manifests(args)  # files before the identity: a mistake in them creates no key file
+    with local_file_errors():
+        policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
     identity = load_or_create_identity(args.identity)
     if len(manifests) == 1:
         store = manifests[0].schema_store()
@@ -210,8 +212,6 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
             ssl_context = server_context(args.tls_cert, args.tls_key)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-    with local_file_errors():
-        policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
                     resolver=_resolver(args.keyring), ssl_context=ssl_context)
     return daemon, host, port

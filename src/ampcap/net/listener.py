@@ -43,7 +43,8 @@ async def open_listeners(host: str | None, port: int, *, backlog: int | None = N
     try:
         return await trio.open_tcp_listeners(port, host=host, backlog=backlog)
     except OSError as exc:
-        raise OSError(exc.errno, f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
+        shown = f"[{host}]" if host and ":" in host else host or "*"
+        raise OSError(exc.errno, f"cannot listen on {shown}:{port}: {exc.strerror or exc}") from None
 
 
 async def _run_driver(driver: ConnectionDriver) -> None:
