@@ -147,10 +147,6 @@ class Admission:
             self.store.load_json(descriptor.output_schema)
 
 
-def _descriptor_of(item: Any) -> Descriptor:
-    return item if isinstance(item, Descriptor) else item.descriptor
-
-
 class Registry(Generic[T]):
     """Capabilities by canonical name, growing by :meth:`add`."""
 

@@ -71,7 +71,7 @@ from .state import (
     advance_hello,
 )
 
-if TYPE_CHECKING:  # the executor engineer's module; only its attributes are used
+if TYPE_CHECKING:  # for type hints only: nothing of outbound runs here
     from .outbound import Outbound
 
 __all__ = ["Connection", "Role"]

@@ -313,12 +313,6 @@ class Invoker:
             self._timers.discard(handle)
             self._remember(handle)
 
-    def rebind(self, handle: Handle, conn: Hashable) -> None:
-        """Send future retries on ``conn`` (the old connection closed)."""
-        call = self._calls.get(handle)
-        if call is not None:
-            call.conn = conn
-
     @property
     def pending(self) -> int:
         return len(self._calls)

@@ -35,10 +35,6 @@ class Violation:
     kind: Literal["error", "extension-key"] = ERROR
     code: int = SHAPE_CODE
 
-    @property
-    def is_error(self) -> bool:
-        return self.kind == ERROR
-
     def __str__(self) -> str:
         where = self.path or "(value)"
         if self.kind == EXTENSION_KEY:

@@ -32,7 +32,6 @@ __all__ = [
     "encode_envelope",
     "decode_envelope",
     "envelope_from_map",
-    "body_bytes_of",
     "sig_input",
     "seal",
     "Profile",
@@ -154,11 +153,6 @@ def encode_envelope(env: Envelope) -> bytes:
     headers = signed_headers(env.id, env.typ, env.ts, env.ttl, env.sender, env.to, env.reply_to, env.thread_id)
     body_bytes = dumps(env.body) if env.enc is None else None
     return _encode(env.v, headers, env.sig, body_bytes, env.enc, env.ext)
-
-
-def body_bytes_of(env: Envelope) -> bytes:
-    """The deterministic body encoding that Sig_Input covers (plain messages)."""
-    return dumps(env.body)
 
 
 # --------------------------------------------------------------------------

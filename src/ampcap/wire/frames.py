@@ -211,8 +211,6 @@ class FrameDecoder:
             message = f"stream ended inside a frame: length declares {declared} bytes, only {got} arrived"
         self._fail(message, self._consumed)
 
-    at_eof = close  # h11-style alias used by some callers
-
     def _raise_if_dead(self) -> None:
         if self._error is not None:
             err = self._error

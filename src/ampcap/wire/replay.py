@@ -5,7 +5,7 @@ receive pipeline rejects the message as expired (1003) anyway, so remembering
 it longer buys nothing. Each entry keeps a fingerprint of what was signed
 (a hash of Sig_Input, i.e. every signed header plus the plaintext body), so a
 true retry (same fingerprint) can be told apart from a reuse of ``(from, id)``
-with different content, which ruling R8 rejects.
+with different content (the executor refuses such a CAP_INVOKE with 4001, ruling R8).
 
 Memory is bounded by ``max_entries``. When full, the entry that expires
 soonest is evicted. The trade-off: under a flood of long-lived distinct

@@ -13,7 +13,7 @@ profile can talk to that implementation.
 from __future__ import annotations
 
 import enum
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError, CryptoError
@@ -21,7 +21,7 @@ from nacl.exceptions import BadSignatureError, CryptoError
 from .cbor import bytes_item, head, text_item, uint_item
 
 __all__ = ["Profile", "SIG_CONTEXT", "SignedHeaders", "signed_headers", "sig_input", "sig_input_of",
-           "sig_input_from_fields", "verify_signature", "Signer"]
+           "sig_input_from_fields", "verify_signature"]
 
 SIG_CONTEXT = "AMP-v1"
 
@@ -36,12 +36,6 @@ class Profile(enum.Enum):
     def protected(self) -> bytes | int:
         """The second Sig_Input element for this profile."""
         return b"" if self is Profile.RFC else 1
-
-
-class Signer(Protocol):
-    """Anything that can produce an Ed25519 signature (an Identity)."""
-
-    def sign(self, message: bytes) -> bytes: ...
 
 
 _PREFIX_RFC = b"\x84\x66AMP-v1\x40"  # ["AMP-v1", h'', …
