@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import AmpError
 from ..peer.executor import QueryPage, Resolved
-from ..peer.progress import InvokeRequest, QueryRequest
+from ..peer.bodies import InvokeRequest, QueryRequest
 from .bindings import resolve_callable
 from .cursor import CURSOR_TTL_MS
 from .manifest import CapabilitySpec

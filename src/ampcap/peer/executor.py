@@ -57,7 +57,7 @@ from .dedupe import CacheStatus, InvokeCache, InvokeKey
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
-from .progress import (
+from .bodies import (
     BAD_REQUEST,
     InvokeRequest,
     QueryRequest,
