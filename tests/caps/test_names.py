@@ -13,7 +13,7 @@ from ampcap.caps.manifest import manifest_from_data
 from ampcap.caps.names import AliasTable, is_capability_name, parse_capability_id, parse_ossa_uri
 from ampcap.caps.semver import Version
 from ampcap.errors import AmpError
-from ampcap.peer.bodies import parse_invoke_body
+from ampcap.caps.bodies import parse_invoke_body
 
 KEY = b"k" * 32
 

@@ -18,7 +18,7 @@ from ampcap.caps.manifest import CapabilitySpec, ManifestError, Policy, manifest
 from ampcap.caps.negotiate import negotiate, policy_of, select
 from ampcap.caps.semver import Range, Version
 from ampcap.errors import AmpError
-from ampcap.peer.bodies import parse_invoke_body
+from ampcap.caps.bodies import parse_invoke_body
 
 KEY = b"k" * 32
 REF = SchemaRef(hash_alg="sha-256", hash=b"\x01" * 32, bundle_id="b", artifact_key="in.json")

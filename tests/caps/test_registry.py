@@ -19,7 +19,7 @@ from ampcap.caps.descriptor import Descriptor, SchemaRef
 from ampcap.caps.registry import MAX_PAGE_LIMIT, Registry
 from ampcap.caps.semver import Range, Version
 from ampcap.errors import AmpError
-from ampcap.peer.bodies import parse_query_body
+from ampcap.caps.bodies import parse_query_body
 
 KEY = b"k" * 32
 NOW = 1_763_800_000_000

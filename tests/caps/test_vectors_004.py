@@ -23,7 +23,7 @@ from ampcap.caps.params import ParamsValidator
 from ampcap.caps.registry import Admission, Registry
 from ampcap.caps.semver import Range, Version
 from ampcap.errors import AmpError
-from ampcap.peer.bodies import parse_query_body
+from ampcap.caps.bodies import parse_query_body
 
 KEY = b"vector-cursor-key-vector-cursor!"
 NOW = 1_763_800_000_000

@@ -17,7 +17,7 @@ from ampcap.peer.executor import Executor, ExecutorConfig, QueryPage, Resolved
 from ampcap.peer.limits import InFlightLimits
 from ampcap.peer.outbound import Outbound, Send
 from ampcap.peer.policy import ALLOW_ALL, Policy
-from ampcap.peer.bodies import InvokeRequest, QueryRequest
+from ampcap.caps.bodies import InvokeRequest, QueryRequest
 from ampcap.wire.envelope import seal
 from ampcap.wire.identity import DidKeyResolver, Identity
 from ampcap.wire.receive import Inbound, ReceivePipeline

@@ -19,8 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import AmpError
-from ..peer.executor import QueryPage, Resolved
-from ..peer.bodies import InvokeRequest, QueryRequest
+from .bodies import InvokeRequest, QueryPage, QueryRequest, Resolved
 from .bindings import resolve_callable
 from .cursor import CURSOR_TTL_MS
 from .manifest import CapabilitySpec

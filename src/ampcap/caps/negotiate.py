@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AmpError, ReportedFailure
-from ..peer.bodies import InvokeRequest, parse_invoke_body
+from .bodies import InvokeRequest, parse_invoke_body
 from .manifest import Policy
 from .semver import Range, Version
 

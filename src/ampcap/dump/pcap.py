@@ -16,7 +16,7 @@ pending data over the bound, ends that direction with a finding.
 from __future__ import annotations
 
 import heapq
-import socket
+import ipaddress
 import struct
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -322,9 +322,9 @@ def _tcp_of(buf: bytes, link: int) -> tuple[str, str, dpkt.tcp.TCP] | None:
         # capture must still show every packet that does parse.
         return None
     if isinstance(ip, dpkt.ip.IP):
-        src, dst = socket.inet_ntop(socket.AF_INET, ip.src), socket.inet_ntop(socket.AF_INET, ip.dst)
+        src, dst = str(ipaddress.IPv4Address(ip.src)), str(ipaddress.IPv4Address(ip.dst))
     elif isinstance(ip, dpkt.ip6.IP6):
-        src, dst = socket.inet_ntop(socket.AF_INET6, ip.src), socket.inet_ntop(socket.AF_INET6, ip.dst)
+        src, dst = str(ipaddress.IPv6Address(ip.src)), str(ipaddress.IPv6Address(ip.dst))
     else:
         return None
     tcp = ip.data

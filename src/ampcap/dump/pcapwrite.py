@@ -10,7 +10,6 @@ this module only keeps the per-flow sequence numbers.
 from __future__ import annotations
 
 import ipaddress
-import socket
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -30,7 +29,7 @@ def _endpoint(text: str, fallback: str) -> tuple[bytes, int]:
         ip = ipaddress.ip_address(fallback)
     if ip.version != 4:  # keep one packet format: IPv6 peers get stand-in addresses
         ip = ipaddress.ip_address(fallback)
-    return socket.inet_aton(str(ip)), int(port)
+    return ip.packed, int(port)
 
 
 @dataclass(slots=True)

@@ -47,6 +47,20 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ..caps.bodies import (
+    BAD_REQUEST,
+    InvokeRequest,
+    QueryPage,
+    QueryRequest,
+    Resolved,
+    clamp_pct,
+    parse_invoke_body,
+    parse_query_body,
+    processing_body,
+    progress_body,
+    result_error,
+    result_success,
+)
 from ..errors import AmpError, LocalProtocolError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, dumps
 from ..wire.envelope import Envelope
@@ -57,18 +71,6 @@ from .dedupe import CacheStatus, InvokeCache, InvokeKey
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
-from .bodies import (
-    BAD_REQUEST,
-    InvokeRequest,
-    QueryRequest,
-    clamp_pct,
-    parse_invoke_body,
-    parse_query_body,
-    processing_body,
-    progress_body,
-    result_error,
-    result_success,
-)
 from .state import TableEnum
 
 __all__ = [
@@ -143,25 +145,6 @@ def advance(state: InvokeState, event: InvokeInput) -> InvokeState:
 
 
 # ---------------------------------------------------------- collaborators
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resolved:
-    """Outcome of step 6: the descriptor that will run, with params adapted
-    to it (a ``bridge`` policy may rewrite them), and the binding handle."""
-
-    descriptor: Any  # caps.descriptor.Descriptor (``.id``, ``.to_wire()``)
-    params: Any
-    binding: Any = None
-    # A bridge's second half: maps the served version's result back to the
-    # requested version's shape (None: the result goes out as it is).
-    adapt_result: Callable[[Any], Any] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueryPage:
-    descriptors: tuple[Any, ...]  # caps.descriptor.Descriptor
-    next_cursor: str | None = None  # R7 extension; None on the last page
 
 
 class CapabilityResolver(Protocol):

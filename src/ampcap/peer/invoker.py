@@ -51,7 +51,7 @@ from ..wire.receive import Inbound
 from ..wire.registry import MessageType, error_info
 from .limits import DeadlineQueue
 from .outbound import Log, Outbound, Send, error_reply
-from .bodies import clamp_pct
+from ..caps.bodies import clamp_pct
 from .state import TableEnum
 
 __all__ = [

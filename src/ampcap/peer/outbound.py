@@ -23,7 +23,7 @@ import msgspec
 from ..errors import AmpError
 from ..wire.envelope import Envelope
 from ..wire.registry import MessageType
-from .bodies import result_error
+from ..caps.bodies import result_error
 
 __all__ = ["Outbound", "Send", "Log", "reply_to", "error_reply", "stand_in_for_oversize", "ConnKey"]
 

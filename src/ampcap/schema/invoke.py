@@ -6,7 +6,7 @@ so a by-id body carrying ``negotiate`` would merely show an extension key.
 These rules are therefore code, kept here once and used twice: by the
 schema layer (after the lenient ``cap-invoke-any-form`` rule passed, so
 shape faults are 1001 and only these are 4001) and by the executor's body
-parser (:func:`ampcap.peer.bodies.parse_invoke_body`).
+parser (:func:`ampcap.caps.bodies.parse_invoke_body`).
 """
 
 from __future__ import annotations

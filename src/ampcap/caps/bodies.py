@@ -8,13 +8,13 @@ this file as the wire shapes. Everything here is a pure function.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AmpError
 from ..schema.invoke import identity_violation
-from ..caps.semver import Range, Version
+from .semver import Range, Version
 from ..wire.cbor import plain_integers
 from ..wire.registry import error_info
 
@@ -31,6 +31,8 @@ __all__ = [
     "clamp_pct",
     "SHAPE",
     "BAD_REQUEST",
+    "Resolved",
+    "QueryPage",
 ]
 
 SHAPE = 1001  # CBOR/CDDL shape or type failure (R6)
@@ -250,3 +252,27 @@ def processing_body(text: str | None = None, eta_ms: int | None = None) -> dict[
     if eta_ms is not None and eta_ms >= 0:
         body["eta_ms"] = int(eta_ms)
     return body
+
+
+# What a capability lookup answers the executor (the catalog builds them; the
+# executor's protocols name them). Kept here, below both, so that caps never
+# imports peer.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """Outcome of step 6: the descriptor that will run, with params adapted
+    to it (a ``bridge`` policy may rewrite them), and the binding handle."""
+
+    descriptor: Any  # caps.descriptor.Descriptor (``.id``, ``.to_wire()``)
+    params: Any
+    binding: Any = None
+    # A bridge's second half: maps the served version's result back to the
+    # requested version's shape (None: the result goes out as it is).
+    adapt_result: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryPage:
+    descriptors: tuple[Any, ...]  # caps.descriptor.Descriptor
+    next_cursor: str | None = None  # R7 extension; None on the last page
