@@ -28,6 +28,10 @@ ALG = "X25519-XSalsa20-Poly1305"
 MODE = "authcrypt"
 NONCE_SIZE = 24
 TAG_SIZE = 16
+# A Box costs an X25519 multiplication to build and the same (secret, peer)
+# pairs repeat message after message, so the latest 256 are kept, process-
+# wide (a pure cache: same inputs, same Box). It holds the secret keys the
+# process already holds in its identities and keyrings, nothing more.
 _BOX_CACHE_SIZE = 256
 _boxes: OrderedDict[tuple[bytes, bytes], Box] = OrderedDict()
 
