@@ -142,12 +142,8 @@ CAPABILITY_FAULTS = (Exception, SystemExit)
 
 
 def _throttled_error(throttle: LogThrottle, topic: str, message: str, *args: Any) -> None:
-    """An ERROR line a peer can cause at will: demoted to DEBUG past the
-    throttle's burst, with one line saying so."""
-    level, notice = throttle.level(topic, logging.ERROR, int(time.monotonic() * 1000))
-    if notice is not None:
-        log.error("%s", notice)
-    log.log(level, message, *args)
+    """An ERROR line a peer can cause at will (see :class:`LogThrottle`)."""
+    throttle.log(log, topic, logging.ERROR, int(time.monotonic() * 1000), message, *args)
 
 
 def log_capability_crash(capability_id: str, exc: BaseException, throttle: LogThrottle) -> None:

@@ -528,12 +528,11 @@ class Daemon:
         self._rearm()
 
     def _log(self, action: Log) -> None:
-        level = action.level
-        if action.topic is not None:  # a line a peer can cause at will: at most a few per window
-            level, notice = self._log_throttle.level(action.topic, level, self.clock.monotonic_ms())
-            if notice is not None:
-                log.log(action.level, notice)
-        log.log(level, printable(action.message))  # may quote a peer's text
+        message = printable(action.message)  # may quote a peer's text
+        if action.topic is None:
+            log.log(action.level, message)
+        else:  # a line a peer can cause at will: at most a few per window
+            self._log_throttle.log(log, action.topic, action.level, self.clock.monotonic_ms(), "%s", message)
 
     def _apply_invoker(self, actions: list[Any]) -> None:
         for action in actions:

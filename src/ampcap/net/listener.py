@@ -120,12 +120,10 @@ class Listener:
     async def _handle(self, stream: trio.SocketStream) -> None:
         if self._stopping or len(self.drivers) >= self.max_connections:
             self.refused += 1
-            level, notice = self._refusal_lines.level("connection refused", logging.INFO,
-                                                      int(time.monotonic() * 1000))
-            if notice is not None:
-                log.info("%s", notice)
-            log.log(level, "connection refused (%s): %d open, the limit is %d",
-                    "shutting down" if self._stopping else "overloaded", len(self.drivers), self.max_connections)
+            self._refusal_lines.log(log, "connection refused", logging.INFO, int(time.monotonic() * 1000),
+                                    "connection refused (%s): %d open, the limit is %d",
+                                    "shutting down" if self._stopping else "overloaded", len(self.drivers),
+                                    self.max_connections)
             # Read until the peer hangs up (1 s at most) after the refusal:
             # closing with its HANDSHAKE still unread would reset the
             # connection and could destroy the ERROR frame before it is read.

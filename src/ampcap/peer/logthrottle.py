@@ -49,3 +49,11 @@ class LogThrottle:
             return logging.DEBUG, (f"more than {self.burst} '{topic}' lines in {self.window_ms / 1000:g}s; "
                                    f"further ones are logged at DEBUG for the next {seconds:.1f}s")
         return logging.DEBUG, None
+
+    def log(self, logger: logging.Logger, topic: str, level: int, now_ms: int, message: str, *args: object) -> None:
+        """Log ``message % args`` on ``logger`` through the throttle (the
+        notice, when one is due, first and at ``level``)."""
+        at, notice = self.level(topic, level, now_ms)
+        if notice is not None:
+            logger.log(level, "%s", notice)
+        logger.log(at, message, *args)
