@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
 import math
 import os
 import signal
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from ..caps.manifest import Manifest
 
 __all__ = ["register", "run_serve", "load_or_create_identity", "parse_listen", "DEFAULT_LISTEN"]
+
+log = logging.getLogger("ampcap.serve")
 
 DEFAULT_LISTEN = "127.0.0.1:7700"
 
@@ -122,7 +125,6 @@ def fit_to_descriptors(max_connections: int) -> int:
     (and some to spare), serve fewer, so that clients past the limit get
     5004 OVERLOADED instead of the listener failing to accept (EMFILE,
     logged every 100 ms while it lasts)."""
-    import logging
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -135,7 +137,7 @@ def fit_to_descriptors(max_connections: int) -> int:
     if soft == resource.RLIM_INFINITY or max_connections + _SPARE_DESCRIPTORS <= soft:
         return max_connections
     fitted = max(1, soft - _SPARE_DESCRIPTORS)
-    logging.getLogger("ampcap.serve").warning(
+    log.warning(
         "--max-connections %d does not fit the limit of %d open files (ulimit -n): serving at most %d",
         max_connections, soft, fitted)
     return fitted
@@ -244,11 +246,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
     amps:// ones), print the URL line, serve until SIGTERM/SIGINT/SIGHUP,
     then drain. A second signal ends the drain's wait: the invokes still
     running get their 5002 at once. Either way the exit is orderly (0)."""
-    import logging
-
     import trio
 
-    log = logging.getLogger("ampcap.serve")
     stop = trio.Event()
     startup = trio.CancelScope()  # a signal during start-up (a slow dial) ends it too
 
@@ -289,30 +288,33 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
 
 async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any) -> None:
     """A --connect or --relay link is the operator's standing order: when it
-    is lost, dial again (exponential backoff from 1 s to 60 s, with jitter),
-    saying so at WARNING, until the daemon drains."""
-    import logging
+    is lost, dial again, waiting as RFC 001 §16.3 has a retry wait (from 1 s,
+    doubling to at most 60 s, with jitter), saying so at WARNING, until the
+    daemon drains."""
     import random
 
     import trio
 
-    log = logging.getLogger("ampcap.serve")
+    from ..peer.invoker import RetryPolicy
+
+    backoff = RetryPolicy()
     while True:
         await link.driver.closed.wait()
         if daemon.closing:
             return
         log.warning("%s: link lost; dialling again", what)
-        delay = 1.0
+        attempt = 1
         while True:
-            await trio.sleep(delay * random.uniform(0.5, 1.0))
+            await trio.sleep(backoff.backoff_ms(attempt, random.uniform(0.5, 1.0)) / 1000)
             if daemon.closing:
                 return
             try:
                 link = await dial()
             except (OSError, AmpError) as exc:
-                delay = min(delay * 2, 60.0)
+                attempt += 1
                 log.warning("%s: cannot reach it (%s); next try within %gs", what,
-                            exc.strerror if isinstance(exc, OSError) and exc.strerror else exc, delay)
+                            exc.strerror if isinstance(exc, OSError) and exc.strerror else exc,
+                            backoff.backoff_ms(attempt, 1.0) / 1000)
                 continue
             log.warning("%s: link restored", what)
             break
@@ -328,7 +330,5 @@ def _announce(line: str) -> None:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
     except (BrokenPipeError, OSError) as exc:
-        import logging
-
-        logging.getLogger("ampcap.serve").warning("could not print the URL line (%s); serving on", exc)
+        log.warning("could not print the URL line (%s); serving on", exc)
         sys.stdout = None  # nothing more will be written there
