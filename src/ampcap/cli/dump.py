@@ -19,6 +19,7 @@ from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
+from ..outputs import open_for_writing
 from ..wire.frames import DEFAULT_MAX_SIZE, Framing
 from .errors import CommandError, UsageError, local_file_errors
 
@@ -347,15 +348,12 @@ class _PcapOnceListening:
         if self._writer is None:
             from ..dump.pcapwrite import PcapWriter
 
-            # Non-blocking open: a FIFO nobody reads would otherwise stop the
-            # whole tap here; a regular file is unaffected by the flag.
-            try:
-                fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
+            try:  # a FIFO nobody reads would otherwise stop the whole tap here
+                fd = open_for_writing(self._path, os.O_CREAT | os.O_TRUNC)
             except OSError as exc:
                 if exc.errno == errno.ENXIO:
                     raise CommandError(f"--write-pcap {self._path}: a FIFO with no reader") from None
                 raise
-            os.set_blocking(fd, True)
             self._fp = os.fdopen(fd, "wb")
             self._writer = PcapWriter(self._fp)
         return self._writer

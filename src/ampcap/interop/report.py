@@ -15,7 +15,6 @@ import errno
 import json
 import os
 import platform
-import secrets
 import stat
 from functools import cache
 from pathlib import Path
@@ -26,6 +25,7 @@ import fastjsonschema
 from .. import __version__
 from ..display import json_safe, printable
 from ..errors import AmpError
+from ..outputs import open_for_writing, write_whole
 from .runner import RunResult
 from .vectors import Status
 
@@ -162,27 +162,13 @@ def write_report(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     except FileNotFoundError:
         st = None  # to be created
     if st is not None and not stat.S_ISREG(st.st_mode):
-        # Non-blocking open: a FIFO nobody reads is an error (ENXIO), not a hang.
-        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(open_for_writing(target), "w", encoding="utf-8") as fh:
             fh.write(text)
         return given
     if st is not None and not os.access(target, os.W_OK):
         raise PermissionError(errno.EACCES, "the file is read-only", str(given))
-    # A name of our own next to the target (two runs never share it), with
-    # the mode the file had, or the one a plain open would give it.
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        if st is not None:
-            os.fchmod(fd, stat.S_IMODE(st.st_mode))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    # A replaced report keeps the mode it had.
+    write_whole(target, text.encode("utf-8"), mode=stat.S_IMODE(st.st_mode) if st is not None else None)
     return given
 
 

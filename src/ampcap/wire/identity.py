@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from nacl.signing import SigningKey
 
 from ..errors import AmpError
 from ..loaders import json_loads, read_file
+from ..outputs import write_whole
 from .didkey import did_key_from_ed25519, ed25519_from_did_key, x25519_from_did_key
 
 __all__ = [
@@ -126,29 +126,14 @@ class Identity:
         if not overwrite and (target.exists() or target.is_symlink()):
             raise exists
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Written whole under a name of our own, then put in place: a full
-        # disk or a crash never leaves an empty or half key file, and a key
-        # being replaced (--force) survives a write that fails.
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Whole or not at all: a full disk or a crash never leaves an empty
+        # or half key file, and a key being replaced (--force) survives a
+        # write that fails.
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(self.to_json(), fh, indent=2)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            if overwrite:
-                os.replace(tmp, target)
-            else:
-                try:
-                    os.link(tmp, target)  # fails if another process created it meanwhile
-                except FileExistsError:
-                    raise exists from None
-                finally:
-                    tmp.unlink(missing_ok=True)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+            write_whole(target, (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8"), mode=0o600,
+                        replace=overwrite)
+        except FileExistsError:  # another process created it meanwhile
+            raise exists from None
         return target
 
     @classmethod
