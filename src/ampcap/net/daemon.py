@@ -602,15 +602,17 @@ class Daemon:
             # group the daemon runs in is going away (a Python API caller
             # cancelled its serve block). The invoke still ends here, with
             # the shutdown code, or drain would wait for it until its timeout.
-            if self._jobs.get(key) is running:
-                del self._jobs[key]
-                code = self.executor.config.shutdown_code
-                self._log_done(running, code)
-                self._apply(self.executor.complete(key, error=AmpError(code, "daemon shutting down"),
-                                                   now_ms=self.clock.wall_ms()))
+            self._end_job(running, error=AmpError(self.executor.config.shutdown_code, "daemon shutting down"))
             raise
-        if running.scope.cancelled_caught or self._jobs.get(key) is not running:
-            return  # its terminal CAP_RESULT was already sent (timeout / shutdown)
+        self._end_job(running, result=result, error=error)
+
+    def _end_job(self, running: _RunningJob, *, result: Any = None, error: AmpError | None = None) -> None:
+        """Hand a task-run job's outcome to the executor, unless the job has
+        already ended: a timeout or shutdown (its own scope cancelled) took
+        it out of ``_jobs`` and sent its terminal CAP_RESULT then."""
+        key = running.job.key
+        if self._jobs.get(key) is not running:
+            return
         del self._jobs[key]
         self._log_done(running, error.code if error else None)
         self._apply(self.executor.complete(key, result=result, error=error, now_ms=self.clock.wall_ms()))
