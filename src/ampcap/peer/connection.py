@@ -39,7 +39,7 @@ from ..errors import AmpError, LocalProtocolError, MessageTooLarge, RemoteProtoc
 from ..wire.envelope import Envelope, decode_envelope, seal
 from ..wire.frames import FrameDecoder, FrameType, Framing, FramingError, encode_frame
 from ..wire.identity import Identity
-from ..wire.receive import Inbound, ReceivePipeline
+from ..wire.receive import Inbound, ReceivePipeline, addressed_to
 from ..wire.registry import MessageType
 from ..wire.transport import (
     TRANSPORT_VERSION,
@@ -461,10 +461,7 @@ class Connection:
             self._reject(AmpError(1004, f"v = {env.v} but the negotiated major version is {self._major}",
                                   path="v"), env, authenticated=True)
             return
-        if self.config.strict_principal and self.peer_did is not None and env.sender != self.peer_did:
-            # RFC 002 §7.1/§7.2: strict principal binding; ERROR then close.
-            self._reject(AmpError(3001, "from differs from the DID that negotiated this connection",
-                                  path="from"), env, fatal=True, authenticated=True)
+        if self._refused_principal(env):
             return
         if self.draining_by_us and env.typ in _NEW_WORK:
             self._reject(AmpError(5002, "connection is draining (GOAWAY sent): no new work accepted"), env,
@@ -541,11 +538,9 @@ class Connection:
         """
         self._late_hello_allowed = False
         env = inbound.envelope
-        if self.identity.did not in env.recipients and UNKNOWN_PEER_DID not in env.recipients:
+        if not (addressed_to(env.to, self.identity.did) or addressed_to(env.to, UNKNOWN_PEER_DID)):
             return  # for someone else (a relay): not a negotiation with us
-        if self.config.strict_principal and self.peer_did is not None and env.sender != self.peer_did:
-            self._reject(AmpError(3001, "from differs from the DID that negotiated this connection",
-                                  path="from"), env, fatal=True, authenticated=True)
+        if self._refused_principal(env):
             return
         try:
             selected = self._select(inbound.body)
@@ -558,6 +553,16 @@ class Connection:
         if self.peer_did is None:
             self.peer_did = env.sender
             self._events.append(Negotiated(version=selected, peer_did=env.sender))
+
+    def _refused_principal(self, env: Envelope) -> bool:
+        """RFC 002 §7.1/§7.2 strict principal binding: a message whose
+        ``from`` is not the DID that negotiated the connection gets ERROR
+        3001, and the connection closes. True when it was refused."""
+        if self.config.strict_principal and self.peer_did is not None and env.sender != self.peer_did:
+            self._reject(AmpError(3001, "from differs from the DID that negotiated this connection",
+                                  path="from"), env, fatal=True, authenticated=True)
+            return True
+        return False
 
     def _select(self, body: Any) -> str | None:
         versions = body.get("versions") if type(body) is dict else None

@@ -40,6 +40,7 @@ __all__ = [
     "Inbound",
     "Inspection",
     "ReceivePipeline",
+    "addressed_to",
     "check_ack_source",
     "MAX_CLOCK_SKEW_MS",
     "ID_TS_TOLERANCE_MS",
@@ -133,7 +134,7 @@ def check_ack_source(env: Envelope, body: Any, trusted_relays: Collection[str]) 
 _HELLO = int(MessageType.HELLO)
 
 
-def _names(to: str | Sequence[str], did: str) -> bool:
+def addressed_to(to: str | Sequence[str], did: str) -> bool:
     """Does ``to`` (a DID or a list of DIDs, DID URLs allowed) name ``did``?"""
     if isinstance(to, str):
         return to == did or split_did_url(to)[0] == did
@@ -248,7 +249,7 @@ class ReceivePipeline:
 
         # 5b. recipient. HELLO is exempt: RFC 002's handshake carries no DID,
         # so a client cannot know ours before our HELLO_ACK.
-        if self.recipient is not None and env.typ != _HELLO and not _names(env.to, self.recipient):
+        if self.recipient is not None and env.typ != _HELLO and not addressed_to(env.to, self.recipient):
             fail(AmpError(3001, "message is not addressed to this agent", path="to"))
 
         # 6. sender key
