@@ -241,6 +241,12 @@ def delegation_violation(inbound: Inbound) -> AmpError | None:
     return None
 
 
+def _operator_lines(err: AmpError) -> list[Action]:
+    """The line a :class:`ReportedFailure` carries for the operator (throttled
+    under its topic by whoever logs it); none for any other error."""
+    return [Log(logging.ERROR, err.log_line, err.topic)] if isinstance(err, ReportedFailure) else []
+
+
 def _has_ext_delegation(env: Envelope) -> bool:
     # Unsigned-for-authorization hints: any ext key naming delegation.
     return bool(env.ext) and any(isinstance(k, str) and "deleg" in k.lower() for k in env.ext)  # type: ignore[union-attr]
@@ -297,8 +303,11 @@ class Executor:
         env = inbound.envelope
         key = InvokeKey(env.sender, env.id)
         seen = self._cache.lookup(key, inbound.fingerprint, now_ms)
-        if seen.status is CacheStatus.CONFLICT:
-            # R8: not a retry. Reveal nothing about the cached invocation.
+        if seen.status is CacheStatus.CONFLICT or (seen.status is CacheStatus.NEW
+                                                   and inbound.replay is ReplayStatus.CONFLICT):
+            # R8: not a retry. Reveal nothing about the cached invocation. (The
+            # replay cache knows the id too when its first use was refused
+            # with a retryable code, which the invoke cache does not keep.)
             err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
             return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {env.sender}", "id reuse")]
         if seen.status is CacheStatus.DONE:
@@ -325,11 +334,6 @@ class Executor:
                                         "it forgot earlier invokes of this sender); send it with a new message id",
                            path="id")
             return [Send(conn, error_reply(env, err))]
-        if inbound.replay is ReplayStatus.CONFLICT:
-            # The id was first used with other content, by an invoke refused
-            # with a retryable code (which the cache does not keep): R8.
-            err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
-            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {env.sender}", "id reuse")]
 
         actions: list[Action] = []
         if self.config.ack_on_receipt:
@@ -342,9 +346,7 @@ class Executor:
             request, resolved = self._validate(env, inbound.body, conn, now_ms)
         except AmpError as err:
             advance(state, InvokeInput.REJECT)
-            if isinstance(err, ReportedFailure):
-                actions.append(Log(logging.ERROR, err.log_line, err.topic))
-            return actions + self._reject(inbound, conn, err, now_ms)
+            return actions + _operator_lines(err) + self._reject(inbound, conn, err, now_ms)
         except Exception as exc:  # a collaborator's bug must not take the daemon down
             advance(state, InvokeInput.REJECT)
             actions.append(Log(logging.ERROR, f"validation crashed: {exc!r}", "validation crash"))
@@ -475,8 +477,7 @@ class Executor:
                 result = job.adapt_result(result)
             except AmpError as exc:
                 error = exc
-                if isinstance(exc, ReportedFailure):
-                    logs.append(Log(logging.ERROR, exc.log_line, exc.topic))
+                logs = _operator_lines(exc)
             except Exception:  # the adapter's bug is the caller's 5001, like a binding's
                 error = AmpError(INTERNAL_ERROR, "capability bridge failed")
         if error is not None:
