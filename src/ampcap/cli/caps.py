@@ -13,7 +13,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .errors import local_file_errors
+from .errors import local_file_error
 
 if TYPE_CHECKING:  # the manifest machinery (jsonschema…) loads only when a command runs
     from ..caps.manifest import CapabilitySpec, Manifest
@@ -59,8 +59,7 @@ def _load(args: argparse.Namespace, *, check_bindings: bool = False) -> Manifest
         return demo_manifest()
     manifest, problems = check_manifest(args.manifest, check_bindings=check_bindings)
     if manifest is None:
-        with local_file_errors():
-            raise ManifestError(problems)
+        raise local_file_error(ManifestError(problems))
     return manifest
 
 

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 
 from ..errors import AmpError
 
-__all__ = ["UsageError", "CommandError", "local_file_errors", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE",
-           "EXIT_INTERRUPTED"]
+__all__ = ["UsageError", "CommandError", "local_file_errors", "local_file_error", "EXIT_OK", "EXIT_FAILURE",
+           "EXIT_USAGE", "EXIT_INTERRUPTED"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
@@ -54,7 +54,13 @@ def local_file_errors() -> Iterator[None]:
     try:
         yield
     except AmpError as exc:
-        # A policy or manifest lists every problem in ``details``: all of them
-        # are printed, one per line, so one run shows everything to fix.
-        every = exc.details if isinstance(exc.details, list) and all(type(d) is str for d in exc.details) else []
-        raise CommandError(exc.message, lines=tuple(every) if len(every) > 1 else ()) from None
+        raise local_file_error(exc) from None
+
+
+def local_file_error(exc: AmpError) -> CommandError:
+    """``exc``, from loading one of our own files, as the command line
+    reports it (see :func:`local_file_errors`). A policy or manifest lists
+    every problem in ``details``: all of them are printed, one per line, so
+    one run shows everything to fix."""
+    every = exc.details if isinstance(exc.details, list) and all(type(d) is str for d in exc.details) else []
+    return CommandError(exc.message, lines=tuple(every) if len(every) > 1 else ())
