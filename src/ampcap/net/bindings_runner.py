@@ -136,6 +136,13 @@ def call_own(fn: Callable[..., Any], *args: Any) -> Any:
         raise CapabilityExit(f"raised {type(exc).__name__}({exc})") from None
 
 
+async def run_in_thread(fn: Callable[[], Any]) -> Any:
+    """A plain capability function, off the event loop (it may block), its
+    exits made crashes (:func:`call_own`). On cancellation the thread is
+    abandoned: it runs to its end, and its result goes nowhere."""
+    return await trio.to_thread.run_sync(functools.partial(call_own, fn), abandon_on_cancel=True)
+
+
 # What an async capability may raise that is its own fault (KeyboardInterrupt
 # is not among them: on the event loop it may be the operator's Ctrl-C).
 CAPABILITY_FAULTS = (Exception, SystemExit)
@@ -249,7 +256,7 @@ class BindingRunner:
             else:
                 if with_context and isinstance(context, RunnerContext):
                     args = (params, ThreadContext(context))
-                result = await trio.to_thread.run_sync(lambda: call_own(fn, *args), abandon_on_cancel=True)
+                result = await run_in_thread(functools.partial(fn, *args))
             if hasattr(result, "__await__"):  # a sync wrapper that returned a coroutine
                 return await result
             return result

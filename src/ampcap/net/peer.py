@@ -53,7 +53,7 @@ from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
 from ..wire.identity import Identity, KeyResolver, load_or_create
-from .bindings_runner import RunnerContext, ThreadContext, call_own
+from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
 from .url import parse_url
@@ -250,8 +250,7 @@ def _adapt(fn: Callable[..., Any]) -> Callable[[Any, RunnerContext], Awaitable[A
         if ctx_name is not None:  # a plain function cannot await: progress and sleep are plain calls
             kwargs[ctx_name] = ThreadContext(context)
         # A plain function may block: keep it off the event loop.
-        return await trio.to_thread.run_sync(functools.partial(call_own, functools.partial(fn, **kwargs)),
-                                             abandon_on_cancel=True)
+        return await run_in_thread(functools.partial(fn, **kwargs))
 
     return handler
 
