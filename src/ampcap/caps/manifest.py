@@ -45,7 +45,7 @@ from typing import Any
 from ..errors import AmpError
 from ..loaders import json_loads, read_file, toml_loads
 from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
-from .names import parse_ossa_uri
+from .names import URI_SCHEMES, parse_ossa_uri
 from .bundle import SchemaBundle, SchemaStore
 from .descriptor import Descriptor, SchemaRef, Stability
 from .params import compile_schema
@@ -306,7 +306,7 @@ class _CapabilityReader:
 
     def _identity(self, table: Mapping[str, Any]) -> tuple[str | None, Version | None]:
         ident, name, version = table.get("id"), table.get("name"), table.get("version")
-        if isinstance(ident, str) and ident.startswith(("ossa:", "mcp:")):
+        if isinstance(ident, str) and ident.startswith(URI_SCHEMES):
             # An OSSA/MCP URI names the capability: ossa:<domain>/<name>@M.m is
             # ossa.<domain>.<name> at M.m.0 (spec map, "Capability naming").
             try:
@@ -363,7 +363,7 @@ class _CapabilityReader:
 
     def _policy(self, table: Mapping[str, Any]) -> tuple[Policy, tuple[Range, ...] | None, tuple[Range, ...] | None]:
         ident = table.get("id")
-        if isinstance(ident, str) and ident.startswith(("ossa:", "mcp:")) and "supported_ranges" not in table:
+        if isinstance(ident, str) and ident.startswith(URI_SCHEMES) and "supported_ranges" not in table:
             # OSSA's compatibility rule (same major, minor at least the one
             # declared) becomes a `range` policy, unless the manifest says more.
             try:

@@ -37,6 +37,16 @@ _URI_RE = re.compile(rf"(ossa|mcp):({_SEGMENT}(?:\.{_SEGMENT})*)/({_SEGMENT})"
                      r"@(0|[1-9][0-9]{0,19})\.(0|[1-9][0-9]{0,19})")
 
 
+URI_SCHEMES = ("ossa:", "mcp:")  # capability URIs that serve as aliases
+
+
+def is_full_id(text: str) -> bool:
+    """Does ``text`` carry its version (``name:version``), rather than name
+    a capability alone? A colon says so, except in an ``ossa:``/``mcp:`` URI
+    alias, whose colon is its own."""
+    return ":" in text and not text.startswith(URI_SCHEMES)
+
+
 def is_capability_name(text: str) -> bool:
     """Reverse-domain: at least two dot-separated segments of letters,
     digits, ``_`` and ``-``, each starting with a letter or digit."""
@@ -87,7 +97,7 @@ class OssaRef:
 def parse_ossa_uri(text: str) -> OssaRef | None:
     """The parsed URI, or None when ``text`` is not an ``ossa:``/``mcp:`` URI
     at all; 4001 when it looks like one but is malformed."""
-    if not isinstance(text, str) or not text.startswith(("ossa:", "mcp:")):
+    if not isinstance(text, str) or not text.startswith(URI_SCHEMES):
         return None
     m = _URI_RE.fullmatch(text)
     if m is None:

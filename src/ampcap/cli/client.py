@@ -182,8 +182,9 @@ def run_invoke(args: argparse.Namespace) -> int:
         params = json_loads(args.params)
     except ValueError as exc:
         raise UsageError(f"--params is not valid JSON: {exc}") from None
-    # An ossa:/mcp: URI alias is a name with a colon of its own, not a full id.
-    full_id = ":" in args.target and not args.target.startswith(("ossa:", "mcp:"))
+    from ..caps.names import is_full_id
+
+    full_id = is_full_id(args.target)
     if full_id and (args.version is not None or args.range is not None):
         raise UsageError(f"{args.target!r} is a full id (name:version) already: drop --version/--range, "
                          "or give the bare name with them")

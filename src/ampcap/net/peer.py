@@ -46,8 +46,8 @@ from ..caps.bindings import InvocationContext as _ContextProtocol
 from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
 from ..caps.manifest import Manifest, ManifestError, manifest_from_data
+from ..caps.names import is_full_id
 from ..caps.params import ParamsValidator
-from ..caps.semver import Version
 from ..errors import AmpError, Unreachable
 from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
@@ -573,16 +573,11 @@ def _target(capability: str, version: str | None, range: str | None, negotiate: 
     chosen = sum(x is not None for x in (version, range, negotiate))
     if chosen > 1:
         raise ValueError("pass at most one of version, range, negotiate")
-    if chosen and ":" in capability:
-        try:
-            Version.parse(capability.rsplit(":", 1)[1])
-        except AmpError:
-            pass  # a name with a colon of its own (an OSSA URI alias)
-        else:
-            raise ValueError(f"{capability!r} is a full id (name:version): drop the ':version' part, or the "
-                             "version=/range=/negotiate= argument")
+    if chosen and is_full_id(capability):
+        raise ValueError(f"{capability!r} is a full id (name:version): drop the ':version' part, or the "
+                         "version=/range=/negotiate= argument")
     if chosen == 0:
-        if ":" not in capability:
+        if not is_full_id(capability):
             raise ValueError("pass a full id 'name:version', or version=/range=/negotiate=")
         return capability
     if version is not None:
