@@ -1,6 +1,7 @@
-"""The layering of docs/architecture.md, checked on the import statements:
-the sans-I/O packages never import the trio edge (or trio, or sockets), and
-each imports only from the layers below it, so there are no cycles."""
+"""The layering of docs/architecture.md, checked on the source: the sans-I/O
+packages never import the trio edge (or trio, or sockets), each imports only
+from the layers below it, so there are no cycles, and none of them touches
+the file system (that is ampcap.files's job)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ import pytest
 SRC = Path(__file__).parents[1] / "src" / "ampcap"
 
 # Package → the ampcap packages and top-level modules it may import from.
-_COMMON = {"errors", "display", "loaders", "outputs", "_lazy", "__init__"}
+_COMMON = {"errors", "display", "decoders", "_lazy", "__init__"}
 ALLOWED = {
     "wire": {"wire"} | _COMMON,
     "schema": {"schema", "wire"} | _COMMON,
     "caps": {"caps", "schema", "wire"} | _COMMON,
     "peer": {"peer", "caps", "schema", "wire"} | _COMMON,
     "dump": {"dump", "caps", "schema", "wire"} | _COMMON,
+    "files": {"files", "peer", "caps", "schema", "wire"} | _COMMON,
 }
+SANS_IO = ("wire", "schema", "caps", "peer", "dump")
 FORBIDDEN_LIBRARIES = {"trio", "socket", "asyncio", "selectors"}  # (threading.local is no I/O)
 
 
@@ -53,4 +56,40 @@ def test_the_sans_io_packages_import_only_from_below(package: str) -> None:
                     wrong.append(f"{path.relative_to(SRC)}:{line} imports {module}")
             elif parts[0] in FORBIDDEN_LIBRARIES:
                 wrong.append(f"{path.relative_to(SRC)}:{line} imports {module}")
+    assert wrong == []
+
+
+# What reading or writing files takes: the libraries, and the calls on paths
+# (pathlib itself is allowed: a path is a value, only these calls are I/O).
+FILE_LIBRARIES = {"os", "shutil", "tarfile", "zipfile", "stat", "tempfile", "glob", "mmap", "fcntl"}
+FILE_CALLS = {"open", "read_bytes", "read_text", "write_bytes", "write_text", "exists", "is_file", "is_dir",
+              "is_symlink", "stat", "lstat", "mkdir", "iterdir", "glob", "rglob", "unlink", "touch",
+              "chmod", "samefile", "cwd", "home"}  # not "replace", "resolve": not only paths have them
+# The CDDL engine reads its own package data (cddl/*.cddl), never a user's file.
+FILE_EXCEPTIONS = {"schema/__init__.py": {"read_text"}}
+
+
+@pytest.mark.parametrize("package", SANS_IO)
+def test_the_sans_io_packages_touch_no_files(package: str) -> None:
+    wrong = []
+    for path in sorted((SRC / package).rglob("*.py")):
+        name = str(path.relative_to(SRC))
+        allowed = FILE_EXCEPTIONS.get(name, set())
+        for module, line in _imports(path):
+            if module.split(".")[0] in FILE_LIBRARIES:
+                wrong.append(f"{name}:{line} imports {module}")
+        for node in ast.walk(ast.parse(path.read_text(), name)):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            # builtin open(...), or <path>.read_text(...) etc. Calls through
+            # an injected file system (caps.manifest.ManifestFiles, named
+            # ``files``) are the point, and a cursor codec's .open is no file.
+            if isinstance(func, ast.Name) and func.id == "open":
+                wrong.append(f"{name}:{node.lineno} calls open()")
+            elif isinstance(func, ast.Attribute) and func.attr in FILE_CALLS - allowed:
+                receiver = ast.unparse(func.value)
+                if receiver.split(".")[-1] == "files" or (func.attr == "open" and "codec" in receiver):
+                    continue
+                wrong.append(f"{name}:{node.lineno} calls {receiver}.{func.attr}()")
     assert wrong == []

@@ -40,6 +40,7 @@ from ampcap.net.peer import Peer  # noqa: E402
 from ampcap.net.stream import ConnectionDriver  # noqa: E402
 from ampcap.peer.connection import Connection, Role  # noqa: E402
 from ampcap.peer.events import MessageReceived  # noqa: E402
+from ampcap.files.identity import save_identity  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 
 CAPABILITY = ("org.ampcap.demo.echo", "1.0.0")
@@ -168,7 +169,7 @@ def main() -> None:
     if args.quick:
         args.rounds = 10
     with tempfile.TemporaryDirectory() as tmp:  # a throwaway identity for the serving side
-        identity_file = Identity.generate(os.urandom).save(Path(tmp) / "identity.json")
+        identity_file = save_identity(Identity.generate(os.urandom), Path(tmp) / "identity.json")
         trio.run(run, args, identity_file)
 
 

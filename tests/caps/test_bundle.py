@@ -17,6 +17,7 @@ from ampcap.caps.bundle import BundleLimits, SchemaBundle, SchemaStore
 from ampcap.caps.descriptor import Descriptor, SchemaRef
 from ampcap.caps.params import ParamsValidator
 from ampcap.errors import AmpError
+from ampcap.files.bundle import open_bundle
 
 DATA = Path(__file__).parent / "data" / "offline_bundle"
 BUNDLE_ID = "org.agentries.schemas.2026-11"
@@ -61,7 +62,7 @@ def archive(tmp_path: Path, kind: str, src: Path = DATA) -> Path:
 def test_a10_offline_registry_positive(tmp_path: Path, kind: str, no_network: None) -> None:
     desc = offline_descriptor()
     desc.check_offline_profile()  # accepted in the Offline Registry Profile
-    store = SchemaStore([SchemaBundle.open(archive(tmp_path, kind))], offline=True)
+    store = SchemaStore([open_bundle(archive(tmp_path, kind))], offline=True)
     validator = ParamsValidator(store)
     validator.validate_params(desc, {"repository": "agentries/rfcs", "pull_request": 42})
     assert validator.validate_result(desc, {"findings": ["ok"]}) == []
@@ -75,14 +76,14 @@ def test_a11_offline_artifact_missing(tmp_path: Path, kind: str) -> None:
     src = tmp_path / "src"
     shutil.copytree(DATA, src)
     (src / "code-review/input.schema.json").unlink()
-    store = SchemaStore([SchemaBundle.open(archive(tmp_path, kind, src))])
+    store = SchemaStore([open_bundle(archive(tmp_path, kind, src))])
     with pytest.raises(AmpError) as info:
         ParamsValidator(store).validate_params(offline_descriptor(), {"repository": "r", "pull_request": 1})
     assert info.value.code == 5002
 
 
 def test_a11_offline_artifact_key_unknown() -> None:
-    store = SchemaStore([SchemaBundle.open(DATA)])
+    store = SchemaStore([open_bundle(DATA)])
     with pytest.raises(AmpError) as info:
         store.load_bytes(offline_descriptor(in_key="nope").input_schema)
     assert info.value.code == 5002
@@ -90,7 +91,7 @@ def test_a11_offline_artifact_key_unknown() -> None:
 
 @pytest.mark.parametrize("kind", ["dir", "zip", "tgz"])
 def test_a11_offline_hash_mismatch(tmp_path: Path, kind: str) -> None:
-    store = SchemaStore([SchemaBundle.open(archive(tmp_path, kind))])
+    store = SchemaStore([open_bundle(archive(tmp_path, kind))])
     desc = offline_descriptor(in_hash=hashlib.sha256(b"other bytes").digest())
     with pytest.raises(AmpError) as info:
         ParamsValidator(store).validate_params(desc, {})
@@ -100,7 +101,7 @@ def test_a11_offline_hash_mismatch(tmp_path: Path, kind: str) -> None:
 def test_tampered_file_after_open_fails_closed(tmp_path: Path) -> None:
     src = tmp_path / "src"
     shutil.copytree(DATA, src)
-    store = SchemaStore([SchemaBundle.open(src)])
+    store = SchemaStore([open_bundle(src)])
     desc = offline_descriptor()
     (src / "code-review/input.schema.json").write_text('{"type": "object"}')
     with pytest.raises(AmpError) as info:
@@ -175,7 +176,7 @@ def test_directory_bundle_path_traversal_refused(tmp_path: Path, path: str) -> N
     (tmp_path / "secret.json").write_text("{}")
     write_manifest(tmp_path / "bundle", {"k": path})
     with pytest.raises(AmpError) as info:
-        SchemaBundle.open(tmp_path / "bundle")
+        open_bundle(tmp_path / "bundle")
     assert info.value.code == 5002
 
 
@@ -184,7 +185,7 @@ def test_directory_bundle_symlink_escape_refused(tmp_path: Path) -> None:
     write_manifest(tmp_path / "bundle", {"k": "link.json"})
     (tmp_path / "bundle" / "link.json").symlink_to(tmp_path / "secret.json")
     with pytest.raises(AmpError) as info:
-        SchemaBundle.open(tmp_path / "bundle")
+        open_bundle(tmp_path / "bundle")
     assert info.value.code == 5002
 
 
@@ -194,7 +195,7 @@ def test_zip_member_traversal_refused(tmp_path: Path) -> None:
         zf.writestr("bundle.json", json.dumps({"bundle_id": "evil", "artifacts": {"k": "x.json"}}))
         zf.writestr("../../x.json", "{}")
     with pytest.raises(AmpError) as info:
-        SchemaBundle.open(out)
+        open_bundle(out)
     assert info.value.code == 5002
 
 
@@ -210,7 +211,7 @@ def test_tar_symlink_member_refused(tmp_path: Path) -> None:
         link.linkname = "/etc/passwd"
         tf.addfile(link)
     with pytest.raises(AmpError) as info_:
-        SchemaBundle.open(out)
+        open_bundle(out)
     assert info_.value.code == 5002
 
 
@@ -221,14 +222,14 @@ def test_zip_bomb_is_capped(tmp_path: Path) -> None:
         zf.writestr("big.json", b" " * (8 << 20))  # compresses to a few KiB
     assert out.stat().st_size < 100_000
     with pytest.raises(AmpError) as info:
-        SchemaBundle.open(out, limits=BundleLimits(max_artifact_bytes=1 << 20))
+        open_bundle(out, limits=BundleLimits(max_artifact_bytes=1 << 20))
     assert info.value.code == 5002
 
 
 def test_oversized_directory_artifact_is_5002(tmp_path: Path) -> None:
     write_manifest(tmp_path, {"k": "big.json"})
     (tmp_path / "big.json").write_bytes(b" " * 2048)
-    bundle = SchemaBundle.open(tmp_path, limits=BundleLimits(max_artifact_bytes=1024))
+    bundle = open_bundle(tmp_path, limits=BundleLimits(max_artifact_bytes=1024))
     with pytest.raises(AmpError) as info:
         bundle.read("k")
     assert info.value.code == 5002
@@ -239,7 +240,7 @@ def test_oversized_directory_artifact_is_5002(tmp_path: Path) -> None:
 def test_bad_bundle_manifest(tmp_path: Path, manifest: str) -> None:
     (tmp_path / "bundle.json").write_text(manifest)
     with pytest.raises(AmpError) as info:
-        SchemaBundle.open(tmp_path)
+        open_bundle(tmp_path)
     assert info.value.code == 5002
 
 
@@ -248,11 +249,11 @@ def test_missing_and_unknown_format(tmp_path: Path) -> None:
         if p.suffix:
             p.write_bytes(b"x")
         with pytest.raises(AmpError) as info:
-            SchemaBundle.open(p)
+            open_bundle(p)
         assert info.value.code == 5002
     (tmp_path / "broken.zip").write_bytes(b"PK not really")
     with pytest.raises(AmpError):
-        SchemaBundle.open(tmp_path / "broken.zip")
+        open_bundle(tmp_path / "broken.zip")
 
 
 def test_two_bundles_with_one_id_conflict() -> None:
@@ -282,5 +283,5 @@ def test_tar_with_huge_member_is_refused_before_reading(tmp_path: Path) -> None:
         big.size = 4 << 20
         tf.addfile(big, io.BytesIO(b"\0" * big.size))
     with pytest.raises(AmpError) as info_:
-        SchemaBundle.open(out, limits=BundleLimits(max_artifact_bytes=1 << 20))
+        open_bundle(out, limits=BundleLimits(max_artifact_bytes=1 << 20))
     assert info_.value.code == 5002

@@ -12,9 +12,10 @@ import pytest
 
 from ampcap.caps.bindings import CommandBinding, PythonBinding
 from ampcap.caps.descriptor import Stability
-from ampcap.caps.manifest import ManifestError, Policy, canonical_json, check_manifest, load_manifest
+from ampcap.caps.manifest import ManifestError, Policy, canonical_json
 from ampcap.caps.params import ParamsValidator
 from ampcap.errors import AmpError
+from ampcap.files.manifest import check_manifest, load_manifest
 
 DATA = Path(__file__).parent / "data"
 EXAMPLES = Path(__file__).parents[2] / "examples"

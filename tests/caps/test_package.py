@@ -11,7 +11,7 @@ def test_every_exported_name_resolves_to_its_module() -> None:
         value = getattr(caps, name)
         assert value is getattr(sys.modules[f"ampcap.caps.{caps._EXPORTS[name]}"], name)
     assert set(caps.__all__) >= {"Version", "Range", "Descriptor", "SchemaRef", "SchemaBundle", "SchemaStore",
-                                 "ParamsValidator", "load_manifest", "demo_manifest"}
+                                 "ParamsValidator", "manifest_from_data", "demo_manifest"}
 
 
 def test_semver_alone_does_not_load_the_manifest_machinery() -> None:

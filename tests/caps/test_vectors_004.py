@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from nacl.signing import SigningKey
 
-from ampcap.caps.bundle import SchemaBundle, SchemaStore
+from ampcap.caps.bundle import SchemaStore
 from ampcap.caps.catalog import Catalog
-from ampcap.caps.descriptor import Descriptor, SchemaRef
+from ampcap.caps.descriptor import Descriptor
 from ampcap.caps.descriptor_sig import TrustProfile, sign_descriptor
 from ampcap.caps.manifest import manifest_from_data
 from ampcap.caps.negotiate import negotiate, select
@@ -23,6 +23,7 @@ from ampcap.caps.params import ParamsValidator
 from ampcap.caps.registry import Admission, Registry
 from ampcap.caps.semver import Range, Version
 from ampcap.errors import AmpError
+from ampcap.files.bundle import open_bundle
 from ampcap.caps.bodies import parse_query_body
 
 KEY = b"vector-cursor-key-vector-cursor!"
@@ -53,7 +54,7 @@ def offline_wire(version: str = "2.1.0", *, in_hash: bytes | None = None,
 
 
 def offline_registry(**admission: Any) -> Registry[Descriptor]:
-    store = SchemaStore([SchemaBundle.open(BUNDLE)], offline=True)
+    store = SchemaStore([open_bundle(BUNDLE)], offline=True)
     return Registry(cursor_key=KEY, admission=Admission(offline=True, store=store, **admission))
 
 
@@ -129,7 +130,7 @@ def test_a10_offline_registry_positive(no_network: None) -> None:
     reg = offline_registry()
     (descriptor,) = reg.add_declared({"capabilities": [offline_wire()]})
     assert descriptor.input_schema.uri is None and descriptor.input_schema.has_local_locator
-    validator = ParamsValidator(SchemaStore([SchemaBundle.open(BUNDLE)], offline=True))
+    validator = ParamsValidator(SchemaStore([open_bundle(BUNDLE)], offline=True))
     validator.validate_params(descriptor, {"repository": "agentries/rfcs", "pull_request": 42})
     assert code_of(lambda: validator.validate_params(descriptor, {"repository": "agentries/rfcs"})) == 4004
     # A ref without local locators is refused in this profile (4001) and not registered.
@@ -153,7 +154,7 @@ def test_a11_offline_artifact_missing_negative(change: str, no_network: None) ->
     assert code_of(lambda: reg.add_declared({"capabilities": [wire]})) == 5002
     assert len(reg) == 0
     # The same at invocation time, for a descriptor admitted without the store check.
-    validator = ParamsValidator(SchemaStore([SchemaBundle.open(BUNDLE)], offline=True))
+    validator = ParamsValidator(SchemaStore([open_bundle(BUNDLE)], offline=True))
     descriptor = Descriptor.from_wire(wire)
     params = {"repository": "agentries/rfcs", "pull_request": 42}
 

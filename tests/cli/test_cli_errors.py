@@ -310,3 +310,22 @@ def test_every_problem_of_a_policy_file_is_printed(tmp_path: Path, monkeypatch: 
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == [f"ampcap serve: {policy}: default: expected \"allow\" or \"deny\"",
                      f"ampcap serve: {policy}: allow[0]: expected a non-empty string"]
+
+
+def test_ctrl_c_beside_the_errors_it_caused_is_still_ctrl_c(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # trio raises KeyboardInterrupt in whichever task runs when the signal
+    # lands (a connection's reader, inside a progress callback); the call
+    # then fails because that connection closed. Both leave the nursery
+    # together: the user pressed Ctrl-C, and that is all there is to say.
+    import ampcap.cli.keys
+    from ampcap.errors import AmpError
+
+    def interrupted(args: object) -> int:
+        raise BaseExceptionGroup("nursery", [AmpError(5002, "connection closed before the reply"),
+                                             BaseExceptionGroup("reader", [KeyboardInterrupt()])])
+
+    monkeypatch.setattr(ampcap.cli.keys, "run_id", interrupted)
+    assert main(["id"]) == 130
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err and "5002" not in err

@@ -14,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
 from amp_helpers import serve_process  # noqa: E402
 
+from ampcap.files.identity import save_identity  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 
 PY = sys.executable
@@ -41,7 +42,7 @@ def test_prints_one_url_line_and_reuses_the_default_identity(tmp_path: Path) -> 
 
 def test_explicit_identity_file(tmp_path: Path) -> None:
     ident = Identity.generate(os.urandom)
-    path = ident.save(tmp_path / "id.json")
+    path = save_identity(ident, tmp_path / "id.json")
     with serve_process(tmp_path, "--identity", str(path)) as proc:
         assert proc.did == ident.did
 

@@ -22,7 +22,7 @@ import trio
 import trio.testing
 
 sys.path.insert(0, str(Path(__file__).parent))
-from amp_helpers import DECLARE, ERROR, QUERY, RESULT, new_identity  # noqa: E402
+from amp_helpers import DECLARE, ERROR, RESULT, new_identity  # noqa: E402
 
 from ampcap import AmpError  # noqa: E402
 from ampcap.caps.catalog import Catalog  # noqa: E402

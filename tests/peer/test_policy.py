@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ampcap.errors import AmpError
-from ampcap.peer.policy import ALLOW_ALL, Pattern, RateLimit, RateLimiter, load_policy, parse_policy
+from ampcap.peer.policy import ALLOW_ALL, Pattern, RateLimit, RateLimiter, parse_policy
 
 DOC = Path(__file__).parents[2] / "docs" / "policy.md"
 OURS = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
@@ -76,22 +76,6 @@ def test_all_problems_are_listed() -> None:
     with pytest.raises(AmpError) as exc:
         parse_policy({"default": 1, "deny": [2]}, source="p.toml")
     assert len(exc.value.details) == 2 and "(and 1 more)" in exc.value.message
-
-
-def test_load_policy_from_file(tmp_path: Path) -> None:
-    good = tmp_path / "policy.toml"
-    good.write_text('default = "deny"\nallow = ["did:key:*"]\n')
-    assert load_policy(good).caller_allowed("did:key:z6Mk") and load_policy(good).source == str(good)
-    bad = tmp_path / "bad.toml"
-    bad.write_text("default = \n")
-    with pytest.raises(AmpError, match="bad.toml: not valid TOML"):
-        load_policy(bad)
-    with pytest.raises(AmpError, match="cannot read policy file"):
-        load_policy(tmp_path / "missing.toml")
-    binary = tmp_path / "bin.toml"
-    binary.write_bytes(b"\xff\xfe")
-    with pytest.raises(AmpError, match="not UTF-8"):
-        load_policy(binary)
 
 
 def test_token_bucket_refills_with_time_only() -> None:

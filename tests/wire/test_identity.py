@@ -1,10 +1,9 @@
-"""Identities, key files, did:key, resolvers and the keygen/id commands."""
+"""Identities, did:key, resolvers and the keygen/id commands (key files: tests/files)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import stat
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from ampcap.cli.errors import CommandError
 from ampcap.errors import AmpError
 from ampcap.wire.didkey import b58decode, b58encode, did_key_from_ed25519, ed25519_from_did_key, x25519_from_did_key
-from ampcap.wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver, default_identity_path
+from ampcap.wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver
 
 # Published in the W3C did:key specification: an Ed25519 did:key and the X25519
 # key agreement key derived from it.
@@ -68,90 +67,6 @@ def test_generate_uses_injected_entropy() -> None:
     assert a.sign(b"m") == b.sign(b"m") and len(a.sign(b"m")) == 64
     with pytest.raises(AmpError):
         Identity.generate(lambda n: b"\x01")
-
-
-def test_key_file_round_trip_and_permissions(tmp_path: Path) -> None:
-    ident = Identity.generate(os.urandom)
-    path = ident.save(tmp_path / "sub" / "id.json")
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    loaded = Identity.load(path)
-    assert loaded.did == ident.did and loaded.seed == ident.seed and loaded.x25519_secret == ident.x25519_secret
-    with pytest.raises(AmpError):
-        ident.save(path)  # no silent overwrite
-    ident.save(path, overwrite=True)
-    os.chmod(path, 0o644)
-    with pytest.raises(AmpError) as info:
-        Identity.load(path)
-    assert "chmod 600" in info.value.message
-    assert Identity.load(path, allow_insecure=True).did == ident.did
-
-
-def test_key_file_with_separate_x25519_and_did(tmp_path: Path) -> None:
-    ident = Identity.from_seed(b"\x02" * 32, did="did:web:example.com:agent:bob", x25519_secret=b"\x0c" * 32)
-    loaded = Identity.load(ident.save(tmp_path / "bob.json"))
-    assert loaded.did == "did:web:example.com:agent:bob" and loaded.x25519_secret == b"\x0c" * 32
-
-
-@pytest.mark.parametrize("content", ["not json", "[]", '{"ed25519_seed": "zz"}', '{"ed25519_seed": "00"}', "{}",
-                                     '{"ed25519_seed": "' + "00" * 32 + '", "ed25519": "' + "11" * 32 + '"}'])
-def test_bad_key_files(tmp_path: Path, content: str) -> None:
-    path = tmp_path / "id.json"
-    path.write_text(content)
-    os.chmod(path, 0o600)
-    with pytest.raises(AmpError) as info:
-        Identity.load(path)
-    assert str(path) in info.value.message
-
-
-def test_missing_key_file(tmp_path: Path) -> None:
-    with pytest.raises(AmpError) as info:
-        Identity.load(tmp_path / "nope.json")
-    assert "ampcap keygen" in info.value.message
-
-
-def test_default_identity_path() -> None:
-    assert default_identity_path({"XDG_CONFIG_HOME": "/x"}) == Path("/x/ampcap/identity.json")
-    assert default_identity_path({"HOME": "/home/u"}) == Path("/home/u/.config/ampcap/identity.json")
-    # A relative XDG_CONFIG_HOME is ignored (XDG spec): the key must not follow the current directory.
-    assert default_identity_path({"XDG_CONFIG_HOME": "conf", "HOME": "/home/u"}) == \
-        Path("/home/u/.config/ampcap/identity.json")
-
-
-def test_a_failed_save_keeps_the_old_key_and_leaves_nothing_behind(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "id.json"
-    old = Identity.generate(os.urandom)
-    old.save(path)
-    before = path.read_bytes()
-
-    def disk_full(fd: int) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "fsync", disk_full)
-    with pytest.raises(OSError):
-        Identity.generate(os.urandom).save(path, overwrite=True)
-    assert path.read_bytes() == before and Identity.load(path).did == old.did
-    assert [p.name for p in tmp_path.iterdir()] == ["id.json"]
-    monkeypatch.undo()
-    with pytest.raises(AmpError, match="already exists"):
-        Identity.generate(os.urandom).save(path)  # no --force: refused, untouched
-    assert path.read_bytes() == before
-    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
-    with pytest.raises(AmpError, match="already exists"):
-        Identity.generate(os.urandom).save(tmp_path / "dangling")
-    new = Identity.generate(os.urandom)
-    new.save(path, overwrite=True)
-    assert Identity.load(path).did == new.did and stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "id.json"]
-
-
-def test_a_huge_file_is_refused_without_reading_it_all(tmp_path: Path) -> None:
-    huge = tmp_path / "huge.json"
-    with huge.open("wb") as fh:
-        fh.truncate(200 << 20)  # sparse: costs no disk
-    huge.chmod(0o600)
-    with pytest.raises(AmpError, match="not an identity file"):
-        Identity.load(huge)
 
 
 def test_chain_resolver() -> None:
@@ -211,28 +126,3 @@ def test_id_uses_xdg_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     assert capsys.readouterr().out.strip() == did
 
 
-def test_load_or_create_makes_the_default_once(tmp_path, monkeypatch) -> None:
-    import os as _os
-    import stat as _stat
-
-    from ampcap.wire.identity import default_identity_path, load_or_create
-
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    first, created = load_or_create(None, _os.urandom)
-    assert created == default_identity_path() and created.exists()
-    assert _stat.S_IMODE(created.stat().st_mode) == 0o600
-    again, created_again = load_or_create(None, _os.urandom)
-    assert created_again is None and again.did == first.did
-    explicit, none = load_or_create(created, _os.urandom)
-    assert none is None and explicit.did == first.did
-
-
-def test_save_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
-    # Writing a key "over" /dev/null would lose it and narrow the device's mode.
-    identity = Identity.generate(os.urandom)
-    with pytest.raises(AmpError, match="not a regular file"):
-        identity.save("/dev/null", overwrite=True)
-    os.mkfifo(tmp_path / "fifo")
-    with pytest.raises(AmpError, match="not a regular file"):
-        identity.save(tmp_path / "fifo", overwrite=True)
-    assert stat.S_IMODE(os.stat("/dev/null").st_mode) == 0o666

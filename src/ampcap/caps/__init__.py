@@ -22,7 +22,7 @@ _EXPORTS: dict[str, str] = {
     "ParamsValidator": "params",
     "sign_descriptor": "descriptor_sig", "verify_descriptor": "descriptor_sig",
     "Manifest": "manifest", "CapabilitySpec": "manifest", "ManifestError": "manifest",
-    "load_manifest": "manifest", "check_manifest": "manifest",
+    "manifest_from_data": "manifest", "manifest_problems": "manifest",
     "Binding": "bindings",
     "demo_manifest": "demo",
     "AliasTable": "names", "OssaRef": "names", "is_capability_name": "names",
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .demo import demo_manifest
     from .descriptor import Descriptor, SchemaRef, Stability
     from .descriptor_sig import sign_descriptor, verify_descriptor
-    from .manifest import CapabilitySpec, Manifest, ManifestError, check_manifest, load_manifest
+    from .manifest import CapabilitySpec, Manifest, ManifestError, manifest_from_data, manifest_problems
     from .names import AliasTable, OssaRef, is_capability_name, parse_capability_id, parse_ossa_uri
     from .negotiate import Selection, select
     from .params import ParamsValidator

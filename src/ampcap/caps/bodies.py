@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import AmpError
 from ..schema.invoke import identity_violation
+from .order import NEWEST_FIRST, ORDERS
 from .semver import Range, Version
 from ..wire.cbor import plain_integers
 from ..wire.registry import error_info
@@ -37,7 +38,7 @@ __all__ = [
 
 SHAPE = 1001  # CBOR/CDDL shape or type failure (R6)
 BAD_REQUEST = 4001  # well-formed body whose fields conflict (R6)
-_ORDERS = ("newest-first", "oldest-first")
+_ORDER_NAMES = " or ".join(f'"{o}"' for o in ORDERS)
 
 
 def _shape(path: str, expected: str) -> AmpError:
@@ -194,13 +195,13 @@ def parse_query_body(body: Any) -> QueryRequest:
     if limit is not None and limit < 0:
         raise _shape("limit", "an unsigned integer")
     cursor = _get(body, "cursor", str, "a string")
-    order = _get(body, "order", str, '"newest-first" or "oldest-first"')
-    if order is not None and order not in _ORDERS:
-        raise _shape("order", '"newest-first" or "oldest-first"')
+    order = _get(body, "order", str, _ORDER_NAMES)
+    if order is not None and order not in ORDERS:
+        raise _shape("order", _ORDER_NAMES)
     return QueryRequest(filter=flt, name=capability if capability is not None else legacy,
                         legacy_type=capability is None,
                         version_range=_range(rng, "filter.version") if rng is not None else None,
-                        limit=limit, cursor=cursor, order=order or "newest-first")
+                        limit=limit, cursor=cursor, order=order or NEWEST_FIRST)
 
 
 # ------------------------------------------------------------ reply bodies

@@ -12,7 +12,8 @@ artifact_key)``. On disk it is a directory, a ``.zip`` or a ``.tar.gz``
       }
     }
 
-Each artifact maps to a relative POSIX path inside the bundle. The bundle
+Each artifact maps to a relative POSIX path inside the bundle (opening one
+on disk is :mod:`ampcap.files.bundle`'s job). The bundle
 itself states no hashes: the expected hash always comes from the descriptor's
 schema-ref, and bytes are verified against it before anything parses them.
 
@@ -26,18 +27,15 @@ online fetcher, if any, is injected by the edge.
 from __future__ import annotations
 
 import hashlib
-import tarfile
-import zipfile
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import AmpError
-from ..loaders import json_loads
+from ..decoders import json_loads
 from .descriptor import SchemaRef
 
 __all__ = [
@@ -46,6 +44,8 @@ __all__ = [
     "SchemaBundle",
     "SchemaStore",
     "digest",
+    "parse_bundle_manifest",
+    "safe_relpath",
     "SUPPORTED_MEDIA_TYPES",
 ]
 
@@ -73,7 +73,7 @@ def digest(hash_alg: str, data: bytes) -> bytes:
     raise AmpError(UNAVAILABLE, f"unsupported hash_alg {hash_alg!r}")
 
 
-def _safe_relpath(raw: Any, where: str) -> str:
+def safe_relpath(raw: Any, where: str) -> str:
     """A normalised relative POSIX path, or 5002 for anything that could
     escape the bundle root (absolute, ``..``, drive letters, backslashes)."""
     if not isinstance(raw, str) or not raw:
@@ -86,7 +86,7 @@ def _safe_relpath(raw: Any, where: str) -> str:
     return "/".join(parts)
 
 
-def _parse_bundle_manifest(data: bytes, source: str, limits: BundleLimits) -> tuple[str, dict[str, str]]:
+def parse_bundle_manifest(data: bytes, source: str, limits: BundleLimits) -> tuple[str, dict[str, str]]:
     try:
         doc = json_loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -101,22 +101,24 @@ def _parse_bundle_manifest(data: bytes, source: str, limits: BundleLimits) -> tu
     paths: dict[str, str] = {}
     for key, entry in artifacts.items():
         raw = entry.get("path") if isinstance(entry, dict) else entry
-        paths[key] = _safe_relpath(raw, f"{source}: artifact {key!r}")
+        paths[key] = safe_relpath(raw, f"{source}: artifact {key!r}")
     return doc["bundle_id"], paths
 
 
 class SchemaBundle:
-    """Artifacts of one bundle: in-memory bytes, or files under a directory
-    read lazily (so a file deleted later is a 5002 at resolution time)."""
+    """Artifacts of one bundle: in-memory bytes, or ``lazy`` loaders called
+    when an artifact is needed (a directory's files, so a file deleted later
+    is a 5002 at resolution time). A loader given ``limit`` returns at most
+    ``limit + 1`` bytes or raises ``OSError``."""
 
-    __slots__ = ("bundle_id", "source", "_bytes", "_files", "_missing", "_limits")
+    __slots__ = ("bundle_id", "source", "_bytes", "_lazy", "_missing", "_limits")
 
     def __init__(
         self,
         bundle_id: str,
         *,
         artifacts: Mapping[str, bytes] | None = None,
-        files: Mapping[str, Path] | None = None,
+        lazy: Mapping[str, Callable[[int], bytes]] | None = None,
         missing: Iterable[str] = (),
         source: str = "<memory>",
         limits: BundleLimits = BundleLimits(),
@@ -124,7 +126,7 @@ class SchemaBundle:
         self.bundle_id = bundle_id
         self.source = source
         self._bytes: Mapping[str, bytes] = MappingProxyType(dict(artifacts or {}))
-        self._files: Mapping[str, Path] = MappingProxyType(dict(files or {}))
+        self._lazy: Mapping[str, Callable[[int], bytes]] = MappingProxyType(dict(lazy or {}))
         self._missing = frozenset(missing)
         self._limits = limits
 
@@ -132,134 +134,40 @@ class SchemaBundle:
         return f"SchemaBundle({self.bundle_id!r}, source={self.source!r}, artifacts={len(self.keys())})"
 
     def keys(self) -> frozenset[str]:
-        return frozenset(self._bytes) | frozenset(self._files) | self._missing
+        return frozenset(self._bytes) | frozenset(self._lazy) | self._missing
 
     def read(self, artifact_key: str) -> bytes:
         """Raw (unverified) artifact bytes; 5002 when absent or unreadable."""
         data = self._bytes.get(artifact_key)
         if data is not None:
             return data
-        path = self._files.get(artifact_key)
-        if path is None:
+        load = self._lazy.get(artifact_key)
+        if load is None:
             raise AmpError(UNAVAILABLE, f"artifact {artifact_key!r} not in bundle {self.bundle_id!r}")
         limit = self._limits.max_artifact_bytes
         try:
-            with path.open("rb") as fh:
-                data = fh.read(limit + 1)
+            data = load(limit)
         except OSError as exc:
             raise AmpError(UNAVAILABLE, f"artifact {artifact_key!r} unreadable: {exc.strerror or exc}") from None
         if len(data) > limit:
             raise AmpError(UNAVAILABLE, f"artifact {artifact_key!r} larger than {limit} bytes")
         return data
 
-    # ----------------------------------------------------------------- opening
+    # ------------------------------------------------------------ building
 
     @classmethod
-    def open(cls, path: str | Path, *, limits: BundleLimits = BundleLimits()) -> SchemaBundle:
-        """Open a bundle directory, ``.zip`` or ``.tar.gz``/``.tgz``."""
-        p = Path(path)
-        name = p.name.lower()
-        if p.is_dir():
-            return cls._open_dir(p, limits)
-        if name.endswith(".zip"):
-            return cls._open_zip(p, limits)
-        if name.endswith((".tar.gz", ".tgz")):
-            return cls._open_tar(p, limits)
-        if not p.exists():
-            raise AmpError(UNAVAILABLE, f"bundle not found: {p}")
-        raise AmpError(UNAVAILABLE, f"unknown bundle format (directory, .zip, .tar.gz): {p}")
-
-    @classmethod
-    def _open_dir(cls, root: Path, limits: BundleLimits) -> SchemaBundle:
-        manifest = root / BUNDLE_MANIFEST
-        try:
-            with manifest.open("rb") as fh:
-                data = fh.read(limits.max_manifest_bytes + 1)
-        except OSError as exc:
-            raise AmpError(UNAVAILABLE, f"{root}: cannot read {BUNDLE_MANIFEST}: {exc.strerror or exc}") from None
-        if len(data) > limits.max_manifest_bytes:
-            raise AmpError(UNAVAILABLE, f"{root}: {BUNDLE_MANIFEST} too large")
-        bundle_id, paths = _parse_bundle_manifest(data, str(root), limits)
-        real_root = root.resolve()
-        files: dict[str, Path] = {}
-        for key, rel in paths.items():
-            target = (root / rel).resolve()
-            # A symlink inside the directory could still point outside it.
-            if not target.is_relative_to(real_root):
-                raise AmpError(UNAVAILABLE, f"{root}: artifact {key!r} resolves outside the bundle")
-            files[key] = target
-        return cls(bundle_id, files=files, source=str(root), limits=limits)
-
-    @classmethod
-    def _open_zip(cls, path: Path, limits: BundleLimits) -> SchemaBundle:
-        try:
-            with zipfile.ZipFile(path) as zf:
-                members = {}
-                for info in zf.infolist():
-                    if info.is_dir():
-                        continue
-                    members[_safe_relpath(info.filename, f"{path}: member")] = info
-                if len(members) > limits.max_artifacts + 1:
-                    raise AmpError(UNAVAILABLE, f"{path}: too many members")
-
-                def read(rel: str, cap: int) -> bytes | None:
-                    info = members.get(rel)
-                    if info is None:
-                        return None
-                    # Never trust file_size alone: read at most cap+1 bytes.
-                    with zf.open(info) as fh:
-                        return fh.read(cap + 1)
-
-                return cls._from_archive(path, read, limits)
-        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError, NotImplementedError) as exc:
-            raise AmpError(UNAVAILABLE, f"{path}: unreadable zip bundle: {exc}") from None
-
-    @classmethod
-    def _open_tar(cls, path: Path, limits: BundleLimits) -> SchemaBundle:
-        try:
-            with tarfile.open(path, "r:gz") as tf:
-                members: dict[str, tarfile.TarInfo] = {}
-                declared = 0
-                for count, info in enumerate(tf):
-                    if count > limits.max_artifacts + 64:
-                        raise AmpError(UNAVAILABLE, f"{path}: too many members")
-                    if info.isdir():
-                        continue
-                    rel = _safe_relpath(info.name, f"{path}: member")
-                    if not info.isfile():
-                        # Links, devices, fifos: never followed.
-                        raise AmpError(UNAVAILABLE, f"{path}: member {info.name!r} is not a regular file")
-                    # Walking a .tar.gz decompresses every member, read or
-                    # not: bound that work by the declared sizes up front.
-                    declared += info.size
-                    if info.size > max(limits.max_artifact_bytes, limits.max_manifest_bytes) \
-                            or declared > limits.max_total_bytes:
-                        raise AmpError(UNAVAILABLE, f"{path}: member {info.name!r} exceeds the bundle size limits")
-                    members[rel] = info
-
-                def read(rel: str, cap: int) -> bytes | None:
-                    info = members.get(rel)
-                    if info is None:
-                        return None
-                    fh = tf.extractfile(info)
-                    if fh is None:
-                        return None
-                    return fh.read(cap + 1)
-
-                return cls._from_archive(path, read, limits)
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise AmpError(UNAVAILABLE, f"{path}: unreadable tar bundle: {exc}") from None
-
-    @classmethod
-    def _from_archive(
-        cls, path: Path, read: Callable[[str, int], bytes | None], limits: BundleLimits
+    def from_reader(
+        cls, source: str, read: Callable[[str, int], bytes | None], limits: BundleLimits = BundleLimits()
     ) -> SchemaBundle:
+        """A bundle whose every artifact is read now through ``read(rel_path,
+        limit)`` (at most ``limit + 1`` bytes, None when absent): an archive's
+        members, which cannot be read later once the archive is closed."""
         raw = read(BUNDLE_MANIFEST, limits.max_manifest_bytes)
         if raw is None:
-            raise AmpError(UNAVAILABLE, f"{path}: no {BUNDLE_MANIFEST} at the archive root")
+            raise AmpError(UNAVAILABLE, f"{source}: no {BUNDLE_MANIFEST} at the archive root")
         if len(raw) > limits.max_manifest_bytes:
-            raise AmpError(UNAVAILABLE, f"{path}: {BUNDLE_MANIFEST} too large")
-        bundle_id, paths = _parse_bundle_manifest(raw, str(path), limits)
+            raise AmpError(UNAVAILABLE, f"{source}: {BUNDLE_MANIFEST} too large")
+        bundle_id, paths = parse_bundle_manifest(raw, source, limits)
         artifacts: dict[str, bytes] = {}
         missing: list[str] = []
         total = 0
@@ -269,12 +177,12 @@ class SchemaBundle:
                 missing.append(key)  # fail closed later, per artifact
                 continue
             if len(data) > limits.max_artifact_bytes:
-                raise AmpError(UNAVAILABLE, f"{path}: artifact {key!r} larger than {limits.max_artifact_bytes} bytes")
+                raise AmpError(UNAVAILABLE, f"{source}: artifact {key!r} larger than {limits.max_artifact_bytes} bytes")
             total += len(data)
             if total > limits.max_total_bytes:
-                raise AmpError(UNAVAILABLE, f"{path}: bundle larger than {limits.max_total_bytes} bytes")
+                raise AmpError(UNAVAILABLE, f"{source}: bundle larger than {limits.max_total_bytes} bytes")
             artifacts[key] = data
-        return cls(bundle_id, artifacts=artifacts, missing=missing, source=str(path), limits=limits)
+        return cls(bundle_id, artifacts=artifacts, missing=missing, source=source, limits=limits)
 
 
 class SchemaStore:

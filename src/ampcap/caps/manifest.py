@@ -18,13 +18,15 @@ In short::
 Schemas become an in-memory :class:`SchemaBundle` (sha-256 over the file
 bytes, or over canonical JSON of an inline table), and each descriptor points
 at it by ``bundle_id`` + ``artifact_key``, so a manifest is already valid
-under the Offline Registry Profile. :func:`check_manifest` collects every
+under the Offline Registry Profile. :func:`manifest_problems` collects every
 problem (file, capability, key, line) instead of stopping at the first one;
-:func:`load_manifest` raises ``AmpError(4001)`` carrying them all.
+:func:`manifest_from_data` raises ``AmpError(4001)`` carrying them all.
 
-Reading the files it is given is the one I/O this module does (architecture
-rule for ``caps/manifest.py``); :func:`demo_manifest` in ``demo.py`` feeds
-plain data through :func:`manifest_from_data`, the same code path.
+This module reads no files: it is given parsed TOML, and a
+:class:`ManifestFiles` for what a manifest refers to on disk (schema files,
+``python_path``, command bindings' programs). :mod:`ampcap.files.manifest`
+reads a manifest file and supplies the real file system; the demo set
+(``demo.py``) and the Python API feed plain data through the same code.
 """
 
 from __future__ import annotations
@@ -33,17 +35,14 @@ import datetime
 import enum
 import hashlib
 import json
-import os
 import re
-import shutil
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import AmpError
-from ..loaders import json_loads, read_file, toml_loads
+from ..decoders import json_loads
 from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
 from .names import URI_SCHEMES, parse_ossa_uri
 from .bundle import SchemaBundle, SchemaStore
@@ -57,13 +56,12 @@ __all__ = [
     "Manifest",
     "ManifestProblem",
     "ManifestError",
-    "load_manifest",
-    "check_manifest",
+    "ManifestFiles",
+    "manifest_problems",
     "manifest_from_data",
     "canonical_json",
 ]
 
-MAX_MANIFEST_BYTES = 1 << 20
 MAX_SCHEMA_BYTES = 1 << 20
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+$")
 _CAP_KEYS = frozenset({
@@ -110,6 +108,30 @@ class ManifestError(AmpError):
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         super().__init__(4001, first + more, details=[str(p) for p in problems])
         self.problems = tuple(problems)
+
+
+class ManifestFiles(Protocol):
+    """The file system as a manifest file sees it (implemented by
+    :class:`ampcap.files.manifest.DiskFiles`)."""
+
+    @property
+    def base_dir(self) -> Path:
+        """The manifest's directory: relative paths in it start there."""
+        ...
+
+    def read(self, path: Path, limit: int) -> bytes:
+        """At most ``limit + 1`` bytes of a regular file; ``OSError`` otherwise."""
+        ...
+
+    def resolve(self, path: Path) -> Path:
+        """``path`` made absolute, links followed (a ``python_path`` entry)."""
+        ...
+
+    def is_dir(self, path: Path) -> bool: ...
+
+    def missing_program(self, program: str, workdir: Path | None, env: Mapping[str, str]) -> str | None:
+        """Why a command binding's ``program`` could not be started, or None."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,12 +246,12 @@ def _string_list(value: Any) -> list[str] | None:
 class _CapabilityReader:
     """Turns one ``[[capability]]`` table into a spec, reporting problems."""
 
-    def __init__(self, out: _Collector, base_dir: Path | None, bundle_id: str,
+    def __init__(self, out: _Collector, files: ManifestFiles | None, bundle_id: str,
                  artifacts: dict[str, bytes], check_bindings: bool,
                  search_path: tuple[Path, ...] = ()) -> None:
         self.out = out
         self.search_path = search_path
-        self.base_dir = base_dir
+        self.files = files
         self.bundle_id = bundle_id
         self.artifacts = artifacts
         self.check_bindings = check_bindings
@@ -471,15 +493,14 @@ class _CapabilityReader:
         return ref, doc, source
 
     def _read_schema_file(self, rel: str, which: str) -> bytes | None:
-        if self.base_dir is None:
+        if self.files is None:
             self.problem("schema files need a manifest file to be relative to", which)
             return None
         if "\x00" in rel:  # the OS cannot even be asked (ValueError, not OSError)
             self.problem(f"schema file name {rel!r} contains a NUL character", which)
             return None
-        path = self.base_dir / rel
         try:
-            data = read_file(path, MAX_SCHEMA_BYTES)
+            data = self.files.read(self.files.base_dir / rel, MAX_SCHEMA_BYTES)
         except OSError as exc:
             self.problem(f"cannot read schema file {rel!r}: {exc.strerror or exc}", which)
             return None
@@ -547,13 +568,15 @@ class _CapabilityReader:
                 if any("\x00" in t for t in texts):
                     self.problem("must not contain NUL characters", f"binding.{key}")
                     return None
-            base = self.base_dir
+            files = self.files
+            base = files.base_dir if files else None
             workdir = (base / cwd if base else Path(cwd)) if cwd else base
-            if self.check_bindings and cwd and workdir is not None and not workdir.is_dir():
-                # The runner would fail every invoke (5001) trying to start there.
-                self.problem(f"{str(workdir)!r} is not a directory", "binding.cwd")
-            elif self.check_bindings and argv and (missing := _missing_program(argv[0], workdir, env)):
-                self.problem(missing, "binding.command")
+            if self.check_bindings and files is not None:
+                if cwd and workdir is not None and not files.is_dir(workdir):
+                    # The runner would fail every invoke (5001) trying to start there.
+                    self.problem(f"{str(workdir)!r} is not a directory", "binding.cwd")
+                elif argv and (missing := files.missing_program(argv[0], workdir, env)):
+                    self.problem(missing, "binding.command")
             kwargs: dict[str, Any] = {"argv": tuple(argv), "env": env, "cwd": workdir,
                                       "stderr_to_caller": stderr_to_caller}
             if timeout is not None:
@@ -562,26 +585,6 @@ class _CapabilityReader:
         except AmpError as exc:
             self.problem(exc.message, "binding")
             return None
-
-
-def _missing_program(program: str, workdir: Path | None, env: Mapping[str, str]) -> str | None:
-    """Why a command binding's program cannot be started, as the runner will
-    start it (a relative path from the binding's cwd, a bare name from PATH,
-    which ``env`` may set), or None."""
-    base = workdir or Path.cwd()
-    if "/" in program:
-        path = Path(program) if Path(program).is_absolute() else base / program
-        if not path.is_file():
-            return f"no program at {str(path)!r}"
-        if not os.access(path, os.X_OK):
-            return f"{str(path)!r} is not executable"
-        return None
-    # Relative PATH entries (and empty ones, meaning ".") count from the binding's cwd, as in the child.
-    entries = env.get("PATH", os.environ.get("PATH", os.defpath)).split(os.pathsep)
-    search = os.pathsep.join(str(base / (entry or ".")) for entry in entries)
-    if shutil.which(program, path=search) is None:
-        return f"no program {program!r} on PATH"
-    return None
 
 
 def _cross_checks(out: _Collector, specs: list[tuple[int, CapabilitySpec]]) -> None:
@@ -600,8 +603,15 @@ def _cross_checks(out: _Collector, specs: list[tuple[int, CapabilitySpec]]) -> N
                 out.add(f"alias {alias!r} already points to {owner!r}", index=index, label=spec.id, key="aliases")
 
 
-def _collect(data: Any, *, source: str, base_dir: Path | None, text: str | None,
-             check_bindings: bool) -> tuple[Manifest | None, list[ManifestProblem]]:
+def manifest_problems(data: Any, *, source: str, text: str | None = None, files: ManifestFiles | None = None,
+                      check_bindings: bool = False) -> tuple[Manifest | None, list[ManifestProblem]]:
+    """The manifest in parsed TOML-shaped ``data``, or every problem found.
+    ``text`` (the TOML source) gives problems their line numbers; ``files``
+    gives schema files and ``python_path`` a directory to be relative to.
+    ``check_bindings`` also imports python bindings and bridges and, with
+    ``files``, looks up command bindings' programs and directories (what
+    serving would need), instead of leaving those failures to the first
+    invoke."""
     out = _Collector(source, text)
     if not isinstance(data, dict):
         out.add("a manifest must be a table")
@@ -622,12 +632,12 @@ def _collect(data: Any, *, source: str, base_dir: Path | None, text: str | None,
         out.add("must be a list of directories (relative to the manifest)", key="python_path")
     elif any("\x00" in d for d in raw_path):
         out.add("directories must not contain NUL characters", key="python_path")
-    elif raw_path and base_dir is None:
+    elif raw_path and files is None:
         out.add("python_path needs a manifest file to be relative to", key="python_path")
-    elif base_dir is not None:
-        search_path = tuple((base_dir / d).resolve() for d in raw_path)
+    elif files is not None:
+        search_path = tuple(files.resolve(files.base_dir / d) for d in raw_path)
     artifacts: dict[str, bytes] = {}
-    reader = _CapabilityReader(out, base_dir, bundle_id, artifacts, check_bindings, search_path)
+    reader = _CapabilityReader(out, files, bundle_id, artifacts, check_bindings, search_path)
     specs = []
     for index, table in enumerate(tables):
         spec = reader.read(index, table)
@@ -640,44 +650,12 @@ def _collect(data: Any, *, source: str, base_dir: Path | None, text: str | None,
     return Manifest(source=source, bundle=bundle, capabilities=tuple(s for _, s in specs)), []
 
 
-def check_manifest(path: str | Path, *, check_bindings: bool = False) -> tuple[Manifest | None, list[ManifestProblem]]:
-    """Load a TOML manifest, returning it or every problem found.
-    ``check_bindings`` also imports python bindings and bridges and looks up
-    command bindings' programs (what serving would need), instead of leaving
-    those failures to the first invoke."""
-    p = Path(path)
-    source = str(p)
-    try:
-        raw = read_file(p, MAX_MANIFEST_BYTES)
-    except OSError as exc:
-        return None, [ManifestProblem(source, f"cannot read manifest: {exc.strerror or exc}")]
-    if len(raw) > MAX_MANIFEST_BYTES:
-        return None, [ManifestProblem(source, f"manifest larger than {MAX_MANIFEST_BYTES} bytes")]
-    try:
-        text = raw.decode("utf-8")
-        data = toml_loads(text)
-    except UnicodeDecodeError as exc:
-        return None, [ManifestProblem(source, f"not UTF-8: {exc}")]
-    except tomllib.TOMLDecodeError as exc:
-        # tomllib ends its message with "(at line L, column C)".
-        m = re.search(r"at line (\d+)", str(exc))
-        return None, [ManifestProblem(source, f"TOML syntax: {exc}", line=int(m.group(1)) if m else None)]
-    return _collect(data, source=source, base_dir=p.parent, text=text, check_bindings=check_bindings)
-
-
-def load_manifest(path: str | Path, *, check_bindings: bool = False) -> Manifest:
-    """Load a manifest or raise :class:`ManifestError` (4001) listing all problems."""
-    manifest, problems = check_manifest(path, check_bindings=check_bindings)
-    if manifest is None:
-        raise ManifestError(problems)
-    return manifest
-
-
-def manifest_from_data(data: Mapping[str, Any], *, source: str = "<data>", base_dir: Path | None = None,
+def manifest_from_data(data: Mapping[str, Any], *, source: str = "<data>", files: ManifestFiles | None = None,
                        check_bindings: bool = False) -> Manifest:
-    """Build a manifest from already-parsed TOML-shaped data (the demo set)."""
-    manifest, problems = _collect(dict(data), source=source, base_dir=base_dir, text=None,
-                                  check_bindings=check_bindings)
+    """Build a manifest from already-parsed TOML-shaped data (the demo set,
+    the Python API), or raise :class:`ManifestError` (4001) listing every
+    problem."""
+    manifest, problems = manifest_problems(dict(data), source=source, files=files, check_bindings=check_bindings)
     if manifest is None:
         raise ManifestError(problems)
     return manifest

@@ -48,6 +48,7 @@ from .cursor import CURSOR_TTL_MS, Cursor, CursorCodec
 from .descriptor import Descriptor, join_path
 from .descriptor_sig import KeyResolver, TrustProfile, verify_descriptor
 from .names import AliasTable
+from .order import NEWEST_FIRST, OLDEST_FIRST, ORDERS
 from .semver import Range, Version
 
 if TYPE_CHECKING:
@@ -57,7 +58,6 @@ __all__ = ["Registry", "Page", "Registered", "Admission", "NEWEST_FIRST", "OLDES
            "DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT"]
 
 BAD_REQUEST, NOT_FOUND, VERSION_MISMATCH = 4001, 4002, 4003
-NEWEST_FIRST, OLDEST_FIRST = "newest-first", "oldest-first"
 DEFAULT_PAGE_LIMIT = 100  # a query without ``limit`` (or ``limit = 0``) still gets bounded pages
 MAX_PAGE_LIMIT = 1000  # a larger ``limit`` is served as this: one CAP_DECLARE stays a sane size
 
@@ -263,7 +263,7 @@ class Registry(Generic[T]):
         tools; CAP_QUERY always names one). ``filter`` is the filter as the
         client sent it: a cursor is bound to it and to ``order``, and to the
         registry snapshot of the listing's first page."""
-        if order not in (NEWEST_FIRST, OLDEST_FIRST):
+        if order not in ORDERS:
             raise AmpError(BAD_REQUEST, f"order must be {NEWEST_FIRST!r} or {OLDEST_FIRST!r}", path="body.order")
         if limit is not None and (type(limit) is not int or limit < 0):
             raise AmpError(BAD_REQUEST, "limit must be an unsigned integer", path="body.limit")

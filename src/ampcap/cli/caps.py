@@ -51,7 +51,8 @@ def register(subparsers: Any) -> None:
 
 
 def _load(args: argparse.Namespace, *, check_bindings: bool = False) -> Manifest:
-    from ..caps.manifest import ManifestError, check_manifest
+    from ..caps.manifest import ManifestError
+    from ..files.manifest import check_manifest
 
     if args.demo:
         from ..caps.demo import demo_manifest
@@ -64,7 +65,7 @@ def _load(args: argparse.Namespace, *, check_bindings: bool = False) -> Manifest
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from ..caps.manifest import check_manifest
+    from ..files.manifest import check_manifest
 
     manifest: Manifest | None
     if args.demo:

@@ -22,12 +22,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..caps.order import ORDERS
 from ..display import json_safe, printable
 from ..errors import AmpError
-from ..loaders import json_loads
+from ..decoders import json_loads
 from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.cbor import UINT64_MAX
-from ..wire.identity import default_identity_path
+from ..files.identity import default_identity_path
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
 from .tls_options import add_tls_client_arguments, tls_client_context
@@ -66,7 +67,7 @@ def register(subparsers: Any) -> None:
     q.add_argument("--range", default=None, metavar="R", help="version range, e.g. '>=1.0.0 <2.0.0'")
     q.add_argument("--limit", type=int, default=None, metavar="N", help="page size")
     q.add_argument("--cursor", default=None, help="continue from a previous page's next_cursor")
-    q.add_argument("--order", choices=("newest-first", "oldest-first"), default=None,
+    q.add_argument("--order", choices=ORDERS, default=None,
                    help="listing order of the versions (the daemon's default: newest-first)")
     q.set_defaults(func=run_query)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from ..outputs import open_for_writing
+from ..files.write import open_for_writing
 from ..wire.frames import DEFAULT_MAX_SIZE, Framing
 from .errors import CommandError, UsageError, local_file_errors
 
@@ -136,7 +136,8 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
     from ..dump.render import Style, dumps_json, render_text
     from ..dump.session import DumpSession, RecordFilter, known_type_filter
     from ..wire.cbor import DecodeLimits
-    from ..wire.keyring import Keyring, default_resolver
+    from ..files.keyring import load_keyring
+    from ..wire.keyring import default_resolver
     from ..wire.signing import Profile
 
     if args.type_filter is not None and not known_type_filter(args.type_filter):
@@ -151,7 +152,7 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
     if args.max_size < 1:
         raise UsageError("--max-size must be positive")
     with local_file_errors():
-        keyring = Keyring.load(args.keyring) if args.keyring else None
+        keyring = load_keyring(args.keyring) if args.keyring else None
     profile = Profile.RUST_EXAMPLE if args.compat == "rust-example" else Profile.RFC
     framing = _framing(args)
     limits = DecodeLimits(max_bytes=max(args.max_size, 1 << 20))

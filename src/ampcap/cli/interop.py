@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..display import json_safe, printable
 from ..errors import AmpError
-from ..loaders import json_loads
+from ..decoders import json_loads
 from ..net.url import AmpUrl, UrlError, parse_url
 from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.frames import Framing

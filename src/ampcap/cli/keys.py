@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..wire.identity import Identity, default_identity_path
+from ..files.identity import default_identity_path, load_identity, save_identity
+from ..wire.identity import Identity
 from .errors import CommandError, local_file_errors
 
 
@@ -56,7 +57,7 @@ def run_keygen(args: argparse.Namespace) -> int:
         raise CommandError(f"{path.parent} is not a directory; create it first")
     identity = Identity.generate(os.urandom)
     with local_file_errors():
-        identity.save(path, overwrite=args.force)
+        save_identity(identity, path, overwrite=args.force)
     print(identity.did)
     return 0
 
@@ -64,7 +65,7 @@ def run_keygen(args: argparse.Namespace) -> int:
 def run_id(args: argparse.Namespace) -> int:
     path: Path = args.identity or default_identity_path()
     with local_file_errors():
-        identity = Identity.load(path)
+        identity = load_identity(path)
     print(identity.did)
     if args.verbose_keys:
         print(f"ed25519 {identity.public_key.hex()}")

@@ -102,11 +102,17 @@ def _detach_stdout() -> None:
 
 def _reportable(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """What a command's trio nurseries let out, as main reports it: Ctrl-C
-    (however many tasks it reached) or a lone error of a kind reported in one
-    line comes out as itself; anything else stays the group (a bug: traceback)."""
+    or a lone error of a kind reported in one line comes out as itself;
+    anything else stays the group (a bug: traceback).
+
+    Ctrl-C wins over whatever else the group holds: trio raises it in
+    whichever task runs when the signal lands (the reader, inside a progress
+    callback), and the errors beside it (the call failing because that
+    reader's connection closed) are its consequences, not news."""
     leaves = list(_leaves(group))
-    if leaves and all(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
-        return leaves[0]
+    interrupted = [leaf for leaf in leaves if isinstance(leaf, KeyboardInterrupt)]
+    if interrupted:
+        return interrupted[0]
     if len(leaves) == 1 and isinstance(leaves[0], (UsageError, CommandError, AmpError, OSError)):
         return leaves[0]
     return group

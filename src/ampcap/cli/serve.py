@@ -26,14 +26,8 @@ from ..errors import AmpError
 from ..net.url import parse_hostport
 from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
 from ..wire.frames import Framing
-from ..wire.identity import (
-    ChainResolver,
-    DidKeyResolver,
-    Identity,
-    KeyResolver,
-    default_identity_path,
-    load_or_create,
-)
+from ..files.identity import default_identity_path, load_or_create
+from ..wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver
 from ..wire.registry import ErrorCode
 from .errors import CommandError, UsageError, local_file_errors
 from .tls_options import add_tls_client_arguments, tls_client_context
@@ -146,14 +140,14 @@ def fit_to_descriptors(max_connections: int) -> int:
 def _resolver(keyring: Path | None) -> KeyResolver:
     if keyring is None:
         return DidKeyResolver()
-    from ..wire.keyring import Keyring
+    from ..files.keyring import load_keyring
 
     with local_file_errors():
-        return ChainResolver(DidKeyResolver(), Keyring.load(keyring))
+        return ChainResolver(DidKeyResolver(), load_keyring(keyring))
 
 
 def _manifests(args: argparse.Namespace) -> list[Manifest]:
-    from ..caps.manifest import load_manifest
+    from ..files.manifest import load_manifest
 
     found: list[Manifest] = []
     if args.demo:
@@ -177,7 +171,8 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     from ..caps.params import ParamsValidator
     from ..net.daemon import Daemon, DaemonConfig
     from ..peer.executor import ExecutorConfig
-    from ..peer.policy import ALLOW_ALL, load_policy
+    from ..files.policy import load_policy
+    from ..peer.policy import ALLOW_ALL
 
     host, port = parse_listen(args.listen)
     if (args.tls_cert is None) != (args.tls_key is None):

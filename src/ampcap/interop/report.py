@@ -25,7 +25,7 @@ import fastjsonschema
 from .. import __version__
 from ..display import json_safe, printable
 from ..errors import AmpError
-from ..outputs import open_for_writing, write_whole
+from ..files.write import open_for_writing, write_whole
 from .runner import RunResult
 from .vectors import Status
 

@@ -40,7 +40,7 @@ import trio
 from ..caps.bindings import Binding, CommandBinding, InvocationContext, PythonBinding, resolve_callable, wants_context
 from ..display import printable
 from ..errors import AmpError
-from ..loaders import json_loads
+from ..decoders import json_loads
 from ..peer.logthrottle import LogThrottle
 from .clock import wall_clock_ms
 

@@ -37,7 +37,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, get_args, get_type_hints
+from typing import Any, TypeVar, get_type_hints
 
 import msgspec
 import trio
@@ -47,12 +47,14 @@ from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
 from ..caps.manifest import Manifest, ManifestError, manifest_from_data
 from ..caps.names import is_full_id
+from ..caps.order import ORDERS, Order
 from ..caps.params import ParamsValidator
 from ..errors import AmpError, Unreachable
 from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
-from ..wire.identity import Identity, KeyResolver, load_or_create
+from ..files.identity import load_or_create
+from ..wire.identity import Identity, KeyResolver
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
@@ -63,8 +65,6 @@ __all__ = ["Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationCo
 F = TypeVar("F", bound=Callable[..., Any])
 ProgressCallback = Callable[[int | None, str | None], Any]
 InvocationContext = RunnerContext  # what a ``ctx`` parameter receives
-Order = Literal["newest-first", "oldest-first"]  # CAP_QUERY listing order
-_ORDERS: tuple[str, ...] = get_args(Order)
 _CONTEXT_PARAM = "ctx"
 _DRAFT7 = "http://json-schema.org/draft-07/schema#"
 
@@ -264,7 +264,7 @@ class Peer:
 
     :param identity: an :class:`~ampcap.wire.identity.Identity`, a key file
         path, or ``None`` for the default identity file (created if missing).
-    :param policy: who may query/invoke what (``peer.policy.load_policy``).
+    :param policy: who may query/invoke what (``ampcap.files.load_policy``).
     :param resolver: resolves non-``did:key`` senders (a keyring).
     :param config: limits, timeouts and framing (:class:`DaemonConfig`).
     :param tls: what :meth:`serve` presents on ``amps://`` URLs
@@ -511,8 +511,8 @@ class Remote:
         optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…)."""
         if limit is not None and not 0 <= limit <= UINT64_MAX:
             raise ValueError(f"limit must be from 0 to {UINT64_MAX}")
-        if order is not None and order not in _ORDERS:
-            raise ValueError(f"order must be one of {', '.join(map(repr, _ORDERS))}, not {order!r}")
+        if order is not None and order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(map(repr, ORDERS))}, not {order!r}")
         flt: dict[str, Any] = {"capability": name}
         if range is not None:
             flt["version"] = range

@@ -14,24 +14,23 @@ Patterns are exact strings, or contain ``*`` which matches any run of
 characters (``did:web:example.com:*``). Nothing else is special, so DIDs
 with ``[`` or ``?`` are matched literally, unlike ``fnmatch``.
 
-Loading never half-succeeds: every problem is collected and reported as one
-``AmpError(4001)`` whose message names the file and the key
-(``policy.toml: capability[1].allow[0]: expected a string``).
+:func:`parse_policy` takes the parsed TOML (reading the file is
+:func:`ampcap.files.policy.load_policy`'s job) and never half-succeeds:
+every problem is collected and reported as one ``AmpError(4001)`` whose
+message names the file and the key (``policy.toml: capability[1].allow[0]:
+expected a string``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import AmpError
-from ..loaders import read_file, toml_loads
 
 __all__ = [
     "Pattern",
@@ -40,12 +39,10 @@ __all__ = [
     "Policy",
     "RateLimiter",
     "parse_policy",
-    "load_policy",
     "ALLOW_ALL",
 ]
 
 _BAD_CONFIG = 4001
-_MAX_POLICY_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,21 +271,3 @@ def parse_policy(data: Mapping[str, Any], *, source: str = "<data>") -> Policy:
     out.raise_if_any()
     return Policy(default_allow=default == "allow", allow=allow, deny=deny, capabilities=tuple(rules),
                   rate_limit=rate, source=source)
-
-
-def load_policy(path: str | Path) -> Policy:
-    """Read and parse a policy file (the caller is the edge: files are I/O)."""
-    p = Path(path)
-    try:
-        raw = read_file(p, _MAX_POLICY_BYTES)
-    except OSError as exc:
-        raise AmpError(_BAD_CONFIG, f"{p}: cannot read policy file: {exc.strerror or exc}") from None
-    if len(raw) > _MAX_POLICY_BYTES:
-        raise AmpError(_BAD_CONFIG, f"{p}: policy file is larger than {_MAX_POLICY_BYTES} bytes")
-    try:
-        data = toml_loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise AmpError(_BAD_CONFIG, f"{p}: policy file is not UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise AmpError(_BAD_CONFIG, f"{p}: not valid TOML: {exc}") from None
-    return parse_policy(data, source=str(p))

@@ -5,9 +5,9 @@ key. By default the X25519 key is derived from the Ed25519 seed (so a did:key
 identity needs nothing else); identities loaded from a keyring may carry an
 independent X25519 secret and a non-did:key DID (``did:web:…``).
 
-Key files are JSON with hex secrets, written with mode 0600 and refused when
-group- or world-readable, as ssh does with private keys: a readable secret
-key is a leaked secret key.
+An identity's key file is JSON with hex secrets (:meth:`Identity.to_json`,
+:meth:`Identity.from_json`); reading and writing the file itself, with its
+mode rules, is :mod:`ampcap.files.identity`'s job.
 
 :class:`KeyResolver` is what the receive pipeline asks for public keys;
 ``did:key`` resolves with no setup (:class:`DidKeyResolver`) and
@@ -16,12 +16,8 @@ key is a leaked secret key.
 
 from __future__ import annotations
 
-import json
-import os
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from nacl.bindings import crypto_sign, crypto_sign_ed25519_sk_to_curve25519
@@ -29,8 +25,6 @@ from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
 from ..errors import AmpError
-from ..loaders import json_loads, read_file
-from ..outputs import write_whole
 from .didkey import did_key_from_ed25519, ed25519_from_did_key, x25519_from_did_key
 
 __all__ = [
@@ -38,23 +32,11 @@ __all__ = [
     "KeyResolver",
     "DidKeyResolver",
     "ChainResolver",
-    "default_identity_path",
     "IDENTITY_FILE_KIND",
 ]
 
 IDENTITY_FILE_KIND = "ampcap-identity"
 Entropy = Callable[[int], bytes]
-_MAX_IDENTITY_FILE = 64 * 1024  # a real one is under 1 KiB; this bounds what a wrong path can cost
-
-
-def default_identity_path(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CONFIG_HOME/ampcap/identity.json``, else ``~/.config/ampcap/identity.json``
-    (a relative ``XDG_CONFIG_HOME`` is ignored, as the XDG spec says: the key
-    must not depend on the current directory)."""
-    environ = os.environ if env is None else env
-    base = environ.get("XDG_CONFIG_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path(environ.get("HOME") or Path.home()) / ".config"
-    return root / "ampcap" / "identity.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +80,7 @@ class Identity:
         SignedMessage object SigningKey.sign builds around it (hot path)."""
         return crypto_sign(message, self._secret_key)[:64]
 
-    # ---------------------------------------------------------------- files
+    # ------------------------------------------------------- key file contents
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -113,53 +95,6 @@ class Identity:
         if self.x25519_secret != derived:
             data["x25519_secret"] = self.x25519_secret.hex()
         return data
-
-    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Write the key file with mode 0600 (created that way, never widened
-        afterwards, so the secret is not readable even for an instant)."""
-        target = Path(path)
-        # A device, FIFO or socket is no place for a key (and /dev/null would
-        # lose it silently, with its mode narrowed for everyone else).
-        if target.exists() and not target.is_file():
-            raise AmpError(1001, f"{target}: not a regular file; a key file must be one")
-        exists = AmpError(1001, f"{target}: identity file already exists (use --force to overwrite)")
-        if not overwrite and (target.exists() or target.is_symlink()):
-            raise exists
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Whole or not at all: a full disk or a crash never leaves an empty
-        # or half key file, and a key being replaced (--force) survives a
-        # write that fails.
-        try:
-            write_whole(target, (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8"), mode=0o600,
-                        replace=overwrite)
-        except FileExistsError:  # another process created it meanwhile
-            raise exists from None
-        return target
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str], *, allow_insecure: bool = False) -> Identity:
-        source = Path(path)
-        try:
-            st = source.stat()
-        except FileNotFoundError as exc:
-            raise AmpError(1001, f"{source}: no identity file (create one with 'ampcap keygen')") from exc
-        if not stat.S_ISREG(st.st_mode):
-            # Checked before the mode: a directory's 755 is not the problem.
-            raise AmpError(1001, f"{source}: not a regular file (an identity file was expected)")
-        if not allow_insecure and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise AmpError(
-                1001,
-                f"{source}: identity file is accessible by group or others "
-                f"(mode {stat.S_IMODE(st.st_mode):o}); run 'chmod 600 {source}'",
-            )
-        raw = read_file(source, _MAX_IDENTITY_FILE)
-        if len(raw) > _MAX_IDENTITY_FILE:
-            raise AmpError(1001, f"{source}: over {_MAX_IDENTITY_FILE // 1024} KiB, not an identity file")
-        try:
-            data = json_loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise AmpError(1001, f"{source}: not a JSON identity file: {exc}") from exc
-        return cls.from_json(data, origin=str(source))
 
     @classmethod
     def from_json(cls, data: Any, *, origin: str = "identity") -> Identity:
@@ -177,24 +112,6 @@ class Identity:
         if expected is not None and expected != ident.public_key.hex():
             raise AmpError(1001, f"{origin}: 'ed25519' does not match the seed")
         return ident
-
-
-def load_or_create(path: str | os.PathLike[str] | None, entropy: Entropy) -> tuple[Identity, Path | None]:
-    """The identity in ``path``; without a path, the default identity file,
-    created (mode 0600) when missing. Returns the identity and the path of a
-    file this call created (None when it only loaded one), so the caller can
-    say so."""
-    if path is not None:
-        return Identity.load(path), None
-    default = default_identity_path()
-    if default.exists():
-        return Identity.load(default), None
-    created = Identity.generate(entropy)
-    try:
-        created.save(default)
-    except AmpError:  # another process created it first: use that one
-        return Identity.load(default), None
-    return created, default
 
 
 def _hex_field(data: Mapping[str, Any], key: str, origin: str) -> bytes | None:

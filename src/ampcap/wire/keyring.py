@@ -1,6 +1,7 @@
-"""Keyring files: public (and optionally secret) keys for DIDs that are not
+"""Keyrings: public (and optionally secret) keys for DIDs that are not
 self-certifying, e.g. ``did:web`` (ruling R2; nothing is fetched from the
-network). Format (spec map, "Contracts"), JSON or TOML of the same shape::
+network). Format (spec map, "Contracts"; files are read by
+:mod:`ampcap.files.keyring`), JSON or TOML of the same shape::
 
     {"did:web:example.com:agent:bob": {"ed25519": "<hex32>", "x25519": "<hex32>",
                                        "ed25519_secret": "<hex32>", "x25519_secret": "<hex32>"}}
@@ -13,23 +14,17 @@ fragment equal to the DID. Anything else is unresolvable (3001).
 
 from __future__ import annotations
 
-import json
-import os
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..errors import AmpError
-from ..loaders import json_loads, read_file, toml_loads
 from .didkey import split_did_url
 from .identity import ChainResolver, DidKeyResolver, Identity
 
 __all__ = ["KeyringEntry", "Keyring", "default_resolver"]
 
 _KNOWN_FIELDS = frozenset(("ed25519", "x25519", "ed25519_secret", "x25519_secret"))
-_MAX_KEYRING_BYTES = 1 << 20  # thousands of entries; more is not a keyring
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,27 +81,6 @@ class Keyring:
                     raise AmpError(1001, f"{where}: 'x25519_secret' does not match 'x25519'")
             entries[did] = entry
         return cls(entries)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Keyring:
-        """Read a JSON or TOML keyring (TOML when the name ends in ``.toml``)."""
-        source = Path(path)
-        try:
-            raw = read_file(source, _MAX_KEYRING_BYTES)
-        except FileNotFoundError as exc:
-            raise AmpError(1001, f"{source}: keyring file not found") from exc
-        except OSError as exc:
-            raise AmpError(1001, f"{source}: cannot read keyring file: {exc.strerror or exc}") from exc
-        if len(raw) > _MAX_KEYRING_BYTES:
-            raise AmpError(1001, f"{source}: keyring file is larger than {_MAX_KEYRING_BYTES} bytes")
-        try:
-            if source.suffix.lower() == ".toml":
-                data = toml_loads(raw.decode("utf-8"))
-            else:
-                data = json_loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise AmpError(1001, f"{source}: not a valid keyring file: {exc}") from exc
-        return cls.from_mapping(data, origin=str(source))
 
     # ----------------------------------------------------------- resolving
 
