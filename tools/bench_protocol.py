@@ -99,7 +99,7 @@ class Pair:
         for _ in range(batch):
             handle, out = client.invoker.start_invoke(self.clink, CAPABILITY, PARAMS, timeout_ms=60_000,
                                                       to=self.cconn.peer_did, now_ms=_now_ms())
-            calls.append(client._register_call(self.clink, handle, out, None))
+            calls.append(client.calls.register(self.clink, handle, out, None))
         data = self.cconn.data_to_send()
         t1 = time.perf_counter()
         self.sconn.receive_data(data, _now_ms())

@@ -189,7 +189,7 @@ async def test_two_ampcap_daemons_exchange_invoke_and_result_through_the_relay()
             await provider.join_relay(url, timeout_s=1.0)
             await trio.sleep(0.1)
             link = await caller.connect(url, peer_did=provider.identity.did, timeout_s=1.0)
-            result = await caller.call_invoke(link, ("org.ampcap.demo.math.add", "1.0.0"), {"a": 2, "b": 40},
-                                              timeout_ms=5_000)
+            result = await caller.calls.invoke(link, ("org.ampcap.demo.math.add", "1.0.0"), {"a": 2, "b": 40},
+                                               timeout_ms=5_000)
             nursery.cancel_scope.cancel()
     assert result == {"sum": 42}

@@ -94,7 +94,7 @@ async def test_a_message_addressed_to_another_agent_is_refused_not_run() -> None
             reply = await alice.terminal(env.id)
             assert reply.envelope.typ == ERROR and error_code(reply) == 3001
             assert reply.body["message"] == "message is not addressed to this agent"
-        assert daemon.stats["invokes"] == 0
+        assert daemon.jobs.stats["invokes"] == 0
         ok = await alice.request(INVOKE, body)  # addressed to the daemon: runs
         assert ok.envelope.typ == RESULT and ok.body["result"]["message"] == "for carol"
 

@@ -208,7 +208,7 @@ async def test_peer_serves_and_is_invoked_back(tmp_path: Path) -> None:
     async with server.serve("amp://127.0.0.1:0") as srv, client.connect(srv.url) as remote:
         assert remote.did == server.did
         (link,) = [lk for lk in srv.daemon.links if lk.peer_did == client.did]
-        answer = await srv.daemon.call_invoke(link, "org.example.whoami:1.0.0", {}, timeout_ms=5000)
+        answer = await srv.daemon.calls.invoke(link, "org.example.whoami:1.0.0", {}, timeout_ms=5000)
         assert answer == {"me": client.did}
 
 

@@ -11,8 +11,10 @@ One :class:`Daemon` owns
   :class:`~ampcap.peer.invoker.Invoker` (requester side). Both connection
   roles carry both directions: a client that declared capabilities can be
   invoked by the server it dialled;
-* the running jobs (one trio task each, cancelled through their scope) and
-  ONE timer task armed from ``executor.get_timer()`` / ``invoker.get_timer()``.
+* the executor's running jobs (:class:`~ampcap.net.jobs.Jobs`: one trio task
+  each, cancelled through their scope) and the invoker's calls our own
+  callers wait on (:class:`~ampcap.net.calls.Calls`);
+* ONE timer task armed from ``executor.get_timer()`` / ``invoker.get_timer()``.
 
 The core returns *actions*; :meth:`Daemon._apply` is the only place that
 turns them into effects. Logging: one line per connection opened/closed and
@@ -31,28 +33,18 @@ import logging
 import os
 import random
 import ssl
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import trio
 
 from ..caps.catalog import Catalog
-from ..caps.stats import UsageStats
 from ..display import printable
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..net.bindings_runner import (
-    CAPABILITY_FAULTS,
-    BindingRunner,
-    RunnerContext,
-    log_capability_crash,
-    plain_result,
-)
 from ..schema import load_schemas
 from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
 from ..peer.connection import Connection, Role
-from ..peer.dedupe import InvokeKey
 from ..peer.events import (
     ConnectionTerminated,
     Event,
@@ -62,7 +54,7 @@ from ..peer.events import (
     MessageRejected,
     Negotiated,
 )
-from ..peer.executor import Cancel, Execute, Executor, ExecutorConfig, Job, delegation_violation
+from ..peer.executor import Cancel, Execute, Executor, ExecutorConfig, delegation_violation
 from ..peer.invoker import (
     InvokeFailed,
     InvokeProgress,
@@ -73,27 +65,27 @@ from ..peer.invoker import (
     InvokeTimedOut,
     QueryAnswered,
     QueryFailed,
-    RetryPolicy,
-    Target,
 )
 from ..peer.limits import InFlightLimits
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
-from ..peer.state import ConnState, HelloState
+from ..peer.state import HelloState
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
+from .calls import Calls
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
+from .jobs import Jobs, LocalHandler
 from .listener import OVERLOADED_FRAME, Listener
 from .stream import ConnectionDriver, SendBudget, open_stream
 from .tls import tls_failure
 from .url import AmpUrl, parse_url
 
-__all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler", "CallOutcome"]
+__all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler"]
 
 log = logging.getLogger("ampcap.daemon")
 
@@ -101,13 +93,9 @@ _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
-UNAVAILABLE, TIMEOUT, INTERNAL = 5002, 5003, 5001
+UNAVAILABLE, TIMEOUT = 5002, 5003
 UNKNOWN_TYPE = 1005
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
-
-# A capability implemented in-process (the Python API): params + context in,
-# result out. Manifest bindings go through the BindingRunner instead.
-LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,7 +123,7 @@ class Link:
     driver: ConnectionDriver
     outbound: bool  # we dialled it
     ready: trio.Event = field(default_factory=trio.Event)  # Negotiated or terminated
-    calls: set[bytes] = field(default_factory=set)  # our pending call handles on it
+    calls: set[bytes] = field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
     opened_ms: int = 0
 
     @property
@@ -147,29 +135,8 @@ class Link:
         return self.driver.terminated is None and self.driver.conn.peer_did is not None
 
 
-@dataclass(slots=True)
-class CallOutcome:
-    """What one of our calls ended with (set by the invoker's outcome event)."""
-
-    done: trio.Event = field(default_factory=trio.Event)
-    result: Any = None
-    error: AmpError | None = None
-    on_progress: Callable[[int | None, str | None], Any] | None = None
-    link: Link | None = None
-    # Async on_progress callbacks still running: the caller gets its outcome
-    # only after they finished, so it never sees progress after the result.
-    callbacks: list[trio.Event] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _RunningJob:
-    job: Job
-    scope: trio.CancelScope
-    started_ms: int
-
-
 class Daemon:
-    """Listener + connections + executor + invoker + jobs + timers.
+    """Listener + connections + executor + invoker + jobs + calls + timers.
 
     Use inside a nursery: ``async with daemon.running(): ...`` (or ``run``).
     """
@@ -183,8 +150,6 @@ class Daemon:
         self.config = config
         self.clock = clock
         self._entropy = entropy
-        self._handlers = dict(handlers or {})
-        self._runner = BindingRunner()
         # One pipeline (so one replay cache) for every connection: a message
         # replayed on another connection is still recognised.
         # Every body is checked against its CDDL rule before anything acts on
@@ -203,8 +168,10 @@ class Daemon:
         self._log_throttle = LogThrottle()
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
                                  limits=limits, config=config.executor)
+        self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
+        self.calls = Calls(self.invoker, clock, self._rearm)
         # The connection must outlive our drain period, or it would close by itself first.
         drain_ms = int(config.drain_timeout_s * 1000) + 5_000
         # The daemon closes a half-closed connection itself once it owes nothing.
@@ -217,23 +184,21 @@ class Daemon:
                                  refusal=None if config.connection.framing is Framing.RAW else OVERLOADED_FRAME)
         self.links: set[Link] = set()
         self._half_closed: set[Link] = set()  # peers that finished sending; closed once answered
-        self._jobs: dict[InvokeKey, _RunningJob] = {}
-        self._calls: dict[bytes, CallOutcome] = {}
         self._nursery: trio.Nursery | None = None
         self._timer_kick = trio.Event()
         self._armed: int | None = None
         self._closing = False
         self._hurried = False  # hurry(): the drain stops waiting for running invokes
         self._drain_wait: trio.CancelScope | None = None
-        self.stats = {"invokes": 0, "completed": 0}
-        self.usage = UsageStats()  # per capability id; logged when the daemon drains
 
     # ================================================================ life
 
     async def run(self, *, task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
         """Run until cancelled: the timer task plus every connection's tasks."""
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
+            # Jobs and async on_progress callbacks run as our tasks too: they
+            # end with the daemon, not with the connection that started them.
+            self._nursery = self.jobs.nursery = self.calls.nursery = nursery
             nursery.start_soon(self._timer_loop)
             task_status.started(self)
             await trio.sleep_forever()
@@ -262,6 +227,7 @@ class Daemon:
         if self._closing:
             return
         self._closing = True
+        self.calls.refuse_new()
         timeout = self.config.drain_timeout_s if timeout_s is None else timeout_s
         log.info("draining: invokes_running=%d connections=%d timeout=%gs", self.executor.running, len(self.links),
                  timeout)
@@ -285,10 +251,8 @@ class Daemon:
                 log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout,
                             self.executor.running, code, error_info(code).name)
         self._apply(self.executor.shutdown(self.clock.wall_ms()))
-        for handle in list(self._calls):
-            self.invoker.abandon(handle)
-            self._finish_call(handle, error=AmpError(UNAVAILABLE, "local daemon shutting down"))
-        for usage in self.usage.snapshot():
+        self.calls.end_all()
+        for usage in self.jobs.usage.snapshot():
             log.info("usage %s", usage.summary())
         for link in list(self.links):
             link.driver.close()
@@ -410,12 +374,7 @@ class Daemon:
     def _link_gone(self, link: Link) -> None:
         self.executor.connection_closed(link)
         self._half_closed.discard(link)
-        self._end_calls(link, "connection closed before the reply")
-
-    def _end_calls(self, link: Link, reason: str) -> None:
-        for handle in list(link.calls):
-            self.invoker.abandon(handle)
-            self._finish_call(handle, error=AmpError(UNAVAILABLE, reason))
+        self.calls.end_on(link, "connection closed before the reply")
 
     def _close_answered(self) -> None:
         """Close the half-closed links that nothing is owed on any more."""
@@ -458,7 +417,7 @@ class Daemon:
             owed = self.executor.owes(link)
             log.info("peer=%s finished sending; invokes still to answer: %s", link.peer_did,
                      "yes" if owed else "none")
-            self._end_calls(link, "the peer closed its side before the reply")
+            self.calls.end_on(link, "the peer closed its side before the reply")
             if owed:
                 self._half_closed.add(link)  # _close_answered closes it after its last reply
             else:
@@ -515,12 +474,9 @@ class Daemon:
             if kind is Send:
                 self._send(action.conn, action.out)
             elif kind is Execute:
-                self._start_job(action.job)
+                self.jobs.start(action.job)
             elif kind is Cancel:
-                running = self._jobs.pop(action.key, None)
-                if running is not None:
-                    running.scope.cancel()
-                    self._log_done(running, action.code)
+                self.jobs.cancel(action.key, action.code)
             elif kind is Log:
                 self._log(action)
         if self._half_closed:
@@ -542,115 +498,21 @@ class Daemon:
             elif kind is Log:
                 self._log(action)
             elif kind is InvokeSucceeded:
-                self._finish_call(action.handle, result=action.result)
+                self.calls.finish(action.handle, result=action.result)
             elif kind is InvokeFailed:
-                self._finish_call(action.handle, error=action.error)
+                self.calls.finish(action.handle, error=action.error)
             elif kind is InvokeTimedOut:
-                self._finish_call(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline"))
+                self.calls.finish(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline"))
             elif kind is QueryAnswered:
-                self._finish_call(action.handle, result=action)
+                self.calls.finish(action.handle, result=action)
             elif kind is QueryFailed:
-                self._finish_call(action.handle, error=action.error)
+                self.calls.finish(action.handle, error=action.error)
             elif kind is InvokeProgress:
-                self._progress_call(action)
+                self.calls.progress(action)
             elif kind is InvokeRetrying:
                 log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt,
                          printable(str(action.reason)))
         self._rearm()
-
-    # ================================================================== jobs
-
-    def _start_job(self, job: Job) -> None:
-        assert self._nursery is not None
-        if job.capability_id not in self._handlers and self._runner.is_inline(job.binding):
-            self._run_inline(job)
-            return
-        scope = trio.CancelScope()
-        running = _RunningJob(job=job, scope=scope, started_ms=self.clock.monotonic_ms())
-        self._jobs[job.key] = running
-        self._job_received(job)
-        self._nursery.start_soon(self._run_job, running)
-
-    async def _run_job(self, running: _RunningJob) -> None:
-        job = running.job
-        key = job.key
-
-        async def progress(pct: float | None, text: str | None) -> None:
-            if pct is not None and key in self._jobs:
-                self._apply(self.executor.progress(key, pct, text, now_ms=self.clock.wall_ms()))
-
-        context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
-                                progress_sink=progress, clock_ms=self.clock.wall_ms)
-        result: Any = None
-        error: AmpError | None = None
-        try:
-            with running.scope:
-                try:
-                    handler = self._handlers.get(job.capability_id)
-                    if handler is not None:
-                        result = await handler(job.params, context)
-                    else:
-                        result = await self._runner.run(job.binding, job.params, context)
-                    result = plain_result(job.capability_id, result, self._runner.crash_lines)
-                except AmpError as exc:
-                    error = exc
-                except CAPABILITY_FAULTS as exc:  # a capability's bug is the caller's 5001, never our crash
-                    log_capability_crash(job.capability_id, exc, self._runner.crash_lines)
-                    error = AmpError(INTERNAL, "capability execution failed")
-        except BaseException:
-            # Cancelled from outside, not by the job's own scope: the task
-            # group the daemon runs in is going away (a Python API caller
-            # cancelled its serve block). The invoke still ends here, with
-            # the shutdown code, or drain would wait for it until its timeout.
-            self._end_job(running, error=AmpError(self.executor.config.shutdown_code, "daemon shutting down"))
-            raise
-        self._end_job(running, result=result, error=error)
-
-    def _end_job(self, running: _RunningJob, *, result: Any = None, error: AmpError | None = None) -> None:
-        """Hand a task-run job's outcome to the executor, unless the job has
-        already ended: a timeout or shutdown (its own scope cancelled) took
-        it out of ``_jobs`` and sent its terminal CAP_RESULT then."""
-        key = running.job.key
-        if self._jobs.get(key) is not running:
-            return
-        del self._jobs[key]
-        self._log_done(running, error.code if error else None)
-        self._apply(self.executor.complete(key, result=result, error=error, now_ms=self.clock.wall_ms()))
-
-    def _run_inline(self, job: Job) -> None:
-        """A quick pure function: call it now and answer, with no task, no
-        thread and no cancel scope (it cannot be interrupted anyway)."""
-        self._job_received(job)
-        context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
-                                clock_ms=self.clock.wall_ms)
-        result: Any = None
-        error: AmpError | None = None
-        started = time.perf_counter()
-        try:
-            result = plain_result(job.capability_id, self._runner.run_inline(job.binding, job.params, context),
-                                  self._runner.crash_lines)
-        except AmpError as exc:
-            error = exc
-        self._job_done(job, error.code if error else None, (time.perf_counter() - started) * 1000)
-        self._apply(self.executor.complete(job.key, result=result, error=error, now_ms=self.clock.wall_ms()))
-
-    def _log_done(self, running: _RunningJob, code: int | None) -> None:
-        self._job_done(running.job, code, self.clock.monotonic_ms() - running.started_ms)
-
-    # One place counts, records and logs every job, inline or task-run.
-
-    def _job_received(self, job: Job) -> None:
-        self.stats["invokes"] += 1
-        if log.isEnabledFor(logging.INFO):
-            log.info("invoke received id=%s cap=%s from=%s", job.key.msg_id.hex(), job.capability_id,
-                     job.key.sender)
-
-    def _job_done(self, job: Job, code: int | None, latency_ms: float) -> None:
-        self.stats["completed"] += 1
-        self.usage.record(job.capability_id, code=code, latency_ms=latency_ms)
-        if log.isEnabledFor(logging.INFO):
-            log.info("invoke completed id=%s cap=%s code=%s latency=%dms", job.key.msg_id.hex(),
-                     job.capability_id, code if code is not None else "ok", latency_ms)
 
     # ================================================================ timers
 
@@ -670,101 +532,6 @@ class Daemon:
             self._armed = None
             self._apply(self.executor.handle_timer(now))
             self._apply_invoker(self.invoker.handle_timer(now))
-
-    # ============================================================ our calls
-
-    def _register_call(self, link: Link, handle: bytes, out: Outbound,
-                       on_progress: Callable[[int | None, str | None], Any] | None) -> CallOutcome:
-        outcome = CallOutcome(on_progress=on_progress, link=link)
-        self._calls[handle] = outcome
-        link.calls.add(handle)
-        try:
-            link.driver.send_nowait(out)
-        except MessageTooLarge as exc:  # the request itself is at fault: retrying cannot help
-            self.invoker.abandon(handle)
-            self._finish_call(handle, error=AmpError(exc.code, f"cannot send: {exc.message}", path=exc.path))
-        except LocalProtocolError as exc:  # the connection closed or is draining: try elsewhere or later
-            self.invoker.abandon(handle)
-            state = link.driver.conn.state
-            why = ("the connection is closed" if state is ConnState.CLOSED else
-                   "the connection is closing (GOAWAY)" if state is ConnState.DRAINING else exc.message)
-            self._finish_call(handle, error=AmpError(UNAVAILABLE, f"cannot send: {why}"))
-        self._rearm()
-        return outcome
-
-    async def call_invoke(self, link: Link, target: Target, params: Any, *, timeout_ms: int,
-                          retry: RetryPolicy | None = None,
-                          on_progress: Callable[[int | None, str | None], Any] | None = None,
-                          to: str | None = None) -> Any:
-        """Send a CAP_INVOKE on ``link`` and wait for its one outcome. ``to``
-        addresses another agent than the link's peer (through a relay)."""
-        if self._closing:
-            raise AmpError(UNAVAILABLE, "local daemon shutting down")
-        handle, out = self.invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
-                                                to=to or link.peer_did, now_ms=self.clock.wall_ms())
-        return await self._await_call(handle, self._register_call(link, handle, out, on_progress))
-
-    async def call_query(self, link: Link, filter: Mapping[str, Any], *, limit: int | None, cursor: str | None,
-                         order: str | None, timeout_ms: int, to: str | None = None) -> QueryAnswered:
-        """Send a CAP_QUERY on ``link`` and wait for the CAP_DECLARE (or raise)."""
-        if self._closing:
-            raise AmpError(UNAVAILABLE, "local daemon shutting down")
-        handle, out = self.invoker.start_query(link, filter, limit=limit, cursor=cursor, order=order,
-                                               timeout_ms=timeout_ms, to=to or link.peer_did,
-                                               now_ms=self.clock.wall_ms())
-        answer: QueryAnswered = await self._await_call(handle, self._register_call(link, handle, out, None))
-        return answer
-
-    async def _await_call(self, handle: bytes, outcome: CallOutcome) -> Any:
-        try:
-            await outcome.done.wait()
-            for finished in outcome.callbacks:
-                await finished.wait()
-        finally:
-            if not outcome.done.is_set():  # cancelled by our caller: forget the call
-                self.invoker.abandon(handle)
-                self._calls.pop(handle, None)
-        if outcome.error is not None:
-            raise outcome.error
-        return outcome.result
-
-    def _finish_call(self, handle: bytes, *, result: Any = None, error: AmpError | None = None) -> None:
-        outcome = self._calls.pop(handle, None)
-        if outcome is None:
-            return
-        if outcome.link is not None:
-            outcome.link.calls.discard(handle)
-        outcome.result, outcome.error = result, error
-        outcome.done.set()
-
-    def _progress_call(self, event: InvokeProgress) -> None:
-        outcome = self._calls.get(event.handle)
-        if outcome is None or outcome.on_progress is None or event.kind != "progress":
-            return
-        try:
-            maybe = outcome.on_progress(event.pct, event.text)
-            if hasattr(maybe, "__await__") and self._nursery is not None:
-                finished = trio.Event()
-                outcome.callbacks = [e for e in outcome.callbacks if not e.is_set()]  # stays short
-                # Each one waits for the one before: the caller sees its
-                # progress reports one at a time, in the order they came.
-                before = outcome.callbacks[-1] if outcome.callbacks else None
-                outcome.callbacks.append(finished)
-
-                async def _await_it() -> None:
-                    try:
-                        if before is not None:
-                            await before.wait()
-                        await maybe
-                    except Exception:
-                        log.warning("on_progress callback raised", exc_info=True)
-                    finally:
-                        finished.set()
-
-                self._nursery.start_soon(_await_it)
-        except Exception:  # the caller's callback must not break the connection
-            log.warning("on_progress callback raised", exc_info=True)
-
 
 def _earliest(a: int | None, b: int | None) -> int | None:
     if a is None:

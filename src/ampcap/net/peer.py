@@ -516,8 +516,8 @@ class Remote:
         flt: dict[str, Any] = {"capability": name}
         if range is not None:
             flt["version"] = range
-        answer = await self._daemon.call_query(self._link, flt, limit=limit, cursor=cursor, order=order,
-                                               timeout_ms=_ms(timeout), to=self._to)
+        answer = await self._daemon.calls.query(self._link, flt, limit=limit, cursor=cursor, order=order,
+                                                timeout_ms=_ms(timeout), to=self._to)
         return QueryResult(answer.descriptors, answer.next_cursor)
 
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
@@ -535,9 +535,9 @@ class Remote:
         """
         target = _target(capability, version, range, negotiate)
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
-        return await self._daemon.call_invoke(self._link, target, {} if params is None else params,
-                                              timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
-                                              to=self._to)
+        return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
+                                               timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
+                                               to=self._to)
 
     async def aclose(self) -> None:
         self._link.driver.close()

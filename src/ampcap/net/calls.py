@@ -1,0 +1,178 @@
+"""A daemon's own calls to its peers: the requester side at the trio edge.
+
+The sans-I/O :class:`~ampcap.peer.invoker.Invoker` correlates replies,
+retries and times calls out, and reports each call's end as an outcome event;
+it cannot wait for anything. This module is what a caller awaits: one
+:class:`CallOutcome` per call handle, set exactly once, whether by the
+invoker's outcome, by the connection it was sent on going away, or by the
+daemon shutting down, and a caller that gives up (is cancelled) makes the
+invoker forget the call. A caller's ``on_progress`` callback runs here too,
+outside the connection's event handling, so it can neither break the
+connection nor see progress after the call's result.
+
+The daemon owns one :class:`Calls`; the Python API
+(:class:`~ampcap.net.peer.Remote`) calls through it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..errors import AmpError, LocalProtocolError, MessageTooLarge
+from ..peer.invoker import InvokeProgress, Invoker, QueryAnswered, RetryPolicy, Target
+from ..peer.outbound import Outbound
+from ..peer.state import ConnState
+from .clock import Clock
+
+if TYPE_CHECKING:  # the daemon composes this module: no import at run time
+    from .daemon import Link
+
+__all__ = ["Calls", "CallOutcome"]
+
+# The daemon's logger: these are its lines, whichever module writes them.
+log = logging.getLogger("ampcap.daemon")
+
+UNAVAILABLE = 5002
+_SHUTTING_DOWN = "local daemon shutting down"
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """What one of our calls ended with (set by the invoker's outcome event)."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    result: Any = None
+    error: AmpError | None = None
+    on_progress: Callable[[int | None, str | None], Any] | None = None
+    link: Link | None = None
+    # Async on_progress callbacks still running: the caller gets its outcome
+    # only after they finished, so it never sees progress after the result.
+    callbacks: list[trio.Event] = field(default_factory=list)
+
+
+class Calls:
+    """Our pending calls, by the invoker's handle."""
+
+    def __init__(self, invoker: Invoker, clock: Clock, rearm: Callable[[], None]) -> None:
+        self._invoker = invoker
+        self._clock = clock
+        self._rearm = rearm  # the daemon's: a new call may bring the invoker's next deadline forward
+        self._pending: dict[bytes, CallOutcome] = {}
+        self._refusing = False
+        self.nursery: trio.Nursery | None = None  # the daemon's, once it runs (async on_progress callbacks)
+
+    async def invoke(self, link: Link, target: Target, params: Any, *, timeout_ms: int,
+                     retry: RetryPolicy | None = None,
+                     on_progress: Callable[[int | None, str | None], Any] | None = None,
+                     to: str | None = None) -> Any:
+        """Send a CAP_INVOKE on ``link`` and wait for its one outcome. ``to``
+        addresses another agent than the link's peer (through a relay)."""
+        if self._refusing:
+            raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
+        handle, out = self._invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
+                                                 to=to or link.peer_did, now_ms=self._clock.wall_ms())
+        return await self._await(handle, self.register(link, handle, out, on_progress))
+
+    async def query(self, link: Link, filter: Mapping[str, Any], *, limit: int | None, cursor: str | None,
+                    order: str | None, timeout_ms: int, to: str | None = None) -> QueryAnswered:
+        """Send a CAP_QUERY on ``link`` and wait for the CAP_DECLARE (or raise)."""
+        if self._refusing:
+            raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
+        handle, out = self._invoker.start_query(link, filter, limit=limit, cursor=cursor, order=order,
+                                                timeout_ms=timeout_ms, to=to or link.peer_did,
+                                                now_ms=self._clock.wall_ms())
+        answer: QueryAnswered = await self._await(handle, self.register(link, handle, out, None))
+        return answer
+
+    def register(self, link: Link, handle: bytes, out: Outbound,
+                 on_progress: Callable[[int | None, str | None], Any] | None) -> CallOutcome:
+        """Send the invoker's first message of call ``handle`` and track the call."""
+        outcome = CallOutcome(on_progress=on_progress, link=link)
+        self._pending[handle] = outcome
+        link.calls.add(handle)
+        try:
+            link.driver.send_nowait(out)
+        except MessageTooLarge as exc:  # the request itself is at fault: retrying cannot help
+            self._invoker.abandon(handle)
+            self.finish(handle, error=AmpError(exc.code, f"cannot send: {exc.message}", path=exc.path))
+        except LocalProtocolError as exc:  # the connection closed or is draining: try elsewhere or later
+            self._invoker.abandon(handle)
+            state = link.driver.conn.state
+            why = ("the connection is closed" if state is ConnState.CLOSED else
+                   "the connection is closing (GOAWAY)" if state is ConnState.DRAINING else exc.message)
+            self.finish(handle, error=AmpError(UNAVAILABLE, f"cannot send: {why}"))
+        self._rearm()
+        return outcome
+
+    async def _await(self, handle: bytes, outcome: CallOutcome) -> Any:
+        try:
+            await outcome.done.wait()
+            for finished in outcome.callbacks:
+                await finished.wait()
+        finally:
+            if not outcome.done.is_set():  # cancelled by our caller: forget the call
+                self._invoker.abandon(handle)
+                self._pending.pop(handle, None)
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.result
+
+    def finish(self, handle: bytes, *, result: Any = None, error: AmpError | None = None) -> None:
+        """Call ``handle`` ended (unless already forgotten): wake its caller."""
+        outcome = self._pending.pop(handle, None)
+        if outcome is None:
+            return
+        if outcome.link is not None:
+            outcome.link.calls.discard(handle)
+        outcome.result, outcome.error = result, error
+        outcome.done.set()
+
+    def progress(self, event: InvokeProgress) -> None:
+        """Hand a PROGRESS report to the caller's ``on_progress``, if it gave one."""
+        outcome = self._pending.get(event.handle)
+        if outcome is None or outcome.on_progress is None or event.kind != "progress":
+            return
+        try:
+            maybe = outcome.on_progress(event.pct, event.text)
+            if hasattr(maybe, "__await__") and self.nursery is not None:
+                finished = trio.Event()
+                outcome.callbacks = [e for e in outcome.callbacks if not e.is_set()]  # stays short
+                # Each one waits for the one before: the caller sees its
+                # progress reports one at a time, in the order they came.
+                before = outcome.callbacks[-1] if outcome.callbacks else None
+                outcome.callbacks.append(finished)
+
+                async def _await_it() -> None:
+                    try:
+                        if before is not None:
+                            await before.wait()
+                        await maybe
+                    except Exception:
+                        log.warning("on_progress callback raised", exc_info=True)
+                    finally:
+                        finished.set()
+
+                self.nursery.start_soon(_await_it)
+        except Exception:  # the caller's callback must not break the connection
+            log.warning("on_progress callback raised", exc_info=True)
+
+    def end_on(self, link: Link, reason: str) -> None:
+        """Fail every call pending on ``link``, which can no longer answer them (5002)."""
+        for handle in list(link.calls):
+            self._invoker.abandon(handle)
+            self.finish(handle, error=AmpError(UNAVAILABLE, reason))
+
+    def refuse_new(self) -> None:
+        """The daemon drains: new calls fail at once; pending ones may still be answered."""
+        self._refusing = True
+
+    def end_all(self) -> None:
+        """The daemon is about to close its connections: fail every pending call (5002)."""
+        for handle in list(self._pending):
+            self._invoker.abandon(handle)
+            self.finish(handle, error=AmpError(UNAVAILABLE, _SHUTTING_DOWN))

@@ -1,0 +1,173 @@
+"""The invokes a daemon runs for its peers: the provider side at the trio edge.
+
+The sans-I/O :class:`~ampcap.peer.executor.Executor` decides *that* an
+invoke runs (:class:`~ampcap.peer.executor.Execute`), when it must stop
+(:class:`~ampcap.peer.executor.Cancel`: a deadline, the caller's cancel,
+shutdown) and what the caller is told; it cannot run anything itself. This
+module is the other half: each job runs as one trio task in the daemon's
+nursery under its own cancel scope, or, for a quick pure function, is called
+on the spot with no task at all, and either way its outcome goes back to the
+executor exactly once. Counting, usage records and the per-invoke log lines
+are here too, so that an inline job and a task-run one are accounted alike.
+
+The daemon owns one :class:`Jobs` and only routes the executor's actions to
+it; what the executor answers (the CAP_RESULT to send) goes back through the
+daemon's ``_apply``, the one place actions become effects.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from ..caps.stats import UsageStats
+from ..errors import AmpError
+from ..peer.dedupe import InvokeKey
+from ..peer.executor import Executor, Job
+from .bindings_runner import (
+    CAPABILITY_FAULTS,
+    BindingRunner,
+    RunnerContext,
+    log_capability_crash,
+    plain_result,
+)
+from .clock import Clock
+
+__all__ = ["Jobs", "LocalHandler"]
+
+# The daemon's logger: these are its lines, whichever module writes them.
+log = logging.getLogger("ampcap.daemon")
+
+INTERNAL = 5001
+
+# A capability implemented in-process (the Python API): params + context in,
+# result out. Manifest bindings go through the BindingRunner instead.
+LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class _RunningJob:
+    job: Job
+    scope: trio.CancelScope
+    started_ms: int
+
+
+class Jobs:
+    """The jobs a daemon is running, by invoke key, and the count of all it ran."""
+
+    def __init__(self, executor: Executor, apply: Callable[[list[Any]], None], clock: Clock,
+                 handlers: Mapping[str, LocalHandler]) -> None:
+        self._executor = executor
+        self._apply = apply  # the daemon's: the executor's answers become effects there
+        self._clock = clock
+        self._handlers = dict(handlers)
+        self._runner = BindingRunner()
+        self._running: dict[InvokeKey, _RunningJob] = {}
+        self.nursery: trio.Nursery | None = None  # the daemon's, once it runs
+        self.stats = {"invokes": 0, "completed": 0}
+        self.usage = UsageStats()  # per capability id; logged when the daemon drains
+
+    def start(self, job: Job) -> None:
+        """Run what the executor's ``Execute`` accepted."""
+        assert self.nursery is not None
+        if job.capability_id not in self._handlers and self._runner.is_inline(job.binding):
+            self._run_inline(job)
+            return
+        scope = trio.CancelScope()
+        running = _RunningJob(job=job, scope=scope, started_ms=self._clock.monotonic_ms())
+        self._running[job.key] = running
+        self._received(job)
+        self.nursery.start_soon(self._run, running)
+
+    def cancel(self, key: InvokeKey, code: int) -> None:
+        """The executor's ``Cancel``: it has already sent the terminal reply (``code``)."""
+        running = self._running.pop(key, None)
+        if running is not None:
+            running.scope.cancel()
+            self._log_done(running, code)
+
+    async def _run(self, running: _RunningJob) -> None:
+        job = running.job
+        key = job.key
+
+        async def progress(pct: float | None, text: str | None) -> None:
+            if pct is not None and key in self._running:
+                self._apply(self._executor.progress(key, pct, text, now_ms=self._clock.wall_ms()))
+
+        context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
+                                progress_sink=progress, clock_ms=self._clock.wall_ms)
+        result: Any = None
+        error: AmpError | None = None
+        try:
+            with running.scope:
+                try:
+                    handler = self._handlers.get(job.capability_id)
+                    if handler is not None:
+                        result = await handler(job.params, context)
+                    else:
+                        result = await self._runner.run(job.binding, job.params, context)
+                    result = plain_result(job.capability_id, result, self._runner.crash_lines)
+                except AmpError as exc:
+                    error = exc
+                except CAPABILITY_FAULTS as exc:  # a capability's bug is the caller's 5001, never our crash
+                    log_capability_crash(job.capability_id, exc, self._runner.crash_lines)
+                    error = AmpError(INTERNAL, "capability execution failed")
+        except BaseException:
+            # Cancelled from outside, not by the job's own scope: the task
+            # group the daemon runs in is going away (a Python API caller
+            # cancelled its serve block). The invoke still ends here, with
+            # the shutdown code, or drain would wait for it until its timeout.
+            self._end(running, error=AmpError(self._executor.config.shutdown_code, "daemon shutting down"))
+            raise
+        self._end(running, result=result, error=error)
+
+    def _end(self, running: _RunningJob, *, result: Any = None, error: AmpError | None = None) -> None:
+        """Hand a task-run job's outcome to the executor, unless the job has
+        already ended: a timeout or shutdown (its own scope cancelled) took
+        it out of ``_running`` and sent its terminal CAP_RESULT then."""
+        key = running.job.key
+        if self._running.get(key) is not running:
+            return
+        del self._running[key]
+        self._log_done(running, error.code if error else None)
+        self._apply(self._executor.complete(key, result=result, error=error, now_ms=self._clock.wall_ms()))
+
+    def _run_inline(self, job: Job) -> None:
+        """A quick pure function: call it now and answer, with no task, no
+        thread and no cancel scope (it cannot be interrupted anyway)."""
+        self._received(job)
+        context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
+                                clock_ms=self._clock.wall_ms)
+        result: Any = None
+        error: AmpError | None = None
+        started = time.perf_counter()
+        try:
+            result = plain_result(job.capability_id, self._runner.run_inline(job.binding, job.params, context),
+                                  self._runner.crash_lines)
+        except AmpError as exc:
+            error = exc
+        self._done(job, error.code if error else None, (time.perf_counter() - started) * 1000)
+        self._apply(self._executor.complete(job.key, result=result, error=error, now_ms=self._clock.wall_ms()))
+
+    def _log_done(self, running: _RunningJob, code: int | None) -> None:
+        self._done(running.job, code, self._clock.monotonic_ms() - running.started_ms)
+
+    # One place counts, records and logs every job, inline or task-run.
+
+    def _received(self, job: Job) -> None:
+        self.stats["invokes"] += 1
+        if log.isEnabledFor(logging.INFO):
+            log.info("invoke received id=%s cap=%s from=%s", job.key.msg_id.hex(), job.capability_id,
+                     job.key.sender)
+
+    def _done(self, job: Job, code: int | None, latency_ms: float) -> None:
+        self.stats["completed"] += 1
+        self.usage.record(job.capability_id, code=code, latency_ms=latency_ms)
+        if log.isEnabledFor(logging.INFO):
+            log.info("invoke completed id=%s cap=%s code=%s latency=%dms", job.key.msg_id.hex(),
+                     job.capability_id, code if code is not None else "ok", latency_ms)
