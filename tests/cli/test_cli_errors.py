@@ -252,7 +252,7 @@ def test_keygen_over_an_existing_file_is_a_plain_failure(tmp_path: Path, capsys:
 def test_keygen_into_a_directory_says_so_even_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["keygen", "--out", str(tmp_path)], ["keygen", "--out", str(tmp_path), "--force"]):
         line = _one_line_failure(capsys, main(argv), argv, 1)
-        assert line == f"ampcap keygen: {tmp_path} is a directory; give a file name, e.g. {tmp_path / 'identity.json'}"
+        assert line == f"ampcap keygen: {tmp_path}: is a directory; give a file name (e.g. {tmp_path / 'identity.json'})"
 
 
 def test_broken_local_files_are_plain_failures_without_an_amp_code(
@@ -329,3 +329,26 @@ def test_ctrl_c_beside_the_errors_it_caused_is_still_ctrl_c(monkeypatch: pytest.
     assert main(["id"]) == 130
     out, err = capsys.readouterr()
     assert out == "" and "Traceback" not in err and "5002" not in err
+
+
+@pytest.mark.parametrize("command", [
+    ["interop", "amp://127.0.0.1:1", "--report"],
+    ["dump", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--write-pcap"],
+    ["keygen", "--out"],
+])
+def test_every_output_path_is_checked_alike_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            command: list[str]) -> None:
+    # --report once took "out/" for a file name and wrote a file called "out".
+    flag = command[-1]
+    cases = {
+        str(tmp_path / "out") + "/": "names a directory; give a file name",
+        str(tmp_path): "is a directory; give a file name",
+        str(tmp_path / "missing" / "x"): f"no directory {str(tmp_path / 'missing')!r} to write it in",
+        "": "names a directory; give a file name",
+    }
+    for target, problem in cases.items():
+        argv = [*command, target]
+        line = _one_line_failure(capsys, main(argv), argv, 1)
+        assert line.startswith(f"ampcap {command[0]}: ") and problem in line, line
+        assert target in line and (flag in line or command[0] == "keygen"), line
+    assert list(tmp_path.iterdir()) == []

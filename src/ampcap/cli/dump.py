@@ -19,7 +19,7 @@ from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from ..files.write import open_for_writing
+from ..files.write import open_for_writing, output_path_problem
 from ..wire.frames import DEFAULT_MAX_SIZE, Framing
 from .errors import CommandError, UsageError, local_file_errors
 
@@ -301,12 +301,10 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
 
     recorder = None
     if args.write_pcap is not None:
-        target = Path(args.write_pcap)
-        if target.is_dir() or args.write_pcap.endswith(os.sep):
-            raise CommandError(f"--write-pcap {args.write_pcap}: a directory; give a file name")
-        if not target.parent.is_dir():
-            raise CommandError(f"--write-pcap {args.write_pcap}: {target.parent} is not a directory")
-        recorder = _PcapOnceListening(target)
+        problem = output_path_problem(args.write_pcap)
+        if problem is not None:
+            raise CommandError(f"--write-pcap {args.write_pcap}: {problem}")
+        recorder = _PcapOnceListening(Path(args.write_pcap))
 
     async def serve_until_signal() -> None:
         # SIGINT/SIGTERM end the tap cleanly (summary printed, exit 0) instead

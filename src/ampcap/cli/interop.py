@@ -15,10 +15,10 @@ import argparse
 import json
 import logging
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..display import json_safe, printable
+from ..files.write import output_path_problem
 from ..errors import AmpError
 from ..decoders import json_loads
 from ..net.url import AmpUrl, UrlError, parse_url
@@ -67,11 +67,9 @@ def register(subparsers: Any) -> None:
 
 
 def _check_report_path(text: str) -> None:
-    path = Path(text)
-    if not text or path.name in ("", ".", "..") or path.is_dir():
-        raise UsageError(f"--report {text!r}: expected a file name (or '-' for no report)")
-    if not path.parent.is_dir():
-        raise UsageError(f"--report {text!r}: no directory {str(path.parent)!r} to write it in")
+    problem = output_path_problem(text)
+    if problem is not None:
+        raise CommandError(f"--report {text}: {problem} (or '-' for no report)")
 
 
 def _json_arg(text: str | None, flag: str) -> Any:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files.identity import default_identity_path, load_identity, save_identity
+from ..files.write import output_path_problem
 from ..wire.identity import Identity
 from .errors import CommandError, local_file_errors
 
@@ -44,17 +45,15 @@ def register(subparsers: Any) -> None:
 
 
 def run_keygen(args: argparse.Namespace) -> int:
-    path = Path(args.out) if args.out else default_identity_path()
-    if args.out and args.out.endswith(os.sep):
-        raise CommandError(f"{args.out} names a directory; give a file name, e.g. {path / 'identity.json'}")
-    if path.is_dir():  # before "exists": --force could not help
-        raise CommandError(f"{path} is a directory; give a file name, e.g. {path / 'identity.json'}")
+    path = Path(args.out) if args.out is not None else default_identity_path()
+    # Before "exists": --force could not help. The default's directory is ours to create.
+    if args.out is not None and (problem := output_path_problem(args.out)) is not None:
+        example = f" (e.g. {path / 'identity.json'})" if path.is_dir() else ""
+        raise CommandError(f"{args.out}: {problem}{example}")
     if path.exists() and not args.force:
         raise CommandError(f"{path} already exists; pass --force to replace it")
     if path.exists() and not path.is_file():
         raise CommandError(f"{path} is not a regular file; a key file must be one")
-    if args.out is not None and not path.parent.is_dir():  # the default's directory is ours to create
-        raise CommandError(f"{path.parent} is not a directory; create it first")
     identity = Identity.generate(os.urandom)
     with local_file_errors():
         save_identity(identity, path, overwrite=args.force)

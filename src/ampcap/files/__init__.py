@@ -16,7 +16,7 @@ from .._lazy import lazy_exports
 # name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
     "read_file": "read",
-    "write_whole": "write", "open_for_writing": "write",
+    "write_whole": "write", "open_for_writing": "write", "output_path_problem": "write",
     "default_identity_path": "identity", "load_identity": "identity", "save_identity": "identity",
     "load_or_create": "identity",
     "load_keyring": "keyring",
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .manifest import check_manifest, load_manifest
     from .policy import load_policy
     from .read import read_file
-    from .write import open_for_writing, write_whole
+    from .write import open_for_writing, output_path_problem, write_whole
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

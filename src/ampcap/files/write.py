@@ -18,7 +18,7 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["write_whole", "open_for_writing"]
+__all__ = ["write_whole", "open_for_writing", "output_path_problem"]
 
 
 def write_whole(target: Path, data: bytes, *, mode: int | None = None, replace: bool = True) -> None:
@@ -52,3 +52,16 @@ def open_for_writing(path: Path, flags: int = 0, mode: int = 0o666) -> int:
     fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | flags, mode)
     os.set_blocking(fd, True)
     return fd
+
+
+def output_path_problem(text: str) -> str | None:
+    """Why ``text`` cannot name a file to write, or None. Commands check it
+    before the work whose output it is, so a mistyped path costs nothing."""
+    path = Path(text)
+    if not text or text.endswith(os.sep) or path.name in ("", ".", ".."):
+        return "names a directory; give a file name"
+    if path.is_dir():
+        return "is a directory; give a file name"
+    if not path.parent.is_dir():
+        return f"no directory {str(path.parent)!r} to write it in"
+    return None

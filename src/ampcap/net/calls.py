@@ -6,9 +6,10 @@ it cannot wait for anything. This module is what a caller awaits: one
 :class:`CallOutcome` per call handle, set exactly once, whether by the
 invoker's outcome, by the connection it was sent on going away, or by the
 daemon shutting down, and a caller that gives up (is cancelled) makes the
-invoker forget the call. A caller's ``on_progress`` callback runs here too,
-outside the connection's event handling, so it can neither break the
-connection nor see progress after the call's result.
+invoker forget the call. A caller's ``on_progress`` callback is called from
+here too: what it raises is logged and never breaks the connection, and an
+async one runs as a task of its own, in order, finished before the caller
+sees the call's result.
 
 The daemon owns one :class:`Calls`; the Python API
 (:class:`~ampcap.net.peer.Remote`) calls through it.
