@@ -628,3 +628,46 @@ async def test_a_result_over_the_maximum_message_size_still_ends_the_call_once(
                 await remote.invoke("org.example.size:1.0.0", params={"data": b"y" * (2 << 20)}, timeout=10)
             assert info.value.code == 1001 and "exceeds the effective maximum 1048576" in info.value.message
             assert await remote.invoke("org.example.size:1.0.0", params={"data": b"y"}) == {"n": 1}
+
+
+@pytest.mark.trio
+async def test_policy_and_manifest_may_be_given_as_files(tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text(f'''
+[[capability]]
+id = "org.example.greet:2.0.0"
+input_schema = {{ type = "object", required = ["who"] }}
+output_schema = {{}}
+binding = {{ python = "{__name__}:greet_v2" }}
+''')
+    caller = new_identity()
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'default = "allow"\n[[capability]]\nmatch = "org.example.*"\ndeny = ["{caller.did}"]\n')
+    provider = Peer(new_identity(), manifest=manifest, policy=str(policy))
+
+    @provider.capability("org.other.ping", version="1.0.0")
+    async def ping() -> dict:
+        return {"pong": True}
+
+    async with provider.serve("amp://127.0.0.1:0") as server:
+        async with connect(server.url, identity=new_identity()) as anyone:
+            assert await anyone.invoke("org.example.greet:2.0.0", params={"who": "Bo"}) == {"text": "hello Bo"}
+        async with connect(server.url, identity=caller) as denied:
+            assert await denied.invoke("org.other.ping:1.0.0") == {"pong": True}
+            with pytest.raises(AmpError) as refused:
+                await denied.invoke("org.example.greet:2.0.0", params={"who": "Bo"})
+            assert refused.value.code == 3001
+
+
+def test_a_bad_policy_or_manifest_file_fails_when_the_peer_is_made(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text('default = "maybe"\n')
+    with pytest.raises(AmpError) as bad_policy:
+        Peer(new_identity(), policy=tmp_path / "p.toml")
+    assert bad_policy.value.code == 4001 and "p.toml" in bad_policy.value.message
+    (tmp_path / "m.toml").write_text('[[capability]]\nid = "org.example.x:1.0.0"\ninput_schema = {}\n'
+                                     'output_schema = {}\nbinding = { python = "no_such_module_here:f" }\n')
+    with pytest.raises(AmpError) as bad_manifest:
+        Peer(new_identity(), manifest=tmp_path / "m.toml")
+    assert bad_manifest.value.code == 4001 and "no_such_module_here" in bad_manifest.value.message
+    with pytest.raises(AmpError, match="cannot read"):
+        Peer(new_identity(), manifest=tmp_path / "missing.toml")

@@ -54,6 +54,8 @@ from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
 from ..files.identity import load_or_create
+from ..files.manifest import load_manifest
+from ..files.policy import load_policy
 from ..wire.identity import Identity, KeyResolver
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
 from .clock import SYSTEM_CLOCK, Clock
@@ -264,21 +266,30 @@ class Peer:
 
     :param identity: an :class:`~ampcap.wire.identity.Identity`, a key file
         path, or ``None`` for the default identity file (created if missing).
-    :param policy: who may query/invoke what (``ampcap.files.load_policy``).
+    :param policy: who may query/invoke what: a :class:`~ampcap.peer.policy.Policy`
+        or a policy file path (``docs/policy.md``); everyone, everything by default.
     :param resolver: resolves non-``did:key`` senders (a keyring).
     :param config: limits, timeouts and framing (:class:`DaemonConfig`).
+    :param manifest: more capabilities to serve, beside the decorated ones:
+        a :class:`~ampcap.caps.manifest.Manifest` or a manifest file path
+        (``docs/manifest.md``), whose bindings are checked now, as
+        ``ampcap serve --manifest`` does.
     :param tls: what :meth:`serve` presents on ``amps://`` URLs
         (``ampcap.net.tls.server_context(cert, key)``); without it the peer
         serves plain ``amp://`` only.
     """
 
     def __init__(self, identity: Identity | str | os.PathLike[str] | None = None, *,
-                 policy: Policy = ALLOW_ALL, resolver: KeyResolver | None = None,
+                 policy: Policy | str | os.PathLike[str] = ALLOW_ALL, resolver: KeyResolver | None = None,
                  config: DaemonConfig = DaemonConfig(), clock: Clock = SYSTEM_CLOCK,
-                 manifest: Manifest | None = None, tls: ssl.SSLContext | None = None) -> None:
+                 manifest: Manifest | str | os.PathLike[str] | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.identity = _load_identity(identity)
         self.tls = tls
-        self.policy = policy
+        # Files are read now, so a mistake in one fails here, not at serve().
+        self.policy = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
+        if isinstance(manifest, (str, os.PathLike)):
+            manifest = load_manifest(manifest, check_bindings=True)
         self.resolver = resolver
         self.config = config
         self.clock = clock
