@@ -255,3 +255,51 @@ def test_command_stderr_goes_to_the_caller_only_when_asked(tmp_path: Path) -> No
         manifest, problems = check_manifest(write(tmp_path, text))
         assert not problems and manifest is not None
         assert manifest.capabilities[0].binding.stderr_to_caller is expected
+
+
+def test_a_manifest_reads_its_files_only_through_what_it_is_given() -> None:
+    # caps/manifest.py opens nothing: schema files, python_path and command
+    # programs go through the ManifestFiles it is handed (the disk, or this).
+    from collections.abc import Mapping
+
+    from ampcap.caps.manifest import manifest_problems
+
+    class FakeFiles:
+        def __init__(self) -> None:
+            self.base_dir = Path("/virtual")
+            self.asked: list[str] = []
+
+        def read(self, path: Path, limit: int) -> bytes:
+            self.asked.append(f"read {path}")
+            if path == Path("/virtual/in.json"):
+                return b'{"type": "object"}'
+            raise FileNotFoundError(2, "No such file or directory")
+
+        def resolve(self, path: Path) -> Path:
+            return path
+
+        def is_dir(self, path: Path) -> bool:
+            return path == Path("/virtual/work")
+
+        def missing_program(self, program: str, workdir: Path | None, env: Mapping[str, str]) -> str | None:
+            self.asked.append(f"program {program} in {workdir}")
+            return None if program == "good" else f"no program {program!r} on PATH"
+
+    files = FakeFiles()
+    data = {"capability": [
+        {"id": "org.example.a:1.0.0", "input_schema": "in.json", "output_schema": {},
+         "binding": {"command": ["good"], "cwd": "work"}},
+        {"id": "org.example.b:1.0.0", "input_schema": "missing.json", "output_schema": {},
+         "binding": {"command": ["bad"]}},
+    ]}
+    manifest, problems = manifest_problems(data, source="virtual.toml", files=files, check_bindings=True)
+    assert manifest is None
+    assert [(p.key, p.message) for p in problems] == [
+        ("input_schema", "cannot read schema file 'missing.json': No such file or directory"),
+        ("binding.command", "no program 'bad' on PATH"),
+    ]
+    assert files.asked == ["read /virtual/in.json", "program good in /virtual/work",
+                           "read /virtual/missing.json", "program bad in /virtual"]
+    # Without a file system, a schema file has nothing to be relative to.
+    _, problems = manifest_problems(data, source="<data>")
+    assert {p.message for p in problems} == {"schema files need a manifest file to be relative to"}
