@@ -121,3 +121,14 @@ def test_tar_with_huge_member_is_refused_before_reading(tmp_path: Path) -> None:
     with pytest.raises(AmpError) as info_:
         open_bundle(out, limits=BundleLimits(max_artifact_bytes=1 << 20))
     assert info_.value.code == 5002
+
+
+def test_a_directory_artifact_that_is_a_fifo_is_5002_not_a_hang(tmp_path: Path) -> None:
+    import os
+
+    write_manifest(tmp_path, {"k": "pipe.json"})
+    os.mkfifo(tmp_path / "pipe.json")  # nobody writes it: reading it would block for ever
+    bundle = open_bundle(tmp_path)
+    with pytest.raises(AmpError, match="not a regular file") as info:
+        bundle.read("k")
+    assert info.value.code == 5002

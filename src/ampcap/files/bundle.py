@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..caps.bundle import BUNDLE_MANIFEST, BundleLimits, SchemaBundle, parse_bundle_manifest, safe_relpath
 from ..errors import AmpError
+from .read import read_file
 
 __all__ = ["open_bundle"]
 
@@ -38,14 +39,9 @@ def open_bundle(path: str | os.PathLike[str], *, limits: BundleLimits = BundleLi
     raise AmpError(UNAVAILABLE, f"unknown bundle format (directory, .zip, .tar.gz): {p}")
 
 
-def _read_at_most(path: Path, limit: int) -> bytes:
-    with path.open("rb") as fh:
-        return fh.read(limit + 1)
-
-
 def _open_dir(root: Path, limits: BundleLimits) -> SchemaBundle:
     try:
-        data = _read_at_most(root / BUNDLE_MANIFEST, limits.max_manifest_bytes)
+        data = read_file(root / BUNDLE_MANIFEST, limits.max_manifest_bytes)
     except OSError as exc:
         raise AmpError(UNAVAILABLE, f"{root}: cannot read {BUNDLE_MANIFEST}: {exc.strerror or exc}") from None
     if len(data) > limits.max_manifest_bytes:
@@ -58,7 +54,7 @@ def _open_dir(root: Path, limits: BundleLimits) -> SchemaBundle:
         # A symlink inside the directory could still point outside it.
         if not target.is_relative_to(real_root):
             raise AmpError(UNAVAILABLE, f"{root}: artifact {key!r} resolves outside the bundle")
-        lazy[key] = functools.partial(_read_at_most, target)
+        lazy[key] = functools.partial(read_file, target)  # regular files only: a FIFO would block
     return SchemaBundle(bundle_id, lazy=lazy, source=str(root), limits=limits)
 
 
