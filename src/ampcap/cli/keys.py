@@ -50,12 +50,8 @@ def run_keygen(args: argparse.Namespace) -> int:
     if args.out is not None and (problem := output_path_problem(args.out)) is not None:
         example = f" (e.g. {path / 'identity.json'})" if path.is_dir() else ""
         raise CommandError(f"{args.out}: {problem}{example}")
-    if path.exists() and not args.force:
-        raise CommandError(f"{path} already exists; pass --force to replace it")
-    if path.exists() and not path.is_file():
-        raise CommandError(f"{path} is not a regular file; a key file must be one")
     identity = Identity.generate(os.urandom)
-    with local_file_errors():
+    with local_file_errors():  # an existing file (without --force) or a non-file is refused there
         save_identity(identity, path, overwrite=args.force)
     print(identity.did)
     return 0

@@ -42,7 +42,7 @@ def save_identity(identity: Identity, path: str | os.PathLike[str], *, overwrite
     # lose it silently, with its mode narrowed for everyone else).
     if target.exists() and not target.is_file():
         raise AmpError(1001, f"{target}: not a regular file; a key file must be one")
-    exists = AmpError(1001, f"{target}: identity file already exists (use --force to overwrite)")
+    exists = AmpError(1001, f"{target} already exists; pass --force to replace it")
     if not overwrite and (target.exists() or target.is_symlink()):
         raise exists
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
