@@ -92,6 +92,7 @@ class Unreachable(AmpError, OSError):
 
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(5002, f"cannot reach {url}: {reason}")
+        self.reason = reason  # the OS's words alone, for callers that name the target their own way
 
 
 class MessageTooLarge(LocalProtocolError):

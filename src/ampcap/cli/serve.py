@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AmpError
-from ..net.url import parse_hostport
+from ..errors import AmpError, Unreachable
+from ..net.url import AmpUrl, parse_hostport
 from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
 from ..wire.frames import Framing
 from ..files.identity import default_identity_path, load_or_create
@@ -263,19 +263,17 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
             await nursery.start(daemon.run)
             with startup:
                 listeners = await daemon.listen(host, port)
-                sockname = listeners[0].socket.getsockname()
-                bound_host, bound_port = sockname[0], sockname[1]
-                shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+                bound = listeners[0].socket.getsockname()
+                url_line = f"{AmpUrl('amps' if tls else 'amp', bound[0], bound[1])} {daemon.identity.did}"
                 for flag, url in [*(("--relay", u) for u in relays), *(("--connect", u) for u in peers)]:
                     dial = (functools.partial(daemon.join_relay, url, relay_did=relay_did, ssl_context=dial_tls)
                             if flag == "--relay" else functools.partial(daemon.connect, url, ssl_context=dial_tls))
                     try:
                         link = await dial()
-                    except OSError as exc:  # the OS's reason alone would not say which dial failed
-                        raise AmpError(ErrorCode.UNAVAILABLE,
-                                       f"{flag} {url}: cannot reach it: {exc.strerror or exc}") from None
+                    except Unreachable as exc:  # the URL alone would not say which dial failed
+                        raise AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.reason}") from None
                     nursery.start_soon(_keep_linked, daemon, f"{flag} {url}", dial, link)
-                _announce(f"{'amps' if tls else 'amp'}://{shown}:{bound_port} {daemon.identity.did}")
+                _announce(url_line)
             await stop.wait()
             await daemon.drain()
             nursery.cancel_scope.cancel()
@@ -305,10 +303,10 @@ async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any) -> None:
                 return
             try:
                 link = await dial()
-            except (OSError, AmpError) as exc:
+            except AmpError as exc:
                 attempt += 1
                 log.warning("%s: cannot reach it (%s); next try within %gs", what,
-                            exc.strerror if isinstance(exc, OSError) and exc.strerror else exc,
+                            exc.reason if isinstance(exc, Unreachable) else exc,
                             backoff.backoff_ms(attempt, 1.0) / 1000)
                 continue
             log.warning("%s: link restored", what)

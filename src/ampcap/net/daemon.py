@@ -41,7 +41,7 @@ import trio
 
 from ..caps.catalog import Catalog
 from ..display import printable
-from ..errors import AmpError, LocalProtocolError, MessageTooLarge
+from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
 from ..schema import load_schemas
 from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
 from ..peer.connection import Connection, Role
@@ -315,13 +315,17 @@ class Daemon:
     async def connect(self, url: str | AmpUrl, *, peer_did: str | None = None,
                       ssl_context: ssl.SSLContext | None = None, timeout_s: float = 10.0,
                       config: ConnectionConfig | None = None) -> Link:
-        """Dial ``url`` and negotiate; ``AmpError`` if that fails (5003 on timeout).
+        """Dial ``url`` and negotiate; ``AmpError`` if that fails (5003 on timeout,
+        :class:`~ampcap.errors.Unreachable` when nothing answers).
         ``config`` replaces the daemon's connection settings for this link."""
         assert self._nursery is not None, "start the daemon first"
         target = parse_url(url) if isinstance(url, str) else url
         stream: trio.abc.Stream | None = None
         with trio.move_on_after(timeout_s) as scope:
-            stream = await open_stream(target, ssl_context=ssl_context)
+            try:
+                stream = await open_stream(target, ssl_context=ssl_context)
+            except OSError as exc:  # refused, no such host, no route: an AmpError like every other failure here
+                raise Unreachable(str(target), exc.strerror or str(exc)) from exc
             if isinstance(stream, trio.SSLStream):
                 # TLS fails here, named, rather than as a link that "opened"
                 # and then closed: raw framing (a relay) says nothing back.

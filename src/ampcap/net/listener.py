@@ -129,20 +129,15 @@ class Listener:
             # connection and could destroy the ERROR frame before it is read.
             with trio.move_on_after(1):
                 try:
-                    if self._ssl is not None:
-                        # Inside TLS: a TLS client reads plaintext as a broken
-                        # handshake, not as 5004. (TLS has no half-close.)
-                        tls = wrap_server(stream, self._ssl)
-                        if self._refusal is not None:
-                            await tls.send_all(self._refusal)
-                        while await tls.receive_some(4096):
-                            pass
-                    else:
-                        if self._refusal is not None:
-                            await stream.send_all(self._refusal)
+                    # Inside TLS: a TLS client reads plaintext as a broken
+                    # handshake, not as 5004. (TLS has no half-close.)
+                    peer: trio.abc.Stream = stream if self._ssl is None else wrap_server(stream, self._ssl)
+                    if self._refusal is not None:
+                        await peer.send_all(self._refusal)
+                    if self._ssl is None:
                         await stream.send_eof()
-                        while await stream.receive_some(4096):
-                            pass
+                    while await peer.receive_some(4096):
+                        pass
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     pass
             await trio.aclose_forcefully(stream)

@@ -49,7 +49,7 @@ from ..caps.manifest import Manifest, ManifestError, manifest_from_data
 from ..caps.names import is_full_id
 from ..caps.order import ORDERS, Order
 from ..caps.params import ParamsValidator
-from ..errors import AmpError, Unreachable
+from ..errors import AmpError
 from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
@@ -60,7 +60,7 @@ from ..wire.identity import Identity, KeyResolver
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
-from .url import parse_url
+from .url import AmpUrl, parse_url
 
 __all__ = ["Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationContext", "capability", "connect"]
 
@@ -404,9 +404,8 @@ class Peer:
         async with self._running() as daemon:
             listeners = await daemon.listen(host, port)
             bound = listeners[0].socket.getsockname()
-            shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-            scheme = "amps" if tls else "amp"
-            server = Server(url=f"{scheme}://{shown}:{bound[1]}", did=self.did, daemon=daemon)
+            server = Server(url=str(AmpUrl("amps" if tls else "amp", bound[0], bound[1])), did=self.did,
+                            daemon=daemon)
             try:
                 yield server
             finally:
@@ -456,16 +455,10 @@ class Peer:
         match. A malformed URL is a ``ValueError``.
         """
         async with self._running() as daemon:
-            try:
-                if relay_to is not None:
-                    link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout,
-                                                   ssl_context=ssl_context)
-                else:
-                    link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout, ssl_context=ssl_context)
-            except OSError as exc:
-                if isinstance(exc, AmpError):
-                    raise
-                raise Unreachable(url, exc.strerror or str(exc)) from exc
+            if relay_to is not None:
+                link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout, ssl_context=ssl_context)
+            else:
+                link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout, ssl_context=ssl_context)
             try:
                 yield Remote(daemon, link, to=relay_to)
             finally:
