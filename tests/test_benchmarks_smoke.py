@@ -57,3 +57,12 @@ def test_flood_unread_short() -> None:
     assert "3 peers sent" in out and "peak growth / bound" in out
     growth = float(out.split("peak growth / bound = ")[1].split()[0])
     assert growth < 1.0  # three flooders pin less than the shared budget promises
+
+
+def test_flood_large_frames_short() -> None:
+    out = run_tool("flood_large_frames.py", "--connections", "3", "--seconds", "1")
+    before, after = out.split("after HELLO:")
+    assert "before the handshake:" in before and "0 connections were still open" in before
+    ratios = [float(part.split("peak growth / bound = ")[1].split()[0]) for part in (before, after)]
+    assert ratios[0] < 1.0 and ratios[1] < 1.0, out
+    assert "3 connections were still open" in after  # admitted, not refused

@@ -404,6 +404,70 @@ async def test_peers_that_never_read_share_one_send_budget() -> None:
 
 
 @pytest.mark.trio
+async def test_large_frames_take_turns_in_the_shared_receive_budget() -> None:
+    """Before reading on into a frame over 16 KiB a connection reserves its
+    declared size in the daemon's receive budget (150 KB here); one that does
+    not fit waits, unread, until room is given back, and small frames on
+    other connections are not held up meanwhile. Without the budget, peers
+    that each send most of a 16 MiB frame held 16 MiB apiece."""
+    import os
+
+    from ampcap.wire.envelope import new_message_id
+
+    config = DaemonConfig(max_receive_buffer_total=150_000)
+
+    def unsent_invoke(peer: Any, text: str) -> tuple[bytes, bytes]:
+        # Sealed and framed by the peer's Connection, taken before its driver
+        # writes them, so the test can send them a piece at a time.
+        now = time.time_ns() // 1_000_000
+        mid = new_message_id(now, os.urandom)
+        env = peer.driver.conn.send(Outbound(typ=INVOKE, body={"id": f"{ECHO}:1.0.0", "params": {"message": text}},
+                                             msg_id=mid, ts_ms=now, ttl_ms=600_000), now)
+        return env.id, peer.driver.conn.data_to_send()
+
+    async def until(predicate: Any) -> None:
+        with trio.fail_after(5):
+            while not predicate():
+                await trio.sleep(0.005)
+
+    async with demo_daemon(config=config) as daemon, memory_peer(daemon) as first, memory_peer(daemon) as second:
+        budget = daemon.receive_budget
+        (id1, wire1), (id2, wire2) = unsent_invoke(first, "a" * 100_000), unsent_invoke(second, "b" * 100_000)
+        await first.driver.stream.send_all(wire1[:-10])
+        await until(lambda: budget.used >= 100_000)
+        await second.driver.stream.send_all(wire2[:-10])
+        await until(lambda: budget.waiting == 1)
+        assert budget.used < 110_000  # only the first frame is held
+
+        async with memory_peer(daemon) as third:  # small frames still flow
+            ok = await third.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "small"}})
+            assert ok.body["result"]["message"] == "small"
+        assert budget.waiting == 1 and not second.inbox
+
+        await first.driver.stream.send_all(wire1[-10:])
+        assert (await first.terminal(id1)).body["result"]["message"] == "a" * 100_000
+        await until(lambda: budget.waiting == 0)  # the second frame got its turn
+        await second.driver.stream.send_all(wire2[-10:])
+        assert (await second.terminal(id2)).body["result"]["message"] == "b" * 100_000
+        await until(lambda: budget.used == 0)
+
+
+@pytest.mark.trio
+async def test_a_connection_that_closes_mid_frame_gives_its_reservation_back() -> None:
+    config = DaemonConfig(max_receive_buffer_total=150_000)
+    async with demo_daemon(config=config) as daemon:
+        async with memory_peer(daemon) as peer:
+            header = (100_001).to_bytes(4, "big") + b"\x01"
+            await peer.driver.stream.send_all(header + b"\0" * 20_000)
+            with trio.fail_after(5):
+                while daemon.receive_budget.used < 100_000:
+                    await trio.sleep(0.005)
+        with trio.fail_after(5):
+            while daemon.receive_budget.used:
+                await trio.sleep(0.005)
+
+
+@pytest.mark.trio
 async def test_a_daemon_on_trio_clock_runs_its_deadlines_in_virtual_time(
         autojump_clock: trio.testing.MockClock) -> None:
     """Daemon(clock=trio_clock(...)): envelope time and timers follow trio's

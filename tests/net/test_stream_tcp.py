@@ -23,7 +23,8 @@ from conn_helpers import Outbound, make_conn  # noqa: E402
 from test_stream import CountingStream, Flood, Recorder  # noqa: E402
 
 from ampcap.net import stream as stream_module  # noqa: E402
-from ampcap.net.stream import ConnectionDriver, SendBudget  # noqa: E402
+from ampcap.net.budget import SendBudget  # noqa: E402
+from ampcap.net.stream import ConnectionDriver  # noqa: E402
 from ampcap.peer.config import ConnectionConfig  # noqa: E402
 from ampcap.peer.connection import Role  # noqa: E402
 from ampcap.peer.events import ConnectionTerminated, MessageReceived, Negotiated  # noqa: E402
@@ -50,7 +51,7 @@ async def open_pair(*, wrap_client: Callable[[trio.SocketStream], trio.abc.Strea
     cr, sr = Recorder(), Recorder()
     client = ConnectionDriver(make_conn(Role.CLIENT, 1), wrap_client(a), on_event=cr)
     server = ConnectionDriver(make_conn(Role.SERVER, 2, server_cfg), b, on_event=server_on_event or sr,
-                              write_timeout_s=write_timeout_s, budget=server_budget)
+                              write_timeout_s=write_timeout_s, send_budget=server_budget)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(client.run)
         nursery.start_soon(server.run)

@@ -238,6 +238,77 @@ def test_exactly_one_mib_payload_is_accepted_by_framing() -> None:
     assert pair.server.state is ConnState.OPEN
 
 
+def _refusal(conn: Connection) -> tuple[int, str]:
+    (frame,) = frames_of(conn.data_to_send())
+    assert frame.type is FrameType.ERROR
+    (term,) = drain_events(conn)
+    assert isinstance(term, ConnectionTerminated) and conn.state is ConnState.CLOSED
+    err = TransportError.from_payload(frame.payload)
+    assert term.code == err.code
+    return err.code, err.message
+
+
+def _header(ftype: FrameType, payload_size: int) -> bytes:
+    return (payload_size + 1).to_bytes(4, "big") + bytes([ftype])
+
+
+def test_before_the_handshake_a_large_frame_is_refused_from_its_header() -> None:
+    """Nobody is authenticated yet: a HANDSHAKE that declares 16 MiB must not
+    get to park 16 MiB of our memory while it trickles in (it used to, per
+    connection, until the handshake timeout)."""
+    server = make_conn(Role.SERVER, 2)
+    server.start(T0)
+    server.receive_data(_header(FrameType.HANDSHAKE, (16 << 20) - 1) + b"\0" * 1000, T0)
+    code, message = _refusal(server)
+    assert code == 1001 and "HANDSHAKE" in message and str((16 << 20) - 1) in message
+
+
+def test_between_handshake_and_hello_frames_are_bounded_by_the_negotiation_limit() -> None:
+    config = ConnectionConfig(max_negotiation_payload=4096)
+    server = server_after_handshake(config)
+    assert server.max_msg_size == MIB
+    server.receive_data(_header(FrameType.AMP_MESSAGE, 4097) + b"\xa5" * 100, T0)
+    code, message = _refusal(server)
+    assert code == 1001 and "until HELLO completes" in message and "4097" in message
+
+    # At the limit the frame is received (and then rejected as a pre-HELLO message, A.7).
+    server = server_after_handshake(config)
+    server.receive_data(_header(FrameType.AMP_MESSAGE, 4096) + b"\xa5" * 100, T0)
+    assert server.state is not ConnState.CLOSED and server.incoming_frame_size == 4096
+    assert drain_events(server) == []
+
+
+def test_a_hello_and_anything_after_it_may_use_the_whole_effective_maximum() -> None:
+    pair = open_pair(ConnectionConfig(max_negotiation_payload=4096), ConnectionConfig(max_msg_size=MIB))
+    pair.server.receive_data(_header(FrameType.AMP_MESSAGE, MIB) + b"\xa5" * 100, T0)
+    assert pair.server.state is ConnState.OPEN and pair.server.incoming_frame_size == MIB
+    # A PING is opaque bytes (RFC 002 §4.3): only the effective maximum bounds it.
+    pair = open_pair()
+    pair.server.receive_data(_header(FrameType.PING, 200_000) + b"\0" * 100, T0)
+    assert pair.server.state is ConnState.OPEN and pair.server.incoming_frame_size == 200_000
+
+
+@pytest.mark.parametrize("ftype", [FrameType.GOAWAY, FrameType.ERROR, FrameType.HANDSHAKE], ids=lambda t: t.name)
+def test_a_control_frame_larger_than_a_control_payload_can_be_is_refused_from_its_header(ftype: FrameType) -> None:
+    pair = open_pair()
+    pair.server.receive_data(_header(ftype, 64 * 1024 + 1) + b"\0" * 100, T0)
+    code, message = _refusal(pair.server)
+    assert code == 1001 and ftype.name in message and "65537" in message
+
+
+def test_incoming_frame_size_follows_the_frame_being_received() -> None:
+    pair = open_pair()
+    assert pair.server.incoming_frame_size == 0
+    frame = amp_frame(1, MessageType.MESSAGE, {"text": "x" * 3000}, to=identity(2).did)
+    pair.server.receive_data(frame[:3], T0)
+    assert pair.server.incoming_frame_size == 0  # no whole header yet
+    pair.server.receive_data(frame[3:100], T0)
+    assert pair.server.incoming_frame_size == len(frame) - 5
+    pair.server.receive_data(frame[100:], T0)
+    assert pair.server.incoming_frame_size == 0
+    assert of_type(drain_events(pair.server), MessageReceived)
+
+
 # ------------------------------------------------------ messages after OPEN
 
 

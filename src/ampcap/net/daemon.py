@@ -81,7 +81,8 @@ from .calls import Calls
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .jobs import Jobs, LocalHandler
 from .listener import OVERLOADED_FRAME, Listener
-from .stream import ConnectionDriver, SendBudget, open_stream
+from .budget import ReceiveBudget, SendBudget
+from .stream import ConnectionDriver, open_stream
 from .tls import tls_failure
 from .url import AmpUrl, parse_url
 
@@ -108,9 +109,12 @@ class DaemonConfig:
     max_in_flight: int = 1024  # running invokes, whole daemon → 5004 beyond
     max_in_flight_per_connection: int = 64  # → 5004 beyond
     max_connections: int = 10_000
-    # Bytes queued for peers across all connections (net/stream.SendBudget):
+    # Bytes queued for peers across all connections (net/budget.SendBudget):
     # past it, every connection with output still unsent stops reading.
     max_send_buffer_total: int = 64 << 20
+    # Bytes of large frames being received across all connections
+    # (net/budget.ReceiveBudget): a frame that does not fit waits, unread.
+    max_receive_buffer_total: int = 64 << 20
     drain_timeout_s: float = 10.0  # SIGTERM: how long running invokes may finish
     profile: Profile = Profile.RFC  # Sig_Input variant accepted (R15)
 
@@ -178,9 +182,11 @@ class Daemon:
         self._conn_config = replace(config.connection, drain_on_half_close=True,
                                     drain_timeout_ms=max(config.connection.drain_timeout_ms, drain_ms))
         self.send_budget = SendBudget(config.max_send_buffer_total)
+        self.receive_budget = ReceiveBudget(config.max_receive_buffer_total)
         self.listener = Listener(self._new_server_connection, handler=self._serve_link,
                                  max_connections=config.max_connections, ssl_context=ssl_context,
                                  clock_ms=clock.wall_ms, send_budget=self.send_budget,
+                                 receive_budget=self.receive_budget,
                                  refusal=None if config.connection.framing is Framing.RAW else OVERLOADED_FRAME)
         self.links: set[Link] = set()
         self._half_closed: set[Link] = set()  # peers that finished sending; closed once answered
@@ -347,9 +353,12 @@ class Daemon:
     async def serve_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one already-open stream (any transport: a memory stream in
         tests, a socket accepted elsewhere) until the connection ends."""
-        driver = ConnectionDriver(self._new_server_connection(), stream, clock_ms=self.clock.wall_ms,
-                                  budget=self.send_budget)
+        driver = self._driver(self._new_server_connection(), stream)
         await self._serve_link(driver)
+
+    def _driver(self, conn: Connection, stream: trio.abc.Stream) -> ConnectionDriver:
+        return ConnectionDriver(conn, stream, clock_ms=self.clock.wall_ms, send_budget=self.send_budget,
+                                receive_budget=self.receive_budget)
 
     async def connect_stream(self, stream: trio.abc.Stream, *, peer_did: str | None = None,
                              timeout_s: float = 10.0, config: ConnectionConfig | None = None) -> Link:
@@ -357,8 +366,7 @@ class Daemon:
         assert self._nursery is not None, "start the daemon first"
         conn = Connection(role=Role.CLIENT, identity=self.identity, pipeline=self.pipeline,
                           config=config or self._conn_config, entropy=self._entropy, peer_did=peer_did)
-        link = Link(driver=ConnectionDriver(conn, stream, clock_ms=self.clock.wall_ms, budget=self.send_budget),
-                    outbound=True)
+        link = Link(driver=self._driver(conn, stream), outbound=True)
         self._nursery.start_soon(self._run_link, link)
         with trio.move_on_after(timeout_s) as waited:
             await link.ready.wait()

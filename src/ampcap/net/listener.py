@@ -23,7 +23,8 @@ from ..peer.logthrottle import LogThrottle
 from ..wire.frames import FrameType, encode_frame
 from ..wire.transport import TransportError
 from .clock import wall_clock_ms
-from .stream import ConnectionDriver, SendBudget
+from .budget import ReceiveBudget, SendBudget
+from .stream import ConnectionDriver
 from .tls import wrap_server
 
 log = logging.getLogger("ampcap.listener")
@@ -63,7 +64,7 @@ class Listener:
     def __init__(self, new_connection: Callable[[], Connection], *, handler: ConnectionHandler = _run_driver,
                  max_connections: int = 10_000, ssl_context: ssl.SSLContext | None = None,
                  clock_ms: Callable[[], int] = wall_clock_ms, send_budget: SendBudget | None = None,
-                 refusal: bytes | None = OVERLOADED_FRAME) -> None:
+                 receive_budget: ReceiveBudget | None = None, refusal: bytes | None = OVERLOADED_FRAME) -> None:
         self._new_connection = new_connection
         # What a connection over the limit is told before it is closed: an
         # RFC 002 ERROR frame, or nothing (raw framing has no transport
@@ -74,7 +75,8 @@ class Listener:
         self.max_connections = max_connections
         self._ssl = ssl_context
         self._clock = clock_ms
-        self._send_budget = send_budget  # shared by every connection accepted here
+        self._send_budget = send_budget  # both shared by every connection accepted here
+        self._receive_budget = receive_budget
         self.drivers: set[ConnectionDriver] = set()
         self.refused = 0
         self.accepted = 0
@@ -144,7 +146,8 @@ class Listener:
             return
         self.accepted += 1
         wrapped: trio.abc.Stream = wrap_server(stream, self._ssl) if self._ssl is not None else stream
-        driver = ConnectionDriver(self._new_connection(), wrapped, clock_ms=self._clock, budget=self._send_budget)
+        driver = ConnectionDriver(self._new_connection(), wrapped, clock_ms=self._clock,
+                                  send_budget=self._send_budget, receive_budget=self._receive_budget)
         self.drivers.add(driver)
         try:
             await self._handler(driver)

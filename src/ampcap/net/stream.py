@@ -37,11 +37,14 @@ in flight, the reader stops reading from that peer (so it cannot make us
 produce more replies) and ``send()`` waits; a single ``send_all`` that makes no
 progress for ``write_timeout_s`` closes the connection. Every connection has
 its own tasks, so a slow or silent peer never stalls another connection.
-Drivers may also share a :class:`SendBudget` (a daemon gives one to all of its
-connections): while the bytes queued across all of them exceed its limit, every
-connection with bytes still unsent stops reading too, so many peers that do
-not read cannot add up to more memory than that limit plus one read's replies
-each. A peer that keeps up has nothing unsent and is not held back.
+Drivers may also share a :class:`~.budget.SendBudget` (a daemon gives one to
+all of its connections): while the bytes queued across all of them exceed its
+limit, every connection with bytes still unsent stops reading too, so many
+peers that do not read cannot add up to more memory than that limit plus one
+read's replies each. A peer that keeps up has nothing unsent and is not held
+back. The same goes for input with a shared :class:`~.budget.ReceiveBudget`:
+before reading on into a large frame, the reader reserves its declared size
+and waits while that does not fit (see net/budget.py).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from ..peer.connection import Connection
 from ..peer.events import ConnectionTerminated, Event
 from ..peer.state import ConnState
 from ..wire.envelope import Envelope
+from .budget import SMALL_FRAME, ReceiveBudget, SendBudget
 from .clock import to_trio_deadline, wall_clock_ms
 from .tls import tls_failure
 from .url import AmpUrl
@@ -64,7 +68,7 @@ from .url import AmpUrl
 if TYPE_CHECKING:
     from ..peer.outbound import Outbound
 
-__all__ = ["ConnectionDriver", "EventHandler", "SendBudget", "open_stream"]
+__all__ = ["ConnectionDriver", "EventHandler", "open_stream"]
 
 EventHandler = Callable[[Event], Awaitable[None]]
 # Bytes per read (allocated per call, not held by idle connections): about
@@ -85,29 +89,13 @@ async def _ignore(event: Event) -> None:
     return None
 
 
-class SendBudget:
-    """Bytes queued for peers (not yet taken by the kernel) across every
-    driver that shares this budget. ``used`` is kept by the drivers."""
-
-    __slots__ = ("limit", "used")
-
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("a send budget must be positive")
-        self.limit = limit
-        self.used = 0
-
-    @property
-    def exceeded(self) -> bool:
-        return self.used > self.limit
-
-
 class ConnectionDriver:
     """Drives one Connection over one ``trio.abc.Stream`` until it closes."""
 
     def __init__(self, conn: Connection, stream: trio.abc.Stream, *, on_event: EventHandler | None = None,
                  clock_ms: Callable[[], int] = wall_clock_ms, write_timeout_s: float = 30.0,
-                 close_timeout_s: float = 2.0, budget: SendBudget | None = None) -> None:
+                 close_timeout_s: float = 2.0, send_budget: SendBudget | None = None,
+                 receive_budget: ReceiveBudget | None = None) -> None:
         self.conn = conn
         self.stream = stream
         self.on_event: EventHandler = on_event or _ignore
@@ -139,8 +127,10 @@ class ConnectionDriver:
         # together, so a burst of calls is still one write, not one per call.
         self._write_next_send = True
         self._drained = False  # direct mode: the last read did not fill the buffer
-        self._budget = budget
+        self._budget = send_budget
         self._charged = 0  # what this driver's backlog adds to budget.used
+        self._receive_budget = receive_budget
+        self._reserved = 0  # what the frame being received holds of receive_budget
 
     # ---------------------------------------------------------------- API
 
@@ -164,6 +154,9 @@ class ConnectionDriver:
             if self._budget is not None:
                 self._budget.used -= self._charged  # whatever was unsent is dropped with the stream
                 self._charged = 0
+            if self._receive_budget is not None:
+                self._receive_budget.release(self._reserved)  # so is a half-received frame
+                self._reserved = 0
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(self._close_timeout) as scope:
                     try:
@@ -235,6 +228,8 @@ class ConnectionDriver:
                 break
             if data:
                 await self._receive(data)
+                if self._receive_budget is not None:
+                    await self._reserve_incoming_frame(self._receive_budget)
                 continue
             if broken is not None:
                 conn.receive_eof(broken)
@@ -267,6 +262,24 @@ class ConnectionDriver:
             conn.receive_data(data[start:start + RECEIVE_SLICE], self._clock())
             self._kick()
             await self._deliver()
+
+    async def _reserve_incoming_frame(self, budget: ReceiveBudget) -> None:
+        """Before reading on into a large frame, hold its declared size in the
+        shared budget, waiting (not reading) while it does not fit; give back
+        the reservation of a frame that is complete. Reading stops here at
+        most one read into the frame, so a waiting connection holds little."""
+        size = self.conn.incoming_frame_size
+        if size <= SMALL_FRAME:
+            size = 0
+        if size == self._reserved:
+            return  # the same frame is still arriving (or none, again)
+        budget.release(self._reserved)
+        self._reserved = 0
+        while size and not budget.try_reserve(size):
+            await budget.wait_for_room()
+            if self.conn.state is ConnState.CLOSED:
+                return  # the frame timeout (or the owner) ended it while it waited
+        self._reserved = size
 
     async def _read_direct(self) -> tuple[bytes, str | None]:
         """Direct mode: the next read, or ``(b"", reason)`` when the peer is

@@ -43,6 +43,13 @@ class ConnectionConfig:
     # likes; this makes holding it cost resending it every minute. At 60 s a
     # full 16 MiB frame needs 280 KB/s.
     frame_timeout_ms: int | None = 60_000
+    # Largest frame payload accepted before HELLO completes. Until then the
+    # peer has proven nothing (a HANDSHAKE is unauthenticated, a did:key
+    # costs nothing), and the only frames that make sense are a HANDSHAKE,
+    # a HELLO and its answer, each well under 1 KiB: a peer that declares
+    # more is refused from the frame header (1001) instead of being allowed
+    # to park max_msg_size of our memory per connection.
+    max_negotiation_payload: int = 64 * 1024
     drain_timeout_ms: int = 30_000  # after GOAWAY, close at the latest after this
     # A clean EOF once negotiated may be a half-close (the peer still reads).
     # True: drain (InputEnded), and the owner closes once it owes nothing;
@@ -76,6 +83,8 @@ class ConnectionConfig:
             raise ValueError("at least one AMP version is required")
         for v in self.versions:
             major_of(v)
+        if self.max_negotiation_payload < 1024:
+            raise ValueError("max_negotiation_payload must be at least 1024 (a HELLO must fit)")
         if self.handshake_timeout_ms <= 0 or self.keepalive_timeout_ms <= 0 or self.drain_timeout_ms < 0:
             raise ValueError("timeouts must be positive")
         if self.keepalive_interval_ms is not None and self.keepalive_interval_ms <= 0:

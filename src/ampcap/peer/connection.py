@@ -42,6 +42,7 @@ from ..wire.identity import Identity
 from ..wire.receive import Inbound, ReceivePipeline, addressed_to
 from ..wire.registry import MessageType
 from ..wire.transport import (
+    MAX_CONTROL_PAYLOAD,
     TRANSPORT_VERSION,
     GoAway,
     HandshakeRequest,
@@ -77,6 +78,9 @@ if TYPE_CHECKING:  # for type hints only: nothing of outbound runs here
 __all__ = ["Connection", "Role"]
 
 _HELLO_TYPES = frozenset({MessageType.HELLO, MessageType.HELLO_ACK, MessageType.HELLO_REJECT})
+# Frames whose payload is a small CBOR map (decoded with MAX_CONTROL_PAYLOAD as
+# a limit anyway): refused from the header when they declare more.
+_CONTROL_FRAMES = frozenset({FrameType.HANDSHAKE, FrameType.GOAWAY, FrameType.ERROR})
 # New work that a draining connection refuses with 5002 (replies still pass).
 _NEW_WORK = frozenset({MessageType.CAP_INVOKE, MessageType.CAP_QUERY})
 _ERROR_TYPE = int(MessageType.ERROR)
@@ -178,6 +182,36 @@ class Connection:
                 self._fail(exc)
         if failure is not None and self.state is not ConnState.CLOSED:
             self._fail(failure)
+        elif self._frame_since is not None and self.state is not ConnState.CLOSED:
+            self._check_incoming_frame()
+
+    @property
+    def incoming_frame_size(self) -> int:
+        """The declared payload size of the frame being received, once its
+        header has arrived; 0 when none is (or the connection is closed). The
+        edge budgets large frames by it before reading their payload."""
+        if self.state is ConnState.CLOSED or not self._decoder.buffered:
+            return 0
+        header = self._decoder.incomplete_frame()
+        return 0 if header is None else header[1]
+
+    def _check_incoming_frame(self) -> None:
+        """Refuse, from its header alone, a frame larger than this point of
+        the connection allows (the decoder already bounds every frame by the
+        effective maximum): a control frame over MAX_CONTROL_PAYLOAD, and
+        anything over ``max_negotiation_payload`` before HELLO completes."""
+        header = self._decoder.incomplete_frame()
+        if header is None:
+            return
+        ftype, size = header
+        if ftype in _CONTROL_FRAMES and size > MAX_CONTROL_PAYLOAD:
+            problem = f"a {ftype.name} frame is at most {MAX_CONTROL_PAYLOAD} bytes; this one declares {size}"
+        elif size > self.config.max_negotiation_payload and self.hello_state is not HelloState.NEGOTIATED:
+            problem = (f"frames are at most {self.config.max_negotiation_payload} bytes until HELLO completes; "
+                       f"this {ftype.name} frame declares {size}")
+        else:
+            return
+        self._fail(RemoteProtocolError(1001, problem, path="frame"))
 
     def receive_eof(self, reason: str = "peer closed the connection") -> None:
         """The stream ended: the peer closed its side, or the transport broke

@@ -161,6 +161,19 @@ class FrameDecoder:
     def error(self) -> FramingError | None:
         return self._error
 
+    def incomplete_frame(self) -> tuple[FrameType, int] | None:
+        """The type and declared payload size of the frame being assembled,
+        once its header has arrived (None otherwise). The owner uses it to
+        refuse or budget a large frame from its header alone, before the
+        payload is buffered."""
+        buf = self._buf
+        if len(buf) < self._header:
+            return None
+        length = _LENGTH.unpack_from(buf, 0)[0]
+        if self._framing is Framing.RAW:
+            return FrameType.AMP_MESSAGE, length
+        return _FRAME_TYPES[buf[4]], length - 1  # the type byte was checked when the header arrived
+
     # ------------------------------------------------------------- decoding
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:

@@ -24,12 +24,16 @@ __all__ = [
     "decode_control_payload",
     "decode_handshake",
     "TRANSPORT_VERSION",
+    "MAX_CONTROL_PAYLOAD",
 ]
 
 _INVALID = 1001
 TRANSPORT_VERSION = 1
 # Control payloads are tiny; refuse anything bigger or deeper than plausible.
-_CONTROL_LIMITS = DecodeLimits(max_depth=4, max_items=1024, max_bytes=64 * 1024)
+# (A Connection refuses a HANDSHAKE, GOAWAY or ERROR frame over this size from
+# its header, before the payload is buffered.)
+MAX_CONTROL_PAYLOAD = 64 * 1024
+_CONTROL_LIMITS = DecodeLimits(max_depth=4, max_items=1024, max_bytes=MAX_CONTROL_PAYLOAD)
 
 def effective_max(ours: int, theirs: int) -> int:
     """The negotiated payload maximum: the smaller offer, never under 1 MiB (R4)."""
