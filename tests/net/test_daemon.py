@@ -404,7 +404,7 @@ async def test_peers_that_never_read_share_one_send_budget() -> None:
 
 
 @pytest.mark.trio
-async def test_large_frames_take_turns_in_the_shared_receive_budget() -> None:
+async def test_large_frames_take_turns_in_the_shared_receive_budget(caplog: pytest.LogCaptureFixture) -> None:
     """Before reading on into a frame over 16 KiB a connection reserves its
     declared size in the daemon's receive budget (150 KB here); one that does
     not fit waits, unread, until room is given back, and small frames on
@@ -415,6 +415,7 @@ async def test_large_frames_take_turns_in_the_shared_receive_budget() -> None:
     from ampcap.wire.envelope import new_message_id
 
     config = DaemonConfig(max_receive_buffer_total=150_000)
+    caplog.set_level(logging.INFO, logger="ampcap")
 
     def unsent_invoke(peer: Any, text: str) -> tuple[bytes, bytes]:
         # Sealed and framed by the peer's Connection, taken before its driver
@@ -438,6 +439,8 @@ async def test_large_frames_take_turns_in_the_shared_receive_budget() -> None:
         await second.driver.stream.send_all(wire2[:-10])
         await until(lambda: budget.waiting == 1)
         assert budget.used < 110_000  # only the first frame is held
+        (line,) = [r.getMessage() for r in caplog.records if "receive budget full" in r.getMessage()]
+        assert f"waits, unread, until {budget.used + len(wire2) - 5 - 150_000} bytes are free" in line
 
         async with memory_peer(daemon) as third:  # small frames still flow
             ok = await third.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "small"}})

@@ -25,9 +25,15 @@ for receive room needs trio.
 
 from __future__ import annotations
 
+import logging
+
 import trio
 
+from ..peer.logthrottle import LogThrottle
+
 __all__ = ["ReceiveBudget", "SendBudget", "SMALL_FRAME"]
+
+log = logging.getLogger("ampcap.daemon")
 
 # A frame whose payload is at most this is read without a reservation: it
 # never holds more than about one read (net/stream.RECEIVE_SIZE) besides.
@@ -55,7 +61,7 @@ class ReceiveBudget:
     """Bytes reserved for large frames being received, across every driver
     that shares this budget."""
 
-    __slots__ = ("limit", "used", "waiting", "_lot")
+    __slots__ = ("limit", "used", "waiting", "_lot", "_lines")
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
@@ -64,6 +70,7 @@ class ReceiveBudget:
         self.used = 0
         self.waiting = 0  # connections waiting for room (for logs and tests)
         self._lot = trio.lowlevel.ParkingLot()
+        self._lines = LogThrottle()  # peers decide how often frames wait
 
     def try_reserve(self, size: int) -> bool:
         """Reserve ``size`` bytes if they fit. A frame larger than the whole
@@ -79,6 +86,14 @@ class ReceiveBudget:
         if size:
             self.used -= size
             self._lot.unpark_all()
+
+    def note_wait(self, size: int, now_ms: int) -> None:
+        """Log that a frame of ``size`` bytes starts waiting (throttled): a
+        daemon that stops reading from some peers should say why."""
+        self._lines.log(log, "receive budget full", logging.INFO, now_ms,
+                        "receive budget full: a %d-byte frame waits, unread, until %d bytes are free "
+                        "(%d of %d reserved, %d other frames waiting)", size, self.used + size - self.limit,
+                        self.used, self.limit, self.waiting)
 
     async def wait_for_room(self) -> None:
         """Sleep until some reservation is given back."""

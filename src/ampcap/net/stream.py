@@ -275,10 +275,12 @@ class ConnectionDriver:
             return  # the same frame is still arriving (or none, again)
         budget.release(self._reserved)
         self._reserved = 0
-        while size and not budget.try_reserve(size):
-            await budget.wait_for_room()
-            if self.conn.state is ConnState.CLOSED:
-                return  # the frame timeout (or the owner) ended it while it waited
+        if size and not budget.try_reserve(size):
+            budget.note_wait(size, self._clock())
+            while not budget.try_reserve(size):
+                await budget.wait_for_room()
+                if self.conn.state is ConnState.CLOSED:
+                    return  # the frame timeout (or the owner) ended it while it waited
         self._reserved = size
 
     async def _read_direct(self) -> tuple[bytes, str | None]:
