@@ -126,6 +126,13 @@ class Link:
     ready: trio.Event = field(default_factory=trio.Event)  # Negotiated or terminated
     calls: set[bytes] = field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
     opened_ms: int = 0
+    goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
+
+    @property
+    def peer_closing(self) -> str:
+        """What the peer did when it closed its side, as messages say it
+        (why a dial or a call on this link failed)."""
+        return "the peer closed the connection" + (" (GOAWAY)" if self.goaway is not None else "")
 
     @property
     def peer_did(self) -> str | None:
@@ -379,7 +386,7 @@ class Daemon:
     def _link_gone(self, link: Link) -> None:
         self.executor.connection_closed(link)
         self._half_closed.discard(link)
-        self.calls.end_on(link, "connection closed before the reply")
+        self.calls.end_on(link)
 
     def _close_answered(self) -> None:
         """Close the half-closed links that nothing is owed on any more."""
@@ -415,6 +422,7 @@ class Daemon:
             if event.authenticated and event.envelope is not None and event.envelope.reply_to is not None:
                 self._apply_invoker(self.invoker.on_rejected(event.envelope, event.error, self.clock.wall_ms()))
         elif type(event) is GoAwayReceived:
+            link.goaway = event
             log.info("GOAWAY from peer=%s reason=%s message=%s", _peer(link), event.reason,
                      shown(event.message or "-"))
         elif type(event) is InputEnded:
@@ -423,11 +431,13 @@ class Daemon:
             owed = self.executor.owes(link)
             log.info("peer=%s finished sending; invokes still to answer: %s", _peer(link),
                      "yes" if owed else "none")
-            self.calls.end_on(link, "the peer closed its side before the reply")
+            self.calls.end_on(link)
             if owed:
                 self._half_closed.add(link)  # _close_answered closes it after its last reply
             else:
-                link.driver.close(_ALL_ANSWERED)
+                # Said as what the peer did: a dial that meets this close
+                # ("cannot open connection: ...") is not about a drain of ours.
+                link.driver.close(link.peer_closing)
 
     def _on_message(self, link: Link, event: MessageReceived) -> None:
         inbound = event.inbound
