@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ampcap.display import json_safe, printable
+from ampcap.display import PEER_TEXT_LIMIT, json_safe, printable, quoted, shown
 
 UNSAFE = [*map(chr, range(0x20)), "\x7f", *map(chr, range(0x80, 0xA0)), "\u061c", "\u200e", "\u200f",
           *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))]
@@ -39,3 +39,14 @@ def test_json_safe_keeps_the_document_and_its_meaning(value: object) -> None:
 def test_printable_shortens_to_a_limit_and_says_how_long() -> None:
     assert printable("abc", limit=5) == "abc"
     assert printable("\x1b" * 10, limit=3) == "\\x1b\\x1b\\x1b… (10 chars)"
+
+
+def test_shown_and_quoted_cut_a_peers_value_and_say_how_long_it_was() -> None:
+    huge = "\x1b" + "a" * 5_000_000
+    line = shown(huge)
+    assert line.startswith("\\x1baaa") and line.endswith("… (5000001 chars)") and len(line) < PEER_TEXT_LIMIT + 40
+    assert shown(12345) == "12345" and shown("short\n") == "short\\n"
+    text = quoted(huge)
+    assert text.startswith("'\\x1baaa") and text.endswith("'… (5000001 chars)") and len(text) < PEER_TEXT_LIMIT + 40
+    assert quoted("it's") == repr("it's") and quoted("\u202e") == "'\\u202e'"
+    assert quoted(b"\x00" * 10_000).startswith("b'\\x00") and len(quoted(b"\x00" * 10_000)) < PEER_TEXT_LIMIT + 40

@@ -15,11 +15,24 @@ everything ampcap prints or logs from a peer goes through one of these:
   CSI) and the bidi controls raw; this writes them as ``\\uXXXX``, which keeps
   the document valid and its meaning unchanged (such characters can only
   occur inside JSON strings).
+
+A peer also chooses how long its text is: up to a whole message, 16 MiB.
+Every log line and every error message that quotes a peer's value (a DID, a
+version, a capability name, a GOAWAY or ERROR reason, an error built from
+those) takes it through :func:`shown` or :func:`quoted`, which keep the
+first :data:`PEER_TEXT_LIMIT` characters and say how long it was: the -v log
+gets no 16 MiB line per rejected message, and the ERROR we send back does not
+echo the request.
 """
 
 from __future__ import annotations
 
-__all__ = ["printable", "json_safe"]
+__all__ = ["printable", "json_safe", "shown", "quoted", "PEER_TEXT_LIMIT", "MESSAGE_LIMIT"]
+
+PEER_TEXT_LIMIT = 200  # characters of one peer-chosen value in a log line or an error message
+# Characters of a message built around a few such values (an AmpError's, a
+# close reason) that a log line shows: the values in it are cut already.
+MESSAGE_LIMIT = 4 * PEER_TEXT_LIMIT
 
 _C0 = range(0x00, 0x20)
 _DEL_C1 = (0x7F, *range(0x80, 0xA0))
@@ -38,6 +51,23 @@ def printable(text: str, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         return text[:limit].translate(_PRINTABLE) + f"… ({len(text)} chars)"
     return text.translate(_PRINTABLE)
+
+
+def shown(value: object, limit: int = PEER_TEXT_LIMIT) -> str:
+    """A peer's value (anything with a ``str``) as it may stand inside a log
+    line or a message: :func:`printable`, at most ``limit`` characters."""
+    return printable(value if isinstance(value, str) else str(value), limit)
+
+
+def quoted(value: object, limit: int = PEER_TEXT_LIMIT) -> str:
+    """``repr(value)`` (quoted, escaped), of at most ``limit`` characters of
+    a text and with its length when longer: for messages that quote what a
+    peer sent (a text is cut before ``repr``, which would copy all of it)."""
+    if not isinstance(value, str):
+        return printable(repr(value), limit)
+    if len(value) > limit:
+        return repr(value[:limit]) + f"… ({len(value)} chars)"
+    return repr(value)
 
 
 def json_safe(document: str) -> str:

@@ -84,3 +84,19 @@ def test_unsupported_range_forms_are_4001_with_a_clear_message(bad: str, word: s
 
 def test_range_keeps_its_text() -> None:
     assert str(Range.parse(">=1.0.0  <2.0.0")) == ">=1.0.0  <2.0.0"
+
+
+@pytest.mark.parametrize("text", [">=1.0.0 <" + "9" * 1_000_000, "1.0.0 ||" + " 2.0.0" * 300_000,
+                                  "abc" * 500_000, ">=1.0" + ".0" * 500_000])
+def test_a_huge_bad_range_gives_a_short_message(text: str) -> None:
+    # The message goes back to the peer in an ERROR and into the log: it
+    # must not echo a range of megabytes.
+    with pytest.raises(AmpError) as info:
+        Range.parse(text)
+    assert info.value.code == 4001 and len(info.value.message) < 1_000 and f"({len(text)} chars)" in info.value.message
+
+
+def test_a_huge_bad_version_gives_a_short_message() -> None:
+    with pytest.raises(AmpError) as info:
+        Version.parse("1.0" + "x" * 1_000_000)
+    assert len(info.value.message) < 500 and "(1000003 chars) is not a SemVer" in info.value.message

@@ -352,3 +352,20 @@ def test_every_output_path_is_checked_alike_before_any_work(tmp_path: Path, caps
         assert line.startswith(f"ampcap {command[0]}: ") and problem in line, line
         assert target in line and (flag in line or command[0] == "keygen"), line
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("did", ["did:key:zWRONG", "did:web:\u202e\x1b[31m"])
+def test_id_refuses_a_did_its_key_file_cannot_back(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  did: str) -> None:
+    # It printed the DID (raw escapes and all) and exited 0; serve announced it.
+    import json
+
+    from ampcap.wire.identity import Identity
+
+    key = tmp_path / "id.json"
+    key.write_text(json.dumps(Identity.generate(os.urandom).to_json() | {"did": did}))
+    key.chmod(0o600)
+    argv = ["id", "--identity", str(key)]
+    line = _one_line_failure(capsys, main(argv), argv, 1)
+    assert line.startswith(f"ampcap id: {key}: ") and ("does not match its key" in line or "is not a DID" in line)
+    assert "\x1b" not in line and "\u202e" not in line

@@ -3,6 +3,7 @@ saved whole or not at all, and the default file created once."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -118,3 +119,81 @@ def test_save_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
     with pytest.raises(AmpError, match="not a regular file"):
         save_identity(identity, tmp_path / "fifo", overwrite=True)
     assert stat.S_IMODE(os.stat("/dev/null").st_mode) == 0o666
+
+
+def _write_key(tmp_path: Path, **changes: object) -> Path:
+    data = Identity.generate(os.urandom).to_json() | changes
+    path = tmp_path / "id.json"
+    path.write_text(json.dumps(data))
+    path.chmod(0o600)
+    return path
+
+
+def test_a_did_key_that_is_not_its_keys_is_refused(tmp_path: Path) -> None:
+    # Accepted, it was announced by serve and refused by every peer with a
+    # 3001 that blamed the peer ("malformed did:key").
+    for did in ("did:key:zWRONG", Identity.generate(os.urandom).did):
+        path = _write_key(tmp_path, did=did)
+        expected = Identity.from_json(json.loads(path.read_text()) | {"did": None}).did
+        with pytest.raises(AmpError) as info:
+            load_identity(path)
+        assert info.value.message == f"{path}: did does not match its key (expected {expected})"
+
+
+def test_a_did_key_naming_its_own_key_is_kept(tmp_path: Path) -> None:
+    ident = Identity.generate(os.urandom)
+    for did in (ident.did, f"{ident.did}#{ident.did.removeprefix('did:key:')}"):
+        path = save_identity(Identity.from_seed(ident.seed, did=did), tmp_path / "k.json", overwrite=True)
+        assert load_identity(path).did == did
+
+
+@pytest.mark.parametrize("did", ["did:web:\u202e\x1b[31m", "did:web:", "web:example.com", "did:WEB:example.com",
+                                 "did:web:exa mple.com", "did:web:example.com\n", "did:web:example.com#k\u200f"])
+def test_a_did_that_is_not_a_did_is_refused(tmp_path: Path, did: str) -> None:
+    path = _write_key(tmp_path, did=did)
+    with pytest.raises(AmpError) as info:
+        load_identity(path)
+    message = info.value.message
+    assert message.startswith(f"{path}: 'did' is not a DID: ") and "did:METHOD:ID" in message
+    assert not any(c in message for c in "\x1b\u202e\u200f\n")  # shown escaped
+
+
+@pytest.mark.parametrize("did", ["did:web:example.com:agent:bob", "did:web:example.com%3A8443:a_b.c-d",
+                                 "did:example:123#key-1"])
+def test_other_dids_are_checked_for_syntax_only(tmp_path: Path, did: str) -> None:
+    assert load_identity(_write_key(tmp_path, did=did)).did == did
+
+
+@pytest.mark.parametrize("changes,needle", [
+    ({"kind": "ssh-key"}, "'kind' is 'ssh-key', not an identity file (expected 'ampcap-identity')"),
+    ({"version": 2}, "unsupported identity file version 2 (this ampcap reads version 1)"),
+    ({"version": "1"}, "unsupported identity file version '1' (this ampcap reads version 1)"),
+    ({"x25519": "00" * 32}, "'x25519' does not match the X25519 secret"),
+])
+def test_unknown_kinds_versions_and_wrong_public_keys_are_refused(tmp_path: Path, changes: dict[str, object],
+                                                                  needle: str) -> None:
+    path = _write_key(tmp_path, **changes)
+    with pytest.raises(AmpError) as info:
+        load_identity(path)
+    assert info.value.message == f"{path}: {needle}"
+
+
+def test_a_did_key_cannot_carry_a_foreign_x25519_secret(tmp_path: Path) -> None:
+    # Peers derive a did:key's X25519 key from its Ed25519 one: what they
+    # encrypt to it this secret could not open.
+    data = Identity.generate(os.urandom).to_json()
+    data["x25519_secret"] = "0c" * 32
+    del data["x25519"]
+    path = tmp_path / "id.json"
+    path.write_text(json.dumps(data))
+    path.chmod(0o600)
+    with pytest.raises(AmpError, match="'x25519_secret' does not belong to a did:key identity"):
+        load_identity(path)
+
+
+def test_a_key_file_without_kind_and_version_still_loads(tmp_path: Path) -> None:
+    ident = Identity.generate(os.urandom)
+    path = tmp_path / "hand.json"
+    path.write_text(json.dumps({"ed25519_seed": ident.seed.hex()}))
+    path.chmod(0o600)
+    assert load_identity(path).did == ident.did

@@ -280,7 +280,8 @@ async def test_a_peers_text_is_one_escaped_log_line_under_any_handler(caplog: py
         with trio.fail_after(5):
             while not any("GOAWAY" in r.getMessage() for r in caplog.records):
                 await trio.sleep(0.01)
-    (line,) = [r.getMessage() for r in caplog.records if "GOAWAY" in r.getMessage()]
+    # (The close that follows names the GOAWAY too: "the peer closed the connection (GOAWAY)".)
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("GOAWAY from")]
     assert line.endswith("message=bye\\x1b[2J\\nforged line")
 
 
@@ -528,3 +529,51 @@ async def test_connecting_to_a_silent_port_names_the_missing_handshake_answer() 
         assert info.value.code == 5003
         assert info.value.message == "cannot open connection: no answer to our HANDSHAKE within 0.2 s"
         await silent.aclose()
+
+
+@pytest.mark.trio
+async def test_a_peers_huge_values_make_short_log_lines_and_short_errors(caplog: pytest.LogCaptureFixture) -> None:
+    # A version of megabytes (a valid SemVer pre-release) was logged whole by
+    # the executor's rejection line and the daemon's, and echoed in the
+    # ERROR; rejections are not throttled, so a peer could fill the disk.
+    caplog.set_level(logging.DEBUG, logger="ampcap")
+    huge = "a" * 2_000_000
+    async with demo_daemon() as daemon, memory_peer(daemon) as peer:
+        bodies = [
+            {"capability": ECHO, "version": "1.0.0-" + huge, "params": {"message": "x"}},  # 4003
+            {"capability": ECHO, "negotiate": {"range": ">=1.0.0 <" + huge}, "params": {"message": "x"}},  # 4001
+            {"capability": "org." + huge, "version": "1.0.0", "params": {}},  # 4002
+            {"id": "org." + huge, "params": {}},  # 4001, no version (refused by the receive checks)
+        ]
+        codes = []
+        for body in bodies:
+            reply = await peer.invoke(body)
+            assert reply.envelope.typ == ERROR
+            codes.append(error_code(reply))
+            assert len(reply.body["message"]) < 1_000, (error_code(reply), reply.body["message"][:300])
+        query = await peer.request(int(MessageType.CAP_QUERY), {"filter": {"capability": "org." + huge}})
+        assert query.envelope.typ == ERROR and len(query.body["message"]) < 1_000
+        peer.driver.start_drain(0, "b" * 60_000)  # a GOAWAY message as long as a control frame allows
+        with trio.fail_after(5):
+            while not any("GOAWAY" in r.getMessage() for r in caplog.records):
+                await trio.sleep(0.01)
+    assert codes == [4003, 4001, 4002, 4001]
+    lengths = sorted(len(r.getMessage()) for r in caplog.records)
+    assert lengths[-1] < 2_000, [r.getMessage()[:200] for r in caplog.records if len(r.getMessage()) >= 2_000]
+    rejected = [r.getMessage() for r in caplog.records if "invoke rejected" in r.getMessage()]
+    assert len(rejected) == 3 and "code=4003 VERSION_MISMATCH: version 1.0.0-aaa" in rejected[0]
+    assert "(2000006 chars) of org.ampcap.demo.echo is not served" in rejected[0]  # cut, and says so
+
+
+@pytest.mark.trio
+async def test_any_line_the_core_asks_to_log_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    # The safety net under the fields each Log action cuts itself: a line
+    # that quotes a peer's value whole still cannot be megabytes long.
+    from ampcap.peer.outbound import Log
+
+    caplog.set_level(logging.INFO, logger="ampcap")
+    async with demo_daemon() as daemon:
+        daemon._apply([Log(logging.WARNING, "odd reply: " + "\x1b" * 3_000_000), Log(logging.INFO, "x" * 10, "t")])
+    (line, short) = [r.getMessage() for r in caplog.records if "odd reply" in r.getMessage() or r.getMessage() == "x" * 10]
+    assert line.startswith("odd reply: \\x1b") and line.endswith("(3000011 chars)") and len(line) < 12_000
+    assert short == "x" * 10

@@ -597,3 +597,16 @@ def test_no_interleaving_sends_two_terminals(ops: list[tuple[Any, ...]]) -> None
     assert all(ex.state_of(k) is None for k in executed if k.msg_id in terminal_bodies), "terminal, still running"
     if any(op[0] == "shutdown" for op in ops):
         assert ex.running == 0
+
+
+def test_a_rejection_line_and_error_stay_short_for_a_huge_version() -> None:
+    # Rejections are logged without throttle: a version of megabytes made a
+    # log line (and an ERROR) of megabytes per message.
+    ex = catalog_executor()
+    version = "1.0.0-" + "a" * 1_000_000
+    actions = ex.handle(message(ALICE, INVOKE, {"capability": ECHO, "version": version,
+                                                "params": {"message": "hi"}}), "A", T0)
+    assert error_code(actions) == 4003
+    assert len(only_send(actions).out.body["message"]) < 1_000
+    (note,) = [a for a in actions if type(a).__name__ == "Log"]
+    assert len(note.message) < 2_000 and "(1000006 chars) of org.ampcap.demo.echo is not served" in note.message

@@ -18,6 +18,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
+from ..display import quoted
 from ..errors import AmpError
 from .bodies import InvokeRequest, QueryPage, QueryRequest, Resolved
 from .bindings import resolve_callable
@@ -61,7 +62,7 @@ class Catalog:
     def resolve_identity(self, request: InvokeRequest) -> list[CapabilitySpec]:
         found = self.registry.versions(request.name)
         if not found:
-            raise AmpError(NOT_FOUND, f"capability {request.name!r} not found")
+            raise AmpError(NOT_FOUND, f"capability {quoted(request.name)} not found")
         return found
 
     def check_version(self, target: list[CapabilitySpec], request: InvokeRequest) -> Resolved:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..display import quoted
 from ..errors import AmpError
 from .semver import Range, Version
 
@@ -57,7 +58,7 @@ def parse_capability_id(text: str) -> tuple[str, Version]:
     """``name:version`` → (name, Version); 4001 when malformed."""
     name, sep, version = text.rpartition(":") if isinstance(text, str) else ("", "", "")
     if not sep or not is_capability_name(name):
-        raise AmpError(BAD_REQUEST, f"{text!r} is not a capability id (reverse-domain name ':' version)")
+        raise AmpError(BAD_REQUEST, f"{quoted(text)} is not a capability id (reverse-domain name ':' version)")
     return name, Version.parse(version)
 
 
@@ -101,7 +102,7 @@ def parse_ossa_uri(text: str) -> OssaRef | None:
         return None
     m = _URI_RE.fullmatch(text)
     if m is None:
-        raise AmpError(BAD_REQUEST, f"{text!r} is not a valid capability URI "
+        raise AmpError(BAD_REQUEST, f"{quoted(text)} is not a valid capability URI "
                                     "(expected ossa:<domain>/<name>@MAJOR.MINOR or mcp:<server>/<tool>@MAJOR.MINOR)")
     scheme, domain, local, major, minor = m.groups()
     return OssaRef(scheme, domain, local, int(major), int(minor))

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..display import shown
 from ..errors import AmpError, ReportedFailure
 from .bodies import InvokeRequest, parse_invoke_body
 from .manifest import Policy
@@ -107,7 +108,7 @@ def select(specs: Sequence[Any], *, version: Version | None, preferred: Version 
             if policy_of(spec) is Policy.BRIDGE and getattr(spec, "bridge", None) is not None and \
                     any(r.contains(version) for r in _ranges_of(spec)):
                 return Selection(spec, version, bridged=True)
-        raise AmpError(VERSION_MISMATCH, f"version {version} of {specs[0].name} is not served "
+        raise AmpError(VERSION_MISMATCH, f"version {shown(version)} of {specs[0].name} is not served "
                                          f"(declared: {_listing(specs)})")
     if preferred is not None and (hit := declared(preferred)) is not None:
         return Selection(hit, None)
@@ -165,7 +166,7 @@ def _run_adapter(target: str, fn: Callable[..., Any], value: Any, requested: Ver
     except Exception as exc:
         log.debug("traceback of bridge %s (%s)", target, what, exc_info=True)
         raise ReportedFailure(INTERNAL, "capability bridge failed", topic=f"bridge {target}",
-                              log_line=f"bridge {target} ({what}) raised {type(exc).__name__}: {exc}") from None
+                              log_line=f"bridge {target} ({what}) raised {type(exc).__name__}: {shown(exc)}") from None
 
 
 def adapt_params(selection: Selection, params: Any, resolve: Callable[[str], Callable[..., Any]]) -> Any:
@@ -177,7 +178,7 @@ def adapt_params(selection: Selection, params: Any, resolve: Callable[[str], Cal
     spec = selection.spec
     assert spec.bridge is not None and selection.requested is not None
     adapted = _run_adapter(spec.bridge, resolve(spec.bridge), params, selection.requested, "params")
-    log.info("bridge %s: %s:%s params %s -> %s params %s", spec.bridge, spec.name, selection.requested,
+    log.info("bridge %s: %s:%s params %s -> %s params %s", spec.bridge, spec.name, shown(selection.requested),
              _shape(params), spec.id, _shape(adapted))
     return adapted
 
@@ -193,5 +194,5 @@ def adapt_result(selection: Selection, result: Any, resolve: Callable[[str], Cal
     assert selection.requested is not None
     adapted = _run_adapter(target, resolve(target), result, selection.requested, "result")
     log.info("bridge %s: %s result %s -> %s:%s result %s", target, spec.id, _shape(result), spec.name,
-             selection.requested, _shape(adapted))
+             shown(selection.requested), _shape(adapted))
     return adapted

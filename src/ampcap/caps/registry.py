@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from ..display import quoted, shown
 from ..errors import AmpError
 from ..wire.cbor import dumps
 from .cursor import CURSOR_TTL_MS, Cursor, CursorCodec
@@ -245,13 +246,13 @@ class Registry(Generic[T]):
         canonical = self.aliases.resolve(name)
         versions = self._by_name.get(canonical)
         if versions is None:
-            raise AmpError(NOT_FOUND, f"no capability named {name!r}")
+            raise AmpError(NOT_FOUND, f"no capability named {quoted(name)}")
         if version_range is None:
             return canonical, list(versions.items)
         lo, hi = versions.bounds(version_range)
         inside = [item for item in versions.items[lo:hi] if version_range.contains(item.version)]
         if not inside:
-            raise AmpError(VERSION_MISMATCH, f"no version of {canonical} satisfies {version_range}")
+            raise AmpError(VERSION_MISMATCH, f"no version of {canonical} satisfies {shown(version_range)}")
         return canonical, inside
 
     # -------------------------------------------------------------- query
@@ -269,7 +270,7 @@ class Registry(Generic[T]):
             raise AmpError(BAD_REQUEST, "limit must be an unsigned integer", path="body.limit")
         canonical = self.aliases.resolve(name) if name is not None else None
         if canonical is not None and canonical not in self._by_name:
-            raise AmpError(NOT_FOUND, f"no capability named {name!r}")
+            raise AmpError(NOT_FOUND, f"no capability named {quoted(name)}")
         if filter is None:
             filter = {"name": name, "range": version_range.text if version_range is not None else None}
         context = self._context(filter, order)
@@ -297,8 +298,8 @@ class Registry(Generic[T]):
                 raise AmpError(BAD_REQUEST, "cursor is past the end of the result set", path="body.cursor")
             if canonical is None:
                 raise AmpError(NOT_FOUND, "the registry holds no capability" if version_range is None
-                               else f"no capability has a version satisfying {version_range}")
-            raise AmpError(VERSION_MISMATCH, f"no version of {canonical} satisfies {version_range}")
+                               else f"no capability has a version satisfying {shown(version_range)}")
+            raise AmpError(VERSION_MISMATCH, f"no version of {canonical} satisfies {shown(version_range)}")
         next_cursor = None
         if more:
             last = picked[-1]

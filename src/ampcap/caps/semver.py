@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from ..display import quoted
 from ..errors import AmpError
 
 T = TypeVar("T")
@@ -123,7 +124,7 @@ def _parse_version(text: str) -> Version:
     # Versions repeat (every descriptor, every invoke): parse each text once.
     m = _VERSION_RE.fullmatch(text)
     if m is None:
-        raise AmpError(_BAD_REQUEST, f"{text!r} is not a SemVer 2.0.0 version (expected MAJOR.MINOR.PATCH)")
+        raise AmpError(_BAD_REQUEST, f"{quoted(text)} is not a SemVer 2.0.0 version (expected MAJOR.MINOR.PATCH)")
     major, minor, patch, pre, build = m.groups()
     return Version(
         int(major), int(minor), int(patch),
@@ -226,7 +227,7 @@ def _parse_range(text: str) -> Range:
         raise AmpError(_BAD_REQUEST, f"empty version range; {_ALLOWED}")
     for needle, message in _HINTS:
         if needle in stripped:
-            raise AmpError(_BAD_REQUEST, f"{text!r}: {message}; {_ALLOWED}")
+            raise AmpError(_BAD_REQUEST, f"{quoted(text)}: {message}; {_ALLOWED}")
     tokens = stripped.split()
     if len(tokens) == 1 and tokens[0][0].isdigit():
         version = _parse_exact_token(text, tokens[0])
@@ -235,7 +236,7 @@ def _parse_range(text: str) -> Range:
     for token in tokens:
         op = next((o for o in _OPERATORS if token.startswith(o)), None)
         if op is None:
-            raise AmpError(_BAD_REQUEST, f"{text!r}: {token!r} has no comparison operator; {_ALLOWED}")
+            raise AmpError(_BAD_REQUEST, f"{quoted(text)}: {quoted(token)} has no comparison operator; {_ALLOWED}")
         comparators.append(Comparator(op, _parse_exact_token(text, token[len(op):])))
     return Range(text, tuple(comparators))
 
@@ -245,8 +246,9 @@ def _parse_exact_token(text: str, token: str) -> Version:
     # wildcard: "1.0.0-x" is a valid pre-release whose identifier happens to be x.
     core = re.split(r"[-+]", token, maxsplit=1)[0]
     if re.fullmatch(r"[0-9]+(\.[0-9]+)?", core) or re.search(r"(^|\.)[xX*](\.|$)", core):
-        raise AmpError(_BAD_REQUEST, f"{text!r}: partial and wildcard versions such as {token!r} are not supported; {_ALLOWED}")
+        raise AmpError(_BAD_REQUEST, f"{quoted(text)}: partial and wildcard versions such as {quoted(token)} are not supported; "
+                             f"{_ALLOWED}")
     try:
         return _parse_version(token)
     except AmpError:
-        raise AmpError(_BAD_REQUEST, f"{text!r}: {token!r} is not a SemVer 2.0.0 version; {_ALLOWED}") from None
+        raise AmpError(_BAD_REQUEST, f"{quoted(text)}: {quoted(token)} is not a SemVer 2.0.0 version; {_ALLOWED}") from None

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..display import printable
 from ..files.identity import default_identity_path, load_identity, save_identity
 from ..files.write import output_path_problem
 from ..wire.identity import Identity
@@ -35,7 +36,9 @@ def register(subparsers: Any) -> None:
     ident = subparsers.add_parser(
         "id",
         help="print the DID of an identity",
-        description="Print the did:key (or configured DID) of an identity file.",
+        description=("Print the did:key (or configured DID) of an identity file. The file is checked first: "
+                     "a did:key must be the one its key gives, any other DID must be well-formed "
+                     "(did:METHOD:ID), and only kind 'ampcap-identity', version 1 is read."),
     )
     ident.add_argument("--identity", "-i", type=Path, default=None, metavar="FILE",
                        help=f"identity key file (default: {default})")
@@ -60,8 +63,8 @@ def run_keygen(args: argparse.Namespace) -> int:
 def run_id(args: argparse.Namespace) -> int:
     path: Path = args.identity or default_identity_path()
     with local_file_errors():
-        identity = load_identity(path)
-    print(identity.did)
+        identity = load_identity(path)  # a DID that is not one, or not its key's, is refused there
+    print(printable(identity.did))  # the file's text all the same: it must not drive the terminal
     if args.verbose_keys:
         print(f"ed25519 {identity.public_key.hex()}")
         print(f"x25519  {identity.x25519_public.hex()}")

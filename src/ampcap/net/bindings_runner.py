@@ -38,7 +38,7 @@ import msgspec
 import trio
 
 from ..caps.bindings import Binding, CommandBinding, InvocationContext, PythonBinding, resolve_callable, wants_context
-from ..display import printable
+from ..display import shown
 from ..errors import AmpError
 from ..decoders import json_loads
 from ..peer.logthrottle import LogThrottle
@@ -160,7 +160,7 @@ def log_capability_crash(capability_id: str, exc: BaseException, throttle: LogTh
     of crashes of one capability (its topic; capability ids are a bounded
     set, the catalog's) the line itself goes to DEBUG too, saying so once."""
     _throttled_error(throttle, f"{capability_id} raised", "capability %s raised %s: %s (traceback with -vv)",
-                     capability_id, type(exc).__name__, printable(str(exc)))
+                     capability_id, type(exc).__name__, shown(exc))
     log.debug("traceback of capability %s", capability_id, exc_info=exc)
 
 
@@ -185,7 +185,7 @@ def plain_result(capability_id: str, result: Any, throttle: LogThrottle) -> Any:
         except Exception:
             pass
         _throttled_error(throttle, f"{capability_id} result", "capability %s returned a result that cannot be "
-                         "sent: %s", capability_id, printable(str(exc)))
+                         "sent: %s", capability_id, shown(exc))
         raise AmpError(INTERNAL_ERROR, "capability result is not encodable") from None
 
 

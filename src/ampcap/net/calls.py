@@ -56,6 +56,16 @@ class CallOutcome:
     callbacks: list[trio.Event] = field(default_factory=list)
 
 
+def _ended(link: Link) -> AmpError:
+    """What a call pending on ``link`` ends with now that it cannot be answered."""
+    term = link.driver.terminated
+    if term is None:  # open still, but the peer closed its side (often after its GOAWAY)
+        return AmpError(UNAVAILABLE, f"{link.peer_closing} before answering")
+    # Its code when it has one (as a failed dial reports it too): 1001 for a
+    # peer that broke the framing, a transport ERROR's own, 5003 keepalive.
+    return AmpError(term.code or UNAVAILABLE, f"connection closed before the reply: {term.reason}")
+
+
 class Calls:
     """Our pending calls, by the invoker's handle."""
 
@@ -162,11 +172,17 @@ class Calls:
         except Exception:  # the caller's callback must not break the connection
             log.warning("on_progress callback raised", exc_info=True)
 
-    def end_on(self, link: Link, reason: str) -> None:
-        """Fail every call pending on ``link``, which can no longer answer them (5002)."""
+    def end_on(self, link: Link) -> None:
+        """Fail every call pending on ``link``, which can no longer answer
+        them, with why: the connection's end (its code, 5002 without one,
+        and its reason: a framing error, a transport ERROR, a keepalive
+        timeout...), or the peer closing its side, after GOAWAY or not."""
+        if not link.calls:
+            return
+        error = _ended(link)
         for handle in list(link.calls):
             self._invoker.abandon(handle)
-            self.finish(handle, error=AmpError(UNAVAILABLE, reason))
+            self.finish(handle, error=error)
 
     def refuse_new(self) -> None:
         """The daemon drains: new calls fail at once; pending ones may still be answered."""

@@ -40,7 +40,7 @@ from typing import Any
 import trio
 
 from ..caps.catalog import Catalog
-from ..display import printable
+from ..display import MESSAGE_LIMIT, printable, shown
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
 from ..schema import load_schemas
 from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
@@ -96,6 +96,7 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
 UNAVAILABLE, TIMEOUT = 5002, 5003
 UNKNOWN_TYPE = 1005
+_LOG_LINE_LIMIT = 2 * MESSAGE_LIMIT  # characters of a line the core asks us to log (a Log action)
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
 
 
@@ -129,6 +130,13 @@ class Link:
     ready: trio.Event = field(default_factory=trio.Event)  # Negotiated or terminated
     calls: set[bytes] = field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
     opened_ms: int = 0
+    goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
+
+    @property
+    def peer_closing(self) -> str:
+        """What the peer did when it closed its side, as messages say it
+        (why a dial or a call on this link failed)."""
+        return "the peer closed the connection" + (" (GOAWAY)" if self.goaway is not None else "")
 
     @property
     def peer_did(self) -> str | None:
@@ -286,7 +294,7 @@ class Daemon:
             # is a bug of ours. It costs this one connection, not the daemon and
             # every other connection with it.
             log.error("connection %s peer=%s failed on an internal error (a bug, please report it): %s",
-                      "to" if link.outbound else "from", link.peer_did, _innermost(exc))
+                      "to" if link.outbound else "from", _peer(link), shown(_innermost(exc), MESSAGE_LIMIT))
             log.debug("internal error on a connection", exc_info=exc)
             link.driver.conn.close()
         finally:
@@ -386,7 +394,7 @@ class Daemon:
     def _link_gone(self, link: Link) -> None:
         self.executor.connection_closed(link)
         self._half_closed.discard(link)
-        self.calls.end_on(link, "connection closed before the reply")
+        self.calls.end_on(link)
 
     def _close_answered(self) -> None:
         """Close the half-closed links that nothing is owed on any more."""
@@ -397,43 +405,47 @@ class Daemon:
     # ================================================================ events
 
     async def _on_event(self, link: Link, event: Event) -> None:
-        # A peer's text (reasons, messages) is logged through printable(): one
-        # event stays one line under whatever handler the program installed.
+        # A peer's text (reasons, messages, DIDs) is logged through shown():
+        # one event stays one line under whatever handler the program
+        # installed, and a short one: a peer can send megabytes of text.
         if type(event) is MessageReceived:
             self._on_message(link, event)
         elif type(event) is Negotiated:
             if link.ready.is_set():  # raw framing: the peer's HELLO came after a preconfigured start
-                log.info("peer=%s named itself by HELLO (version %s)", event.peer_did, event.version)
+                log.info("peer=%s named itself by HELLO (version %s)", shown(event.peer_did), shown(event.version))
             else:
                 log.info("connection opened %s peer=%s version=%s", "to" if link.outbound else "from",
-                         event.peer_did, event.version)
+                         shown(event.peer_did), shown(event.version))
             link.ready.set()
         elif type(event) is ConnectionTerminated:
             lasted = self.clock.monotonic_ms() - link.opened_ms
             # An orderly close has no code; a failed one names it ("1004 VERSION_MISMATCH").
             code = "-" if event.code is None else f"{event.code} {error_info(event.code).name}"
-            log.info("connection closed peer=%s code=%s reason=%s after=%dms", link.peer_did or "-", code,
-                     printable(event.reason), lasted)
+            log.info("connection closed peer=%s code=%s reason=%s after=%dms", _peer(link), code,
+                     shown(event.reason, MESSAGE_LIMIT), lasted)
             link.ready.set()
         elif type(event) is MessageRejected:
-            log.info("message rejected peer=%s id=%s: %s", link.peer_did,
-                     event.message_id.hex() if event.message_id else "-", printable(str(event.error)))
+            log.info("message rejected peer=%s id=%s: %s", _peer(link),
+                     event.message_id.hex() if event.message_id else "-", shown(event.error, MESSAGE_LIMIT))
             if event.authenticated and event.envelope is not None and event.envelope.reply_to is not None:
                 self._apply_invoker(self.invoker.on_rejected(event.envelope, event.error, self.clock.wall_ms()))
         elif type(event) is GoAwayReceived:
-            log.info("GOAWAY from peer=%s reason=%s message=%s", link.peer_did, event.reason,
-                     printable(event.message or "-"))
+            link.goaway = event
+            log.info("GOAWAY from peer=%s reason=%s message=%s", _peer(link), event.reason,
+                     shown(event.message or "-"))
         elif type(event) is InputEnded:
             # It can still read: its running invokes still get their replies.
             # Our own calls on it can no longer be answered.
             owed = self.executor.owes(link)
-            log.info("peer=%s finished sending; invokes still to answer: %s", link.peer_did,
+            log.info("peer=%s finished sending; invokes still to answer: %s", _peer(link),
                      "yes" if owed else "none")
-            self.calls.end_on(link, "the peer closed its side before the reply")
+            self.calls.end_on(link)
             if owed:
                 self._half_closed.add(link)  # _close_answered closes it after its last reply
             else:
-                link.driver.close(_ALL_ANSWERED)
+                # Said as what the peer did: a dial that meets this close
+                # ("cannot open connection: ...") is not about a drain of ours.
+                link.driver.close(link.peer_closing)
 
     def _on_message(self, link: Link, event: MessageReceived) -> None:
         inbound = event.inbound
@@ -453,13 +465,13 @@ class Daemon:
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
             self._send(link, reply_to(env, _PONG, None))
         elif typ == _PONG:  # liveness answer: nothing to say back
-            log.debug("PONG from %s", env.sender)
+            log.debug("PONG from %s", shown(env.sender))
         else:
             # RFC 001 §1.5: a type this agent does not implement (MESSAGE,
             # REQUEST, CONTACT_*, PRESENCE_*, DOC_*, ...) is answered 1005,
             # so its sender is not left waiting for a reply that never comes.
             name = MessageType(typ).name
-            log.info("unsupported %s from %s answered 1005", name, env.sender)
+            log.info("unsupported %s from %s answered 1005", name, shown(env.sender))
             self._send(link, error_reply(env, AmpError(UNKNOWN_TYPE, f"{name} is not supported by this agent",
                                                        path="typ")))
 
@@ -478,7 +490,7 @@ class Daemon:
             if stand_in is not None:
                 self._send(link, stand_in)
         except LocalProtocolError as exc:  # closed meanwhile, or draining and not a reply
-            log.debug("not sent to %s: %s", link.peer_did, exc)
+            log.debug("not sent to %s: %s", _peer(link), shown(exc, MESSAGE_LIMIT))
 
     def _apply(self, actions: list[Any]) -> None:
         for action in actions:
@@ -496,7 +508,9 @@ class Daemon:
         self._rearm()
 
     def _log(self, action: Log) -> None:
-        message = printable(action.message)  # may quote a peer's text
+        # The core cuts the peer's values in the lines it builds; this bounds
+        # any line that quotes one whole all the same.
+        message = printable(action.message, _LOG_LINE_LIMIT)
         if action.topic is None:
             log.log(action.level, message)
         else:  # a line a peer can cause at will: at most a few per window
@@ -523,7 +537,7 @@ class Daemon:
                 self.calls.progress(action)
             elif kind is InvokeRetrying:
                 log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt,
-                         printable(str(action.reason)))
+                         shown(action.reason, MESSAGE_LIMIT))
         self._rearm()
 
     # ================================================================ timers
@@ -556,3 +570,8 @@ def _innermost(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
+
+
+def _peer(link: Link) -> str:
+    """The link's peer for a log line: its DID (cut short), or '-' before HELLO named it."""
+    return shown(link.peer_did) if link.peer_did is not None else "-"

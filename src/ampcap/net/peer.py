@@ -531,8 +531,10 @@ class Remote:
 
         ``capability`` is a full id (``name:version``) or a name combined
         with exactly one of ``version``, ``range`` or ``negotiate``. Raises
-        :class:`AmpError` with the remote code, or 5003 when ``timeout``
-        seconds pass without a terminal reply. ``on_progress(pct, text)``
+        :class:`AmpError` with the remote code, 5003 when ``timeout``
+        seconds pass without a terminal reply, or, when the connection ends
+        first, the code and reason that ended it (5002 without a code: the
+        peer closed it). ``on_progress(pct, text)``
         (plain or async) sees every PROGRESS. ``retry=True`` resends the same
         message after a local timeout or a retryable ERROR (RFC 001 §16.3; the
         provider runs it once; a CAP_RESULT error is final).

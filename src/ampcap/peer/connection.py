@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..display import quoted
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge, RemoteProtocolError, SignedButRefused
 from ..wire.envelope import Envelope, decode_envelope, seal
 from ..wire.frames import FrameDecoder, FrameType, Framing, FramingError, encode_frame
@@ -545,7 +546,7 @@ class Connection:
             selected = body.get("selected") if type(body) is dict else None
             if type(selected) is not str or _major_or_none(selected) not in self.config.majors:
                 self.hello_state = HelloState.FAILED
-                raise RemoteProtocolError(1004, f"HELLO_ACK selected {selected!r}, which we did not offer",
+                raise RemoteProtocolError(1004, f"HELLO_ACK selected {quoted(selected)}, which we did not offer",
                                           path="body.selected")
             self._negotiated(selected, env.sender, next_state)
         else:

@@ -61,6 +61,7 @@ from ..caps.bodies import (
     result_error,
     result_success,
 )
+from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, LocalProtocolError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, dumps
 from ..wire.envelope import Envelope
@@ -309,7 +310,7 @@ class Executor:
             # replay cache knows the id too when its first use was refused
             # with a retryable code, which the invoke cache does not keep.)
             err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
-            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {env.sender}", "id reuse")]
+            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {shown(env.sender)}", "id reuse")]
         if seen.status is CacheStatus.DONE:
             assert seen.terminal is not None
             return [Send(conn, seen.terminal)]
@@ -349,7 +350,7 @@ class Executor:
             return actions + _operator_lines(err) + self._reject(inbound, conn, err, now_ms)
         except Exception as exc:  # a collaborator's bug must not take the daemon down
             advance(state, InvokeInput.REJECT)
-            actions.append(Log(logging.ERROR, f"validation crashed: {exc!r}", "validation crash"))
+            actions.append(Log(logging.ERROR, f"validation crashed: {shown(repr(exc))}", "validation crash"))
             return actions + self._reject(inbound, conn, AmpError(INTERNAL_ERROR, "internal error"), now_ms)
 
         state = advance(state, InvokeInput.ACCEPT)
@@ -416,8 +417,10 @@ class Executor:
     def _reject(self, inbound: Inbound, conn: Hashable, err: AmpError, now_ms: int) -> list[Action]:
         env = inbound.envelope
         out = error_reply(env, err)
-        note = Log(logging.INFO, f"invoke rejected id={env.id.hex()} from={env.sender} code={err.code} "
-                                 f"{error_info(err.code).name}: {err.message}")
+        # The message may quote the peer's values (a version, a name): a
+        # rejection is not throttled, so it must not be as long as they are.
+        note = Log(logging.INFO, f"invoke rejected id={env.id.hex()} from={shown(env.sender)} code={err.code} "
+                                 f"{error_info(err.code).name}: {shown(err.message, MESSAGE_LIMIT)}")
         if not error_info(err.code).retry:
             # Encoded once here: the cache keeps only these bytes, and a retry
             # gets exactly the message sent now.
@@ -453,7 +456,7 @@ class Executor:
         except AmpError as err:
             return [Send(conn, error_reply(env, err))]
         except Exception as exc:
-            return [Log(logging.ERROR, f"query crashed: {exc!r}", "query crash"),
+            return [Log(logging.ERROR, f"query crashed: {shown(repr(exc))}", "query crash"),
                     Send(conn, error_reply(env, AmpError(INTERNAL_ERROR, "internal error")))]
         return [Send(conn, reply_to(env, int(MessageType.CAP_DECLARE), body))]
 

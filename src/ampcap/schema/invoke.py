@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..display import quoted
 from .violations import Violation
 
 __all__ = ["IDENTITY_CODE", "identity_violation"]
@@ -29,7 +30,8 @@ def identity_violation(body: Mapping[str, Any]) -> Violation | None:
     """The first identity-form problem of a well-shaped invoke body, or None.
 
     Paths are relative to the body (``id``, ``negotiate``...), like every
-    other schema finding.
+    other schema finding. The peer's values are quoted cut short: the
+    finding goes back in an ERROR and into the log.
     """
     ident = body.get("id")
     if ident is not None:
@@ -37,13 +39,13 @@ def identity_violation(body: Mapping[str, Any]) -> Violation | None:
             return _conflict("negotiate", "no 'negotiate' next to 'id'", "'id' and 'negotiate' together")
         name, sep, version = ident.partition(":")
         if not sep or not name or not version:
-            return _conflict("id", "a capability id name:version", repr(ident))
+            return _conflict("id", "a capability id name:version", quoted(ident))
         capability = body.get("capability")
         if capability is not None and capability != name:
-            return _conflict("capability", f"{name!r} (the name in 'id')", repr(capability))
+            return _conflict("capability", f"{quoted(name)} (the name in 'id')", quoted(capability))
         stated = body.get("version")
         if stated is not None and stated != version:
-            return _conflict("version", f"{version!r} (the version in 'id')", repr(stated))
+            return _conflict("version", f"{quoted(version)} (the version in 'id')", quoted(stated))
         return None
     if body.get("capability") is None and body.get("type") is None:
         return _conflict("", "'id', or 'capability'/'type' with 'version' or 'negotiate'", "none of them")

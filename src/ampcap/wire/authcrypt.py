@@ -20,6 +20,7 @@ from typing import Any
 from nacl.exceptions import CryptoError
 from nacl.public import Box, PrivateKey, PublicKey
 
+from ..display import quoted
 from ..errors import AmpError
 
 __all__ = ["ALG", "MODE", "NONCE_SIZE", "TAG_SIZE", "check_params", "encrypt", "decrypt", "x25519_public_from_secret"]
@@ -54,9 +55,9 @@ def x25519_public_from_secret(secret: bytes) -> bytes:
 def check_params(alg: Any, mode: Any, nonce: Any, ciphertext: Any) -> None:
     """The byte-level parameters of §8.5.2; every violation is 1001."""
     if alg != ALG:
-        raise AmpError(1001, f"unsupported enc.alg {alg!r}", path="enc.alg")
+        raise AmpError(1001, f"unsupported enc.alg {quoted(alg)}", path="enc.alg")
     if mode != MODE:
-        raise AmpError(1001, f"unsupported enc.mode {mode!r}", path="enc.mode")
+        raise AmpError(1001, f"unsupported enc.mode {quoted(mode)}", path="enc.mode")
     if not isinstance(nonce, bytes) or len(nonce) != NONCE_SIZE:
         raise AmpError(1001, "enc.nonce must be 24 bytes", path="enc.nonce")
     if not isinstance(ciphertext, bytes):

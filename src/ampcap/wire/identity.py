@@ -16,6 +16,7 @@ mode rules, is :mod:`ampcap.files.identity`'s job.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -24,8 +25,9 @@ from nacl.bindings import crypto_sign, crypto_sign_ed25519_sk_to_curve25519
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
+from ..display import printable
 from ..errors import AmpError
-from .didkey import did_key_from_ed25519, ed25519_from_did_key, x25519_from_did_key
+from .didkey import did_key_from_ed25519, ed25519_from_did_key, split_did_url, x25519_from_did_key
 
 __all__ = [
     "Identity",
@@ -36,6 +38,7 @@ __all__ = [
 ]
 
 IDENTITY_FILE_KIND = "ampcap-identity"
+IDENTITY_FILE_VERSION = 1  # the key file format :meth:`Identity.to_json` writes
 Entropy = Callable[[int], bytes]
 
 
@@ -85,7 +88,7 @@ class Identity:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "kind": IDENTITY_FILE_KIND,
-            "version": 1,
+            "version": IDENTITY_FILE_VERSION,
             "did": self.did,
             "ed25519_seed": self.seed.hex(),
             "ed25519": self.public_key.hex(),
@@ -98,8 +101,14 @@ class Identity:
 
     @classmethod
     def from_json(cls, data: Any, *, origin: str = "identity") -> Identity:
+        """The identity a key file holds, checked as far as it can be: a
+        did:key must be the one its key gives (anything else would announce a
+        DID that every peer refuses, and blame the peer for it), another DID
+        must at least be one, and public keys written beside the secrets must
+        be theirs. ``origin`` names the file in every message."""
         if not isinstance(data, dict):
             raise AmpError(1001, f"{origin}: identity file must hold a JSON object")
+        _check_format(data, origin)
         seed = _hex_field(data, "ed25519_seed", origin)
         if seed is None:
             raise AmpError(1001, f"{origin}: missing 'ed25519_seed'")
@@ -111,7 +120,61 @@ class Identity:
         expected = data.get("ed25519")
         if expected is not None and expected != ident.public_key.hex():
             raise AmpError(1001, f"{origin}: 'ed25519' does not match the seed")
+        x_public = data.get("x25519")
+        if x_public is not None and x_public != ident.x25519_public.hex():
+            raise AmpError(1001, f"{origin}: 'x25519' does not match the X25519 secret")
+        _check_did(ident, origin)
         return ident
+
+
+def _check_format(data: Mapping[str, Any], origin: str) -> None:
+    """``kind`` and ``version``, when present, must be the ones this code
+    writes: a file of another kind, or a later format, read as if it were
+    ours could yield a different key than its author meant. (Absent, the file
+    is taken as hand-written in today's format.)"""
+    kind = data.get("kind", IDENTITY_FILE_KIND)
+    if kind != IDENTITY_FILE_KIND:
+        raise AmpError(1001, f"{origin}: 'kind' is {_shown(kind)}, not an identity file "
+                             f"(expected {IDENTITY_FILE_KIND!r})")
+    version = data.get("version", IDENTITY_FILE_VERSION)
+    if type(version) is not int or version != IDENTITY_FILE_VERSION:
+        raise AmpError(1001, f"{origin}: unsupported identity file version {_shown(version)} "
+                             f"(this ampcap reads version {IDENTITY_FILE_VERSION})")
+
+
+# W3C DID Core §3.1: "did:" method-name ":" method-specific-id, where the id is
+# colon-separated runs of ALPHA / DIGIT / "." / "-" / "_" / %XX, the last one
+# non-empty. RFC 001 §4.1 allows a DID URL naming a key (R2, §8.9), so an
+# optional "#fragment" (RFC 3986 characters) is accepted too. Both leave no
+# room for spaces, controls or bidi characters.
+_ID_CHAR = r"(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2})"
+_DID_RE = re.compile(rf"did:[a-z0-9]+:(?:{_ID_CHAR}*:)*{_ID_CHAR}+"
+                     r"(?:#(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?")
+_DID_KEY = "did:key:"
+
+
+def _check_did(ident: Identity, origin: str) -> None:
+    did = ident.did
+    if _DID_RE.fullmatch(did) is None:
+        raise AmpError(1001, f"{origin}: 'did' is not a DID: {_shown(did)} "
+                             "(expected did:METHOD:ID, e.g. did:web:example.com:agent:bob)")
+    if did.startswith(_DID_KEY):
+        # Self-certifying: the DID is the key, so there is exactly one right answer.
+        expected = did_key_from_ed25519(ident.public_key)
+        base, fragment = split_did_url(did)
+        if base != expected or fragment not in (None, expected[len(_DID_KEY):]):
+            raise AmpError(1001, f"{origin}: did does not match its key (expected {expected})")
+        derived = crypto_sign_ed25519_sk_to_curve25519(ident.seed + ident.public_key)
+        if ident.x25519_secret != derived:
+            # Peers derive a did:key's X25519 key from its Ed25519 key: a
+            # message encrypted to it could not be opened with this secret.
+            raise AmpError(1001, f"{origin}: 'x25519_secret' does not belong to a did:key identity "
+                                 "(its X25519 key is derived from the Ed25519 key; remove 'x25519_secret')")
+
+
+def _shown(value: object) -> str:
+    """A value from the file, quoted for a one-line message (escaped, cut short)."""
+    return printable(repr(value), 60)
 
 
 def _hex_field(data: Mapping[str, Any], key: str, origin: str) -> bytes | None:
