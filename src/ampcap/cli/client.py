@@ -29,6 +29,7 @@ from ..decoders import json_loads
 from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.cbor import UINT64_MAX
 from ..files.identity import default_identity_path
+from .argtypes import MAX_SECONDS, seconds
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
 from .tls_options import add_tls_client_arguments, tls_client_context
@@ -48,9 +49,10 @@ def register(subparsers: Any) -> None:
                         help=f"identity key file (default {default_identity_path()}, created if missing)")
     common.add_argument("--peer-did", default=None, metavar="DID",
                         help="refuse the connection unless the daemon proves this DID")
-    common.add_argument("--timeout", type=float, default=None, metavar="S",
+    common.add_argument("--timeout", type=seconds(unlimited=True), default=None, metavar="S",
                         help="seconds to wait for the answer (default 30 for query; 60 for invoke, "
-                             "which also asks the provider to stop by then; 'inf': as long as it allows)")
+                             f"which also asks the provider to stop by then; at most {MAX_SECONDS}, or "
+                             "'inf': as long as it allows)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     add_tls_client_arguments(common)
     common.add_argument("--to", default=None, metavar="DID",
@@ -112,8 +114,6 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     from ..net.daemon import DaemonConfig
     from ..net.peer import Peer
 
-    if args.timeout is not None and not args.timeout > 0:
-        raise UsageError("--timeout must be positive")
     try:
         from ..net.url import UrlError, parse_url
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 from typing import TYPE_CHECKING, Any
 
 from ..display import json_safe, printable
@@ -25,6 +24,7 @@ from ..net.url import AmpUrl, UrlError, parse_url
 from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.frames import Framing
 from ..wire.signing import Profile
+from .argtypes import MAX_SECONDS, seconds
 from .errors import EXIT_FAILURE, EXIT_OK, CommandError, UsageError
 from .tls_options import add_tls_client_arguments, tls_client_context
 
@@ -61,7 +61,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--report", metavar="FILE", default="interop-report.json",
                    help="where to write the report (default ./interop-report.json; '-' for none)")
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for each reply")
+    p.add_argument("--timeout", type=seconds(unlimited=True), default=5.0, metavar="S",
+                   help=f"seconds to wait for the connection and for each reply (default 5; at most {MAX_SECONDS}, "
+                        "or 'inf' for no limit)")
     add_tls_client_arguments(p, "the target")
     p.set_defaults(func=run)
 
@@ -115,8 +117,6 @@ def subject_from_args(args: argparse.Namespace) -> Subject:
 def settings_from_args(args: argparse.Namespace, url: AmpUrl | None) -> ProbeSettings:
     from ..interop.probe import ProbeSettings
 
-    if not (args.timeout > 0 and math.isfinite(args.timeout)):
-        raise UsageError("--timeout must be a positive number of seconds")
     ssl_context = tls_client_context(args) if url is not None and url.tls else None
     if args.compat == "rust-example":
         return ProbeSettings(framing=Framing.RAW, profile=Profile.RUST_EXAMPLE, hello_versions=(RELAY_HELLO_VERSION,),
@@ -213,5 +213,5 @@ def run(args: argparse.Namespace) -> int:
     if result.unreachable is not None and not args.json:
         # One line, not a table of the same reason: every vector failed unrun.
         written = f" (report, every vector failed: {args.report})" if args.report != "-" else ""
-        raise AmpError(5002, f"{printable(result.unreachable)}; no vector ran{written}")
+        raise AmpError(result.unreachable.code, f"{printable(result.unreachable.message)}; no vector ran{written}")
     return EXIT_FAILURE if result.failures else EXIT_OK

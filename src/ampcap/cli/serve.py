@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import math
 import os
 import signal
 import sys
@@ -29,6 +28,7 @@ from ..wire.frames import Framing
 from ..files.identity import default_identity_path, load_or_create
 from ..wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver
 from ..wire.registry import ErrorCode
+from .argtypes import MAX_SECONDS, seconds
 from .errors import CommandError, UsageError, local_file_errors
 from .tls_options import add_tls_client_arguments, tls_client_context
 
@@ -80,9 +80,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="serve amps:// with this certificate")
     p.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="private key for --tls-cert")
     add_tls_client_arguments(p, "the peers and relays it dials")
-    p.add_argument("--drain-timeout", type=float, default=10.0, metavar="S",
-                   help="on SIGTERM, how long running invokes may finish (default 10; a second signal "
-                        "cuts it short)")
+    p.add_argument("--drain-timeout", type=seconds(), default=10.0, metavar="S",
+                   help="on SIGTERM, how many seconds running invokes may take to finish (default 10, "
+                        f"at most {MAX_SECONDS}; a second signal cuts it short)")
     p.add_argument("--max-in-flight", type=int, default=1024, metavar="N",
                    help="running invokes for the whole daemon (default 1024; beyond: 5004)")
     p.add_argument("--max-in-flight-per-connection", type=int, default=64, metavar="N",
@@ -177,8 +177,6 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     host, port = parse_listen(args.listen)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
-    if not (args.drain_timeout > 0 and math.isfinite(args.drain_timeout)):  # NaN fails both
-        raise UsageError("--drain-timeout must be a positive number of seconds")
     for name in ("max_in_flight", "max_in_flight_per_connection", "max_connections"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")

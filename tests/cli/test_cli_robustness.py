@@ -1,0 +1,116 @@
+"""Command-line input the audit found mishandled: bad host names, IPv6
+without brackets, out-of-range seconds. Each is a usage error (exit 2, one
+line naming what was wrong, no AMP code), never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ampcap.cli.argtypes import MAX_SECONDS
+from ampcap.cli.main import main
+
+LONG_LABEL = "a" * 64
+
+
+def _usage_line(capsys: pytest.CaptureFixture[str], code: int) -> str:
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert "Traceback" not in out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines
+    return lines[-1]
+
+
+@pytest.fixture(autouse=True)
+def _own_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+
+@pytest.mark.parametrize("argv, host", [
+    (["query", "amp://a..b:7700", "echo"], "a..b"),
+    (["query", f"amp://{LONG_LABEL}:7700", "echo"], LONG_LABEL),
+    (["invoke", "amp://a..b:7700", "org.ampcap.demo.echo:1.0.0"], "a..b"),
+    (["interop", "amp://a..b:7700", "--report", "-"], "a..b"),
+    (["serve", "--demo", "--listen", "a..b:0"], "a..b"),
+    (["serve", "--demo", "--listen", ":0", "--connect", "amp://a..b:7700"], "a..b"),
+    (["serve", "--demo", "--listen", ":0", "--relay", f"amp://{LONG_LABEL}:7700"], LONG_LABEL),
+    (["dump", "--listen", "a..b:0", "--upstream", "127.0.0.1:9"], "a..b"),
+])
+def test_a_host_name_the_resolver_refuses_is_a_usage_error_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], host: str) -> None:
+    # Before: a 42-line traceback (UnicodeError from the 'idna' codec) from the dial.
+    line = _usage_line(capsys, main(argv))
+    assert line.startswith(f"ampcap {argv[0]}: ") and f"'{host}' is not a valid host name" in line, line
+    assert not (tmp_path / "config").exists()  # refused before the default identity is made
+
+
+@pytest.mark.parametrize("listen, fragment", [
+    ("::1", "IPv6 addresses go in brackets: [::1]:7700"),
+    ("[::1", "IPv6 addresses go in brackets: [::1]:7700"),
+    ("[zz]:0", "[zz] is not an IPv6 address"),
+    ("a:b:c:0", "IPv6 addresses go in brackets: [::1]:7700"),
+    ("[]:0", "[] is not an IPv6 address"),
+])
+def test_bad_ipv6_listen_addresses_are_usage_errors_with_the_bracket_hint(
+        capsys: pytest.CaptureFixture[str], listen: str, fragment: str) -> None:
+    # Before: exit 1 "cannot listen on [:]:1" (misparsed), or [] bound 127.0.0.1.
+    line = _usage_line(capsys, main(["serve", "--demo", "--listen", listen]))
+    assert line.startswith("ampcap serve: --listen: ") and fragment in line, line
+
+
+def test_an_unbracketed_ipv6_url_gets_the_bracket_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _usage_line(capsys, main(["query", "amp://::1:7700", "echo"]))
+    assert line == "ampcap query: 'amp://::1:7700' has no host (IPv6 addresses go in brackets: amp://[::1]:7700)"
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "--demo", "--listen", ":0", "--drain-timeout", "1e308"],    # OverflowError traceback
+    ["serve", "--demo", "--listen", ":0", "--drain-timeout", "inf"],
+    ["serve", "--demo", "--listen", ":0", "--drain-timeout", "nan"],
+    ["serve", "--demo", "--listen", ":0", "--drain-timeout", "0"],
+    ["query", "amp://127.0.0.1:9", "echo", "--timeout", str(MAX_SECONDS + 1)],
+    ["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--timeout", "nan"],
+    ["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--timeout", "0"],
+    ["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--timeout", "-1"],
+    ["interop", "amp://127.0.0.1:9", "--timeout", "1e308"],
+    ["interop", "amp://127.0.0.1:9", "--timeout", "0"],
+    ["interop", "amp://127.0.0.1:9", "--timeout", "soon"],
+])
+def test_seconds_out_of_range_are_refused_while_parsing(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    line = _usage_line(capsys, int(exc.value.code or 0))
+    option = argv[-2]
+    assert line.startswith(f"ampcap {argv[0]}: error: argument {option}: ") and f"at most {MAX_SECONDS}" in line
+
+
+def test_interop_takes_inf_like_query_and_invoke(capsys: pytest.CaptureFixture[str]) -> None:
+    # inf was refused by interop alone; now it means no limit for every --timeout.
+    from ampcap.cli.main import build_parser
+
+    parser = build_parser()
+    for argv in (["interop", "amp://h:1"], ["query", "amp://h:1", "x"], ["invoke", "amp://h:1", "x:1.0.0"]):
+        assert parser.parse_args([*argv, "--timeout", "inf"]).timeout == float("inf")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--drain-timeout", "inf"])
+    assert "(default 5;" in " ".join(parser._subparsers._group_actions[0].choices["interop"]  # type: ignore[union-attr]
+                                     .format_help().split())
+
+
+def test_interop_connect_timeout_reads_as_a_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    # A listening socket that never accepts: the connect itself is what a
+    # nanosecond cannot wait for. Before: "error 5002 ... cannot connect to
+    # amp://...: ; no vector ran" (an empty reason).
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        code = main(["interop", f"amp://127.0.0.1:{port}", "--timeout", "1e-9", "--report", "-"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert err.strip() == (f"ampcap interop: error 5003 TIMEOUT: cannot connect to amp://127.0.0.1:{port}: "
+                           "no connection within 1e-09 s; no vector ran")
