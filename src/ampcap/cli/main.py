@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from .. import __version__
 from ..display import printable
 from ..errors import AmpError
+from . import startup
 from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, UsageError
 
 # Commands that still do their job with stdout closed: a daemon started by a
@@ -148,10 +149,18 @@ def _prepare_streams() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _prepare_streams()
+    # The console script (cli.entry) holds serve's stop signals before it even
+    # imports this module; run any other way (python -m ampcap.cli.main, a
+    # test), hold them here, before the parser imports every subcommand, and
+    # put them back afterwards.
+    held = startup.hold_for(sys.argv[1:] if argv is None else argv)
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C while still parsing or importing, before a command runs
         return EXIT_INTERRUPTED
+    finally:
+        if held:
+            startup.release()
 
 
 def _main(argv: Sequence[str] | None) -> int:

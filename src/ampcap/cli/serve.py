@@ -7,7 +7,8 @@ Ctrl-C or SIGHUP drains: GOAWAY to every peer, running invokes get up to
 ``--drain-timeout`` seconds, whatever still runs gets its one terminal
 CAP_RESULT, and the exit status is 0. A second signal ends the drain at once
 (the invokes still running get 5002 now); a signal during start-up (a slow
-``--connect`` dial) stops it too.
+``--connect`` dial, or before the daemon is even built: see
+:mod:`ampcap.cli.startup`) stops it too, with 0.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..wire.frames import Framing
 from ..files.identity import default_identity_path, load_or_create
 from ..wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver
 from ..wire.registry import ErrorCode
+from . import startup
 from .argtypes import MAX_SECONDS, seconds
 from .errors import CommandError, UsageError, local_file_errors
 from .tls_options import add_tls_client_arguments, tls_client_context
@@ -224,7 +226,14 @@ def run_serve(args: argparse.Namespace) -> int:
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
     dial_tls = tls_client_context(args)
+    # A stop signal before serving (held by cli.startup) ends serve here, with
+    # 0: checked before the daemon is built, before the event loop starts, and
+    # (serve_until_signal) once trio's own signal handling is in place.
+    if _stopped_during_startup():
+        return 0
     daemon, host, port = build_daemon(args)
+    if _stopped_during_startup():
+        return 0
     # Errors from inside the nurseries (a port in use...) arrive wrapped in an
     # exception group; main reports a lone one as one line.
     trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
@@ -242,7 +251,7 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
     import trio
 
     stop = trio.Event()
-    startup = trio.CancelScope()  # a signal during start-up (a slow dial) ends it too
+    starting = trio.CancelScope()  # a signal during start-up (a slow dial) ends it too
 
     async def watch(signals: Any) -> None:
         async for signum in signals:
@@ -250,16 +259,18 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
             if not stop.is_set():
                 log.info("%s: stopping (GOAWAY, then drain; a second signal ends the drain at once)", name)
                 stop.set()
-                startup.cancel()
+                starting.cancel()
             else:
                 log.info("%s again: the invokes still running end now", name)
                 daemon.hurry()
 
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+    with trio.open_signal_receiver(*startup.STOP_SIGNALS) as signals:
+        if _stopped_during_startup():  # it came before trio's handlers replaced cli.startup's
+            return
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch, signals)
             await nursery.start(daemon.run)
-            with startup:
+            with starting:
                 listeners = await daemon.listen(host, port)
                 bound = listeners[0].socket.getsockname()
                 url_line = f"{AmpUrl('amps' if tls else 'amp', bound[0], bound[1])} {daemon.identity.did}"
@@ -275,6 +286,13 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
             await stop.wait()
             await daemon.drain()
             nursery.cancel_scope.cancel()
+
+
+def _stopped_during_startup() -> bool:
+    name = startup.noted()
+    if name is not None:
+        log.info("%s during start-up: stopping before serving (nothing to drain)", name)
+    return name is not None
 
 
 async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any) -> None:
