@@ -295,11 +295,25 @@ def _stopped_during_startup() -> bool:
     return name is not None
 
 
-async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any) -> None:
+# How long a redialled --connect/--relay link must stay up to count as back:
+# only then does the backoff start again from 1 s. A peer that accepts and
+# drops at once would otherwise be dialled every second, for ever.
+STABLE_S = 30.0
+
+
+async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any, *, stable_s: float = STABLE_S,
+                       jitter: Any = None) -> None:
     """A --connect or --relay link is the operator's standing order: when it
     is lost, dial again, waiting as RFC 001 §16.3 has a retry wait (from 1 s,
-    doubling to at most 60 s, with jitter), saying so at WARNING, until the
-    daemon drains."""
+    doubling to at most 60 s, with jitter), until the daemon drains.
+
+    The wait keeps growing across dials that connect but do not last: it
+    goes back to 1 s only once a link has stayed up ``stable_s``. Until
+    then the log says at WARNING only that the link was lost, why the first
+    redial failed and that it is back; every redial after that is one INFO
+    line (the link lost again, or a dial that failed), not two WARNINGs per
+    dial for as long as the peer keeps dropping the link.
+    """
     import random
 
     import trio
@@ -307,25 +321,45 @@ async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any) -> None:
     from ..peer.invoker import RetryPolicy
 
     backoff = RetryPolicy()
+    jitter = jitter or (lambda: random.uniform(0.5, 1.0))
+    redials = 0  # since the link was last stable
+    said_restored = failed_before = False
     while True:
+        up_since = trio.current_time()
+        if redials:
+            with trio.move_on_after(stable_s):
+                await link.driver.closed.wait()
+            if not link.driver.closed.is_set():
+                log.debug("%s: link up for %gs: the next loss starts from a short wait again", what, stable_s)
+                redials = 0
         await link.driver.closed.wait()
         if daemon.closing:
             return
-        log.warning("%s: link lost; dialling again", what)
-        attempt = 1
+        if redials:
+            log.info("%s: link lost again after %.1fs; redial %d within %gs", what, trio.current_time() - up_since,
+                     redials + 1, backoff.backoff_ms(redials + 1, 1.0) / 1000)
+        else:
+            log.warning("%s: link lost; dialling again", what)
+            said_restored = failed_before = False
         while True:
-            await trio.sleep(backoff.backoff_ms(attempt, random.uniform(0.5, 1.0)) / 1000)
+            redials += 1
+            await trio.sleep(backoff.backoff_ms(redials, jitter()) / 1000)
             if daemon.closing:
                 return
             try:
                 link = await dial()
             except AmpError as exc:
-                attempt += 1
-                log.warning("%s: cannot reach it (%s); next try within %gs", what,
-                            exc.reason if isinstance(exc, Unreachable) else exc,
-                            backoff.backoff_ms(attempt, 1.0) / 1000)
+                reason = exc.reason if isinstance(exc, Unreachable) else exc
+                log.log(logging.INFO if failed_before else logging.WARNING,
+                        "%s: cannot reach it (%s); next try within %gs", what, reason,
+                        backoff.backoff_ms(redials + 1, 1.0) / 1000)
+                failed_before = True
                 continue
-            log.warning("%s: link restored", what)
+            if said_restored:
+                log.debug("%s: dialled again (redial %d)", what, redials)
+            else:
+                log.warning("%s: link restored", what)
+                said_restored = True
             break
 
 
