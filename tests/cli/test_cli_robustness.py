@@ -114,3 +114,34 @@ def test_interop_connect_timeout_reads_as_a_timeout(capsys: pytest.CaptureFixtur
     assert code == 1
     assert err.strip() == (f"ampcap interop: error 5003 TIMEOUT: cannot connect to amp://127.0.0.1:{port}: "
                            "no connection within 1e-09 s; no vector ran")
+
+
+def _nested(levels: int) -> str:
+    return '{"message": ' + "[" * levels + "0" + "]" * levels + "}"
+
+
+@pytest.mark.parametrize("params, message", [
+    # The daemon's decoder (max_depth 32) refused it and never answered:
+    # "error 5002 UNAVAILABLE: connection closed before the reply".
+    (_nested(30), "--params nests deeper than 30 levels of arrays and objects (the receiver decodes at most 32, "
+                  "counting the message around them)"),
+    # Was exit 1, "error 1001 INVALID_MESSAGE: value cannot be encoded as CBOR".
+    ('{"message": "\\ud800"}', "--params has text that is not valid Unicode (a lone surrogate such as \\ud800); "
+                               "CBOR text must be UTF-8"),
+    # Was "... use sys.set_int_max_str_digits() to increase the limit".
+    ('{"n": ' + "9" * 5000 + "}", "--params has an integer too large to send: integers may have at most 1024 bits "
+                                  "(2**1024 has 309 digits)"),
+    ('{"n": -' + "9" * 400 + "}", "--params has an integer too large to send"),
+])
+def test_params_that_cannot_be_sent_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     params: str, message: str) -> None:
+    line = _usage_line(capsys, main(["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--params", params]))
+    assert line.startswith(f"ampcap invoke: {message}"), line
+    assert not (tmp_path / "config").exists()  # refused before anything else
+
+
+def test_params_just_within_the_limits_pass_the_local_checks() -> None:
+    from ampcap.cli.client import local_params
+
+    assert local_params(_nested(29))["message"] == [[[[[[[[[[[[[[[[[[[[[[[[[[[[[0]]]]]]]]]]]]]]]]]]]]]]]]]]]]]
+    assert local_params('{"n": ' + str(2 ** 1024 - 1) + "}") == {"n": 2 ** 1024 - 1}

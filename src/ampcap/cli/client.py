@@ -178,11 +178,55 @@ def _describe(d: Descriptor) -> str:
     return printable(d.id + (f"  ({'; '.join(extra)})" if extra else ""))
 
 
-def run_invoke(args: argparse.Namespace) -> int:
+# Integers beyond 64 bits travel as CBOR bignums, which the receiving side
+# turns back into integers up to 1024 bits (wire.cbor.plain_integers); a
+# larger one would arrive as a tagged byte string, not as a number.
+MAX_INT_BITS = 1024
+_TOO_BIG = (f"--params has an integer too large to send: integers may have at most {MAX_INT_BITS} bits "
+            f"(2**{MAX_INT_BITS} has 309 digits)")
+
+
+def local_params(text: str) -> Any:
+    """``--params`` as the value to send; :class:`UsageError` for anything
+    that would fail on its way out (nothing was sent, so no AMP code)."""
+    from ..wire.cbor import TooDeep, dumps
+    from ..wire.envelope import BODY_MAX_DEPTH
+
     try:
-        params = json_loads(args.params)
+        params = json_loads(text)
     except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's own limit on parsing huge integers
+            raise UsageError(_TOO_BIG) from None
         raise UsageError(f"--params is not valid JSON: {exc}") from None
+    if _has_big_integer(params):
+        raise UsageError(_TOO_BIG)
+    # The params are a value in the CAP_INVOKE body's map: one level below the body.
+    depth = BODY_MAX_DEPTH - 1
+    try:
+        dumps(params, max_depth=depth)
+    except TooDeep:
+        raise UsageError(f"--params nests deeper than {depth} levels of arrays and objects (the receiver decodes "
+                         f"at most {BODY_MAX_DEPTH + 1}, counting the message around them)") from None
+    except AmpError as exc:
+        if isinstance(exc.__cause__, UnicodeEncodeError):  # JSON's "\ud800" escape: a lone surrogate
+            raise UsageError("--params has text that is not valid Unicode (a lone surrogate such as \\ud800); "
+                             "CBOR text must be UTF-8") from None
+        raise UsageError(f"--params cannot be sent: {exc.message}") from None
+    return params
+
+
+def _has_big_integer(value: Any) -> bool:
+    if type(value) is int:
+        return value.bit_length() > MAX_INT_BITS
+    if type(value) is dict:
+        return any(_has_big_integer(v) for v in value.values())
+    if type(value) is list:
+        return any(_has_big_integer(v) for v in value)
+    return False
+
+
+def run_invoke(args: argparse.Namespace) -> int:
+    params = local_params(args.params)
     from ..caps.names import is_full_id
 
     full_id = is_full_id(args.target)
