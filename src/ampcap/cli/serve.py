@@ -185,6 +185,14 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     manifests = _manifests(args)  # files before the identity: a mistake in them creates no key file
     with local_file_errors():
         policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
+    ssl_context = None
+    if args.tls_cert is not None:
+        from ..net.tls import server_context
+
+        try:
+            ssl_context = server_context(args.tls_cert, args.tls_key)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
     identity = load_or_create_identity(args.identity)
     if len(manifests) == 1:
         store = manifests[0].schema_store()
@@ -201,14 +209,6 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
         profile=connection.profile)
-    ssl_context = None
-    if args.tls_cert is not None:
-        from ..net.tls import server_context
-
-        try:
-            ssl_context = server_context(args.tls_cert, args.tls_key)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
                     resolver=_resolver(args.keyring), ssl_context=ssl_context)
     return daemon, host, port

@@ -28,13 +28,27 @@ def server_context(cert_file: str | os.PathLike[str], key_file: str | os.PathLik
         if path is not None and not os.path.isfile(path):
             raise ValueError(f"cannot read TLS {what} {os.fspath(path)!r}: not a readable file")
     try:
-        ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file) if key_file is not None else None)
+        # A password callback, so that OpenSSL never prompts on the terminal
+        # for an encrypted key (without one it failed with "[Errno 22]").
+        ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file) if key_file is not None else None,
+                            password=_refuse_password)
+    except _EncryptedKey:
+        raise ValueError(f"TLS key {os.fspath(key_file if key_file is not None else cert_file)} is encrypted; "
+                         "ampcap needs an unencrypted key (e.g. openssl pkey -in KEY -out PLAIN_KEY)") from None
     except (OSError, ssl.SSLError) as exc:
         pair = os.fspath(cert_file) + (f"' and key '{os.fspath(key_file)}" if key_file is not None else "")
         raise ValueError(f"cannot load TLS certificate '{pair}' (PEM certificate and its private key "
                          f"expected): {exc}") from exc
     ctx.set_alpn_protocols([ALPN])
     return ctx
+
+
+class _EncryptedKey(Exception):
+    """The key file asks for a passphrase."""
+
+
+def _refuse_password() -> bytes:
+    raise _EncryptedKey
 
 
 def client_context(*, ca_file: str | os.PathLike[str] | None = None, insecure: bool = False) -> ssl.SSLContext:
