@@ -145,3 +145,55 @@ def test_params_just_within_the_limits_pass_the_local_checks() -> None:
 
     assert local_params(_nested(29))["message"] == [[[[[[[[[[[[[[[[[[[[[[[[[[[[[0]]]]]]]]]]]]]]]]]]]]]]]]]]]]]
     assert local_params('{"n": ' + str(2 ** 1024 - 1) + "}") == {"n": 2 ** 1024 - 1}
+
+
+@pytest.mark.parametrize("argv, message", [
+    # Accepted, and --compat silently won.
+    (["serve", "--demo", "--framing", "rfc002", "--compat", "rust-example"],
+     "ampcap serve: --compat rust-example frames raw (bare 4-byte lengths): drop --framing rfc002"),
+    # Plain amp:// ignored the CA file but still failed on a missing one.
+    (["query", "amp://127.0.0.1:9", "echo", "--ca-file", "/nonexistent/ca.pem"],
+     "ampcap query: --ca-file only applies to amps:// URLs (TLS); nothing here is dialled over TLS"),
+    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--insecure"],
+     "ampcap invoke: --insecure only applies to amps:// URLs (TLS); nothing here is dialled over TLS"),
+    (["serve", "--demo", "--connect", "amp://127.0.0.1:9", "--ca-file", "/nonexistent/ca.pem"],
+     "ampcap serve: --ca-file only applies to amps:// URLs (TLS); nothing here is dialled over TLS"),
+    (["interop", "--self", "--insecure"],
+     "ampcap interop: --insecure only applies to amps:// URLs (TLS); nothing here is dialled over TLS"),
+    (["interop", "--self", "--target-did", "did:key:z6Mkabc"],
+     "ampcap interop: --target-did names a TARGET's DID; --self tests an ampcap whose DID it knows"),
+])
+def test_contradictions_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                         message: str) -> None:
+    assert _usage_line(capsys, main(argv)) == message
+    assert not (tmp_path / "config").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["interop", "--self", "--target-did", "garbage"],  # was accepted
+    ["interop", "amp://127.0.0.1:9", "--compat", "rust-example", "--target-did", "did:key:"],
+    ["query", "amp://127.0.0.1:9", "echo", "--peer-did", "z6Mk"],
+    ["invoke", "amp://127.0.0.1:9", "x:1.0.0", "--to", "did:Web:x"],
+    ["serve", "--demo", "--relay-did", "relay"],
+])
+def test_a_did_option_takes_only_a_did(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    line = _usage_line(capsys, int(exc.value.code or 0))
+    assert f"argument {argv[-2]}: {argv[-1]!r} is not a DID (did:METHOD:ID" in line
+
+
+def test_a_start_up_dial_failure_is_named_by_its_flag_whatever_its_code() -> None:
+    from ampcap.cli.serve import _dial_error
+    from ampcap.errors import AmpError, Unreachable
+
+    # 5003 lacked the "--connect URL:" the 5002 case had.
+    timeout = _dial_error("--connect", "amp://h:1", AmpError(5003, "amp://h:1: cannot open connection: no answer"),
+                          given_ca=False)
+    assert (timeout.code, timeout.message) == (5003, "--connect amp://h:1: cannot open connection: no answer")
+    refused = _dial_error("--relay", "amp://h:1", Unreachable("amp://h:1", "Connection refused"), given_ca=False)
+    assert (refused.code, refused.message) == (5002, "--relay amp://h:1: cannot reach it: Connection refused")
+    untrusted = AmpError(5002, "amps://h:1: TLS failed: the server's certificate is not trusted (self-signed)")
+    assert _dial_error("--connect", "amps://h:1", untrusted, given_ca=True).message == (
+        "--connect amps://h:1: TLS failed: the server's certificate is not trusted (self-signed); "
+        "the --ca-file given does not vouch for it")

@@ -67,3 +67,35 @@ def test_serve_with_an_encrypted_key_fails_in_one_line_without_prompting(tmp_pat
     assert done.stderr.splitlines() == [
         f"ampcap serve: TLS key {key} is encrypted; ampcap needs an unencrypted key "
         "(e.g. openssl pkey -in KEY -out PLAIN_KEY)"]
+
+
+def _localhost_only_cert(tmp: Path) -> tuple[Path, Path]:
+    """A self-signed certificate naming localhost only (no IP address)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command line to create a test certificate")
+    cert, key = tmp / "cert-localhost.pem", tmp / "key-localhost.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+    return cert, key
+
+
+def test_a_trusted_certificate_for_another_name_is_not_called_untrusted(tmp_path: Path) -> None:
+    # Before: "IP address mismatch ...; trust its CA with --ca-file
+    # (ampcap.net.tls.client_context(ca_file=...))", with --ca-file given: the
+    # command line quoted the Python API and gave advice already followed.
+    from amp_helpers import serve_process
+
+    cert, key = _localhost_only_cert(tmp_path)
+    with serve_process(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key)) as daemon:
+        env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client"))
+        done = subprocess.run([sys.executable, "-m", "ampcap", "query", daemon.url, "echo", "--ca-file", str(cert)],
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 1
+        assert done.stderr.splitlines()[-1:] == [  # (after the line saying the client's identity was created)
+            f"error 5002 UNAVAILABLE: {daemon.url}: TLS failed: the server's certificate does not name the host "
+            "dialled (IP address mismatch, certificate is not valid for '127.0.0.1'.)"]
+        # By its name it is trusted.
+        done = subprocess.run([sys.executable, "-m", "ampcap", "query", daemon.url.replace("127.0.0.1", "localhost"),
+                               "echo", "--ca-file", str(cert)], capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr

@@ -10,10 +10,11 @@ before any work starts, with the same words for every option.
 from __future__ import annotations
 
 import math
+import re
 from argparse import ArgumentTypeError
 from collections.abc import Callable
 
-__all__ = ["MAX_SECONDS", "seconds"]
+__all__ = ["MAX_SECONDS", "seconds", "did"]
 
 # A week: longer than any wait a person means to type, far below what
 # becomes a problem (milliseconds past 2**64 on the wire, trio deadlines).
@@ -39,3 +40,16 @@ def seconds(*, unlimited: bool = False) -> Callable[[str], float]:
 
     parse.__name__ = "seconds"  # argparse names the type in some messages
     return parse
+
+
+# DID syntax (W3C DID Core §3.1): did:METHOD:ID, the method in lower-case
+# letters and digits, the id of letters, digits, . - _ : and %-escapes (not
+# ending in ':'). Only the shape: whether the DID resolves is the peer's say.
+_DID = re.compile(r"did:[a-z0-9]+:(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2}|:)*(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2})")
+
+
+def did(text: str) -> str:
+    """A ``type=`` for an option naming a DID."""
+    if not _DID.fullmatch(text):
+        raise ArgumentTypeError(f"{text!r} is not a DID (did:METHOD:ID, e.g. did:key:z6Mk… or did:web:example.com)")
+    return text

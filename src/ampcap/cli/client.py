@@ -29,10 +29,10 @@ from ..decoders import json_loads
 from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.cbor import UINT64_MAX
 from ..files.identity import default_identity_path
-from .argtypes import MAX_SECONDS, seconds
+from .argtypes import MAX_SECONDS, did, seconds
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
-from .tls_options import add_tls_client_arguments, tls_client_context
+from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
 
 if TYPE_CHECKING:
     from ..caps.descriptor import Descriptor
@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     common.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
     common.add_argument("--identity", type=Path, default=None, metavar="FILE",
                         help=f"identity key file (default {default_identity_path()}, created if missing)")
-    common.add_argument("--peer-did", default=None, metavar="DID",
+    common.add_argument("--peer-did", default=None, metavar="DID", type=did,
                         help="refuse the connection unless the daemon proves this DID")
     common.add_argument("--timeout", type=seconds(unlimited=True), default=None, metavar="S",
                         help="seconds to wait for the answer (default 30 for query; 60 for invoke, "
@@ -55,10 +55,10 @@ def register(subparsers: Any) -> None:
                              "'inf': as long as it allows)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     add_tls_client_arguments(common)
-    common.add_argument("--to", default=None, metavar="DID",
+    common.add_argument("--to", default=None, metavar="DID", type=did,
                         help="URL is a relay (like the public Rust example's): register there and address "
                              "this agent through it")
-    common.add_argument("--relay-did", default=RELAY_DID, metavar="DID",
+    common.add_argument("--relay-did", default=RELAY_DID, metavar="DID", type=did,
                         help=f"with --to: the relay's own DID (default {RELAY_DID})")
     common.add_argument("--compat", choices=("rust-example",), default=None,
                         help="talk like the public Rust example (raw framing + its Sig_Input variant)")
@@ -123,7 +123,7 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     if args.compat == "rust-example" and args.to is None and args.peer_did is None:
         # Its raw framing has no HELLO, so nothing would tell us whom to address.
         raise UsageError("--compat rust-example needs --peer-did DID (the daemon's DID), or --to DID with a relay URL")
-    ssl_context = tls_client_context(args)
+    ssl_context = tls_client_context(args, [args.url])
     identity = load_or_create_identity(args.identity)  # after the checks: a usage error creates no key file
 
     config = DaemonConfig()
@@ -143,7 +143,8 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     try:
         output = trio.run(main)
     except AmpError as exc:
-        return _fail(exc, args.json)
+        advised = tls_advice(exc.message, given_ca=args.ca_file is not None)
+        return _fail(exc if advised == exc.message else AmpError(exc.code, advised, details=exc.details), args.json)
     except OSError as exc:
         return _fail(AmpError(5002, f"cannot reach {args.url}: {exc.strerror or exc}"), args.json)
     # Printed out here, where a failed write (a reader gone, a full disk) is

@@ -30,9 +30,9 @@ from ..files.identity import default_identity_path, load_or_create
 from ..wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver
 from ..wire.registry import ErrorCode
 from . import startup
-from .argtypes import MAX_SECONDS, seconds
+from .argtypes import MAX_SECONDS, did, seconds
 from .errors import CommandError, UsageError, local_file_errors
-from .tls_options import add_tls_client_arguments, tls_client_context
+from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
 
 if TYPE_CHECKING:
     import ssl
@@ -67,7 +67,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--framing", choices=("rfc002", "raw"), default=None,
                    help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
     p.add_argument("--compat", choices=("rust-example",), default=None,
-                   help="talk to the public Rust example (raw framing + its Sig_Input variant)")
+                   help="talk to the public Rust example (raw framing + its Sig_Input variant; "
+                        "not with --framing rfc002)")
     p.add_argument("--ack", action="store_true",
                    help="acknowledge every CAP_INVOKE on receipt with an ACK (RFC 001 §16.1), before validating it")
     p.add_argument("--connect", action="append", default=[], metavar="URL",
@@ -77,7 +78,7 @@ def register(subparsers: Any) -> None:
                    help="also register at this relay (one like the public Rust example's: raw framing, "
                         "forwards by 'to') and serve invokes arriving through it (registered again, with "
                         "backoff, when the link is lost); may be repeated")
-    p.add_argument("--relay-did", default=RELAY_DID, metavar="DID",
+    p.add_argument("--relay-did", default=RELAY_DID, metavar="DID", type=did,
                    help=f"the relay's own DID, to which the registration frame is addressed (default {RELAY_DID})")
     p.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="serve amps:// with this certificate")
     p.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="private key for --tls-cert")
@@ -179,6 +180,8 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     host, port = parse_listen(args.listen)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
+    if args.compat == "rust-example" and args.framing == "rfc002":
+        raise UsageError("--compat rust-example frames raw (bare 4-byte lengths): drop --framing rfc002")
     for name in ("max_in_flight", "max_in_flight_per_connection", "max_connections"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
@@ -225,7 +228,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 parse_url(url)
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
-    dial_tls = tls_client_context(args)
+    dial_tls = tls_client_context(args, [*args.relay, *args.connect])
     # A stop signal before serving (held by cli.startup) ends serve here, with
     # 0: checked before the daemon is built, before the event loop starts, and
     # (serve_until_signal) once trio's own signal handling is in place.
@@ -279,13 +282,23 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                             if flag == "--relay" else functools.partial(daemon.connect, url, ssl_context=dial_tls))
                     try:
                         link = await dial()
-                    except Unreachable as exc:  # the URL alone would not say which dial failed
-                        raise AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.reason}") from None
+                    except AmpError as exc:  # the URL alone would not say which dial failed
+                        raise _dial_error(flag, url, exc, given_ca=dial_tls is not None) from None
                     nursery.start_soon(_keep_linked, daemon, f"{flag} {url}", dial, link)
                 _announce(url_line)
             await stop.wait()
             await daemon.drain()
             nursery.cancel_scope.cancel()
+
+
+def _dial_error(flag: str, url: str, exc: AmpError, *, given_ca: bool) -> AmpError:
+    """A failed start-up dial, named by its flag: ``--connect URL: …``."""
+    from ..net.url import parse_url
+
+    if isinstance(exc, Unreachable):
+        return AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.reason}")
+    message = exc.message.removeprefix(f"{parse_url(url)}: ")  # the daemon names the URL too
+    return AmpError(exc.code, f"{flag} {url}: {tls_advice(message, given_ca=given_ca)}")
 
 
 def _stopped_during_startup() -> bool:
