@@ -197,3 +197,33 @@ def test_a_start_up_dial_failure_is_named_by_its_flag_whatever_its_code() -> Non
     assert _dial_error("--connect", "amps://h:1", untrusted, given_ca=True).message == (
         "--connect amps://h:1: TLS failed: the server's certificate is not trusted (self-signed); "
         "the --ca-file given does not vouch for it")
+
+
+@pytest.mark.parametrize("argv, usage", [
+    (["query", "amp://127.0.0.1:9", "echo", "extra"], "usage: ampcap query "),
+    (["serve", "--demo", "stray"], "usage: ampcap serve "),
+    (["caps", "validate", "a.toml", "b.toml"], "usage: ampcap caps validate "),
+])
+def test_an_unknown_extra_argument_shows_the_subcommands_usage(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                               usage: str) -> None:
+    # Before: the top-level usage ("usage: ampcap [-h] [--version] ...").
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err
+    assert err.splitlines()[-1] == f"{usage[7:].rstrip()}: error: unrecognized arguments: {argv[-1]}"
+
+
+def test_help_states_the_limit_defaults_and_when_an_identity_is_created() -> None:
+    from ampcap.caps.registry import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
+    from ampcap.cli.main import build_parser
+
+    choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    query = " ".join(choices["query"].format_help().split())
+    assert (f"--limit N versions per page (0 or omitted: the daemon's default, {DEFAULT_PAGE_LIMIT} for ampcap; "
+            f"ampcap serves at most {MAX_PAGE_LIMIT} per page" in query)
+    for command in ("serve", "query", "invoke"):
+        text = " ".join(choices[command].format_help().split())
+        assert "the default file is created if missing, a file given here must exist" in text, command
+        assert "created if missing)" not in text.replace("a file given here must exist)", "")

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "run_query", "run_invoke"]
 
+# caps.registry's DEFAULT_PAGE_LIMIT and MAX_PAGE_LIMIT, for --limit's help;
+# written out because importing the registry costs every command ~50 ms
+# (tests/cli/test_cli_robustness.py checks that they agree).
+DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 100, 1000
 SHOWN_TEXT = 500  # characters of a peer's message or progress note per line (--json has all)
 
 
@@ -46,7 +50,8 @@ def register(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
     common.add_argument("--identity", type=Path, default=None, metavar="FILE",
-                        help=f"identity key file (default {default_identity_path()}, created if missing)")
+                        help=f"identity key file (default {default_identity_path()}; the default file is "
+                             "created if missing, a file given here must exist)")
     common.add_argument("--peer-did", default=None, metavar="DID", type=did,
                         help="refuse the connection unless the daemon proves this DID")
     common.add_argument("--timeout", type=seconds(unlimited=True), default=None, metavar="S",
@@ -67,7 +72,9 @@ def register(subparsers: Any) -> None:
                               description="Ask a daemon which versions of a capability it offers (CAP_QUERY).")
     q.add_argument("name", metavar="NAME", help="capability name, alias or legacy type")
     q.add_argument("--range", default=None, metavar="R", help="version range, e.g. '>=1.0.0 <2.0.0'")
-    q.add_argument("--limit", type=int, default=None, metavar="N", help="page size")
+    q.add_argument("--limit", type=int, default=None, metavar="N",
+                   help=f"versions per page (0 or omitted: the daemon's default, {DEFAULT_PAGE_LIMIT} for ampcap; "
+                        f"ampcap serves at most {MAX_PAGE_LIMIT} per page, whatever is asked)")
     q.add_argument("--cursor", default=None, help="continue from a previous page's next_cursor")
     q.add_argument("--order", choices=ORDERS, default=None,
                    help="listing order of the versions (the daemon's default: newest-first)")

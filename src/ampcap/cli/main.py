@@ -52,6 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)parser ``args`` went through (``caps list``'s, say)."""
+    while True:
+        subparsers = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        chosen = getattr(args, subparsers[0].dest, None) if subparsers else None
+        if not isinstance(chosen, str) or chosen not in subparsers[0].choices:
+            return parser
+        parser = subparsers[0].choices[chosen]
+
+
 class OneLineFormatter(logging.Formatter):
     """One event, one line: a peer's text in a message (a GOAWAY reason, an
     error message) cannot add lines or terminal escapes to the log. A
@@ -165,7 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse leaves arguments no subcommand took to the top parser,
+        # which would print the top-level usage; the subcommand's says more.
+        _chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE

@@ -57,7 +57,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                    help=f"address to listen on (default {DEFAULT_LISTEN}; ':0' = 127.0.0.1, any free port)")
     p.add_argument("--identity", type=Path, default=None, metavar="FILE",
-                   help=f"identity key file (default {default_identity_path()}, created if missing)")
+                   help=f"identity key file (default {default_identity_path()}; the default file is created "
+                        "if missing, a file given here must exist)")
     p.add_argument("--manifest", type=Path, action="append", default=[], metavar="FILE",
                    help="capability manifest (TOML); may be repeated")
     p.add_argument("--demo", action="store_true", help="serve the built-in demo capabilities")
