@@ -215,14 +215,10 @@ def test_bad_listen_hostport_is_usage(capsys: pytest.CaptureFixture[str], hostpo
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--timeout", "0"], "--timeout must be positive"),
     (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--params", "{bad"], "--params is not valid JSON"),
     (["query", "http://127.0.0.1:9", "echo"], "unsupported scheme 'http'"),
     (["query", "amp://127.0.0.1:9", "echo", "--limit", "-1"], "--limit must be from 0 to 18446744073709551615"),
     (["query", "amp://127.0.0.1:9", "echo", "--limit", str(1 << 64)], "--limit must be from 0"),
-    (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--timeout", "nan"], "--timeout must be positive"),
-    (["serve", "--demo", "--drain-timeout", "nan"], "--drain-timeout must be a positive number of seconds"),
-    (["serve", "--demo", "--drain-timeout", "inf"], "--drain-timeout must be a positive number of seconds"),
     (["serve", "--demo", "--listen", "nohost"], "--listen: expected HOST:PORT"),
     (["serve", "--demo", "--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
     (["serve", "--demo", "--max-in-flight", "0"], "--max-in-flight must be positive"),

@@ -136,8 +136,8 @@ def test_query_and_invoke_over_amps_with_a_self_signed_daemon(tmp_path: Path) ->
         out = ampcap(tmp_path, "query", tls_daemon.url, "echo")
         assert out.returncode == 1 and "Traceback" not in out.stderr
         assert out.stderr.strip().endswith("TLS failed: the server's certificate is not trusted (self-signed "
-                                           "certificate); trust its CA with --ca-file "
-                                           "(ampcap.net.tls.client_context(ca_file=...))"), out.stderr
+                                           "certificate); trust its CA with --ca-file FILE (or, while "
+                                           "developing, skip the check with --insecure)"), out.stderr
         assert out.stderr.startswith("error 5002 UNAVAILABLE: ")
         # --ca-file names the certificate to trust; --insecure skips the check.
         out = ampcap(tmp_path, "query", tls_daemon.url, "echo", "--ca-file", str(cert))

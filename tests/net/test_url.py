@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ampcap.net.url import DEFAULT_PORT, AmpUrl, UrlError, parse_url
+from ampcap.net.url import DEFAULT_PORT, AmpUrl, UrlError, parse_hostport, parse_url
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -43,3 +43,57 @@ def test_invalid(text: str, fragment: str) -> None:
         parse_url(text)
     assert fragment in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("amp://a..b:7700", "'a..b' is not a valid host name: it has an empty label"),
+    ("amp://.example:7700", "empty label"),
+    (f"amp://{'a' * 64}.example:7700", "over 63 characters"),
+    (f"amps://{'a' * 64}", "over 63 characters"),
+    (f"amp://{'.'.join(['a' * 60] * 5)}:1", "over 253 characters"),
+    ("amp://\u2603.example:1", "is not a valid host name"),  # IDNA 2008 (trio's encoder) refuses it
+    ("amp://::1:7700", "IPv6 addresses go in brackets: amp://[::1]:7700"),
+    ("amp://[zz]:7700", "IPv6 addresses go in brackets"),
+])
+def test_hosts_the_resolver_would_refuse_are_url_errors(text: str, fragment: str) -> None:
+    # These passed, then the resolver raised UnicodeError ('idna' codec) from the dial.
+    with pytest.raises(UrlError) as info:
+        parse_url(text)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("text", [
+    "amp://a.b.example:1", f"amp://{'a' * 63}:1", "amp://localhost.:1", "amp://ex\u00e4mple.com:1",
+    "amp://a_b:1", "amp://[fe80::1%lo]:1",
+])
+def test_hosts_the_resolver_takes_are_accepted(text: str) -> None:
+    assert parse_url(text).port == 1
+
+
+@pytest.mark.parametrize("text, expected", [
+    (":0", ("127.0.0.1", 0)),
+    ("[::1]:7700", ("::1", 7700)),
+    ("[fe80::1%lo]:0", ("fe80::1%lo", 0)),
+    ("localhost:1", ("localhost", 1)),
+    ("10.0.0.1:80", ("10.0.0.1", 80)),
+])
+def test_hostport_valid(text: str, expected: tuple[str, int]) -> None:
+    assert parse_hostport(text) == expected
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("::1", "IPv6 addresses go in brackets: [::1]:7700"),       # was host ':' port 1
+    ("[::1", "unclosed '['"),                                    # was host ':' port 1
+    ("[zz]:0", "[zz] is not an IPv6 address"),                   # bound nothing, exit 1
+    ("[]:0", "[] is not an IPv6 address"),                       # silently bound 127.0.0.1
+    ("a:b:c:0", "IPv6 addresses go in brackets"),
+    ("x]:0", "stray bracket"),
+    ("a..b:0", "'a..b' is not a valid host name"),
+    (f"{'a' * 64}:0", "over 63 characters"),
+    ("amp://h:1", "not a URL"),
+    ("h:70000", "expected HOST:PORT"),
+])
+def test_hostport_invalid(text: str, fragment: str) -> None:
+    with pytest.raises(UrlError) as info:
+        parse_hostport(text)
+    assert fragment in str(info.value)

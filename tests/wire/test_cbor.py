@@ -184,3 +184,79 @@ def test_other_tags_oversized_bignums_and_keys_stay_as_they_are() -> None:
     odd = CBORTag(2, "not bytes")
     value = {"huge": huge, "inner": inner, "odd": odd, "ok": CBORTag(2, b"\x01\x00")}
     assert plain_integers(value) == {"huge": huge, "inner": inner, "odd": odd, "ok": 256}
+
+
+# --- max_depth: what we send is what our own decoder takes -----------------
+
+def _lists(n: int, leaf: object = 0) -> object:
+    for _ in range(n):
+        leaf = [leaf]
+    return leaf
+
+
+def _maps(n: int, leaf: object = 0) -> object:
+    for _ in range(n):
+        leaf = {"a": leaf}
+    return leaf
+
+
+def _tags(n: int, leaf: object = 0) -> object:
+    for _ in range(n):
+        leaf = CBORTag(1000, leaf)
+    return leaf
+
+
+def _mixed(n: int, leaf: object = 0) -> object:  # non-text keys: the slow path
+    for _ in range(n):
+        leaf = {1: leaf, "b": 2}
+    return leaf
+
+
+@pytest.mark.parametrize("make", [_lists, _maps, _tags, _mixed])
+@pytest.mark.parametrize("leaf", [0, [], {}, [1], {"x": 1}, "s", 1.5])
+@pytest.mark.parametrize("depth", [DEFAULT_LIMITS.max_depth - 2, DEFAULT_LIMITS.max_depth - 1,
+                                   DEFAULT_LIMITS.max_depth, DEFAULT_LIMITS.max_depth + 1])
+def test_dumps_with_max_depth_refuses_exactly_what_loads_refuses(make, leaf, depth) -> None:  # type: ignore[no-untyped-def]
+    from ampcap.wire.cbor import TooDeep
+
+    value = make(depth, leaf)
+    encoded = dumps(value)  # no limit: as before
+    try:
+        loads(encoded)
+        decodable = True
+    except AmpError:
+        decodable = False
+    if decodable:
+        assert dumps(value, max_depth=DEFAULT_LIMITS.max_depth) == encoded
+    else:
+        with pytest.raises(TooDeep) as info:
+            dumps(value, max_depth=DEFAULT_LIMITS.max_depth)
+        assert info.value.code == 1001 and "deeper than 32 levels" in info.value.message
+
+
+def test_dumps_max_depth_counts_sets_as_their_tag() -> None:
+    from ampcap.wire.cbor import TooDeep
+
+    value = _lists(DEFAULT_LIMITS.max_depth - 1, frozenset({1}))  # tag 258 + array at levels 32, 33
+    with pytest.raises(AmpError):
+        loads(dumps(value))
+    with pytest.raises(TooDeep):
+        dumps(value, max_depth=DEFAULT_LIMITS.max_depth)
+
+
+def test_a_body_too_deep_for_the_receiver_is_refused_when_sealed() -> None:
+    # The receiver decodes the whole envelope with max_depth 32; its map is
+    # the first level, so a body may nest 31. Before, a 32-deep body was sent,
+    # the daemon could not decode it, and the caller heard only "connection
+    # closed before the reply".
+    import os
+
+    from ampcap.wire.cbor import TooDeep
+    from ampcap.wire.envelope import BODY_MAX_DEPTH, decode_envelope, seal
+    from ampcap.wire.identity import Identity
+
+    identity = Identity.generate(os.urandom)
+    _, wire = seal(identity, typ=0x20, to="did:key:z6Mk", body=_maps(BODY_MAX_DEPTH), now_ms=1, entropy=os.urandom)
+    assert decode_envelope(wire).body == _maps(BODY_MAX_DEPTH)
+    with pytest.raises(TooDeep):
+        seal(identity, typ=0x20, to="did:key:z6Mk", body=_maps(BODY_MAX_DEPTH + 1), now_ms=1, entropy=os.urandom)

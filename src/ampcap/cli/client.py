@@ -29,15 +29,20 @@ from ..decoders import json_loads
 from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.cbor import UINT64_MAX
 from ..files.identity import default_identity_path
+from .argtypes import MAX_SECONDS, did, seconds
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
-from .tls_options import add_tls_client_arguments, tls_client_context
+from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
 
 if TYPE_CHECKING:
     from ..caps.descriptor import Descriptor
 
 __all__ = ["register", "run_query", "run_invoke"]
 
+# caps.registry's DEFAULT_PAGE_LIMIT and MAX_PAGE_LIMIT, for --limit's help;
+# written out because importing the registry costs every command ~50 ms
+# (tests/cli/test_cli_robustness.py checks that they agree).
+DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 100, 1000
 SHOWN_TEXT = 500  # characters of a peer's message or progress note per line (--json has all)
 
 
@@ -45,18 +50,20 @@ def register(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
     common.add_argument("--identity", type=Path, default=None, metavar="FILE",
-                        help=f"identity key file (default {default_identity_path()}, created if missing)")
-    common.add_argument("--peer-did", default=None, metavar="DID",
+                        help=f"identity key file (default {default_identity_path()}; the default file is "
+                             "created if missing, a file given here must exist)")
+    common.add_argument("--peer-did", default=None, metavar="DID", type=did,
                         help="refuse the connection unless the daemon proves this DID")
-    common.add_argument("--timeout", type=float, default=None, metavar="S",
+    common.add_argument("--timeout", type=seconds(unlimited=True), default=None, metavar="S",
                         help="seconds to wait for the answer (default 30 for query; 60 for invoke, "
-                             "which also asks the provider to stop by then; 'inf': as long as it allows)")
+                             f"which also asks the provider to stop by then; at most {MAX_SECONDS}, or "
+                             "'inf': as long as it allows)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     add_tls_client_arguments(common)
-    common.add_argument("--to", default=None, metavar="DID",
+    common.add_argument("--to", default=None, metavar="DID", type=did,
                         help="URL is a relay (like the public Rust example's): register there and address "
                              "this agent through it")
-    common.add_argument("--relay-did", default=RELAY_DID, metavar="DID",
+    common.add_argument("--relay-did", default=RELAY_DID, metavar="DID", type=did,
                         help=f"with --to: the relay's own DID (default {RELAY_DID})")
     common.add_argument("--compat", choices=("rust-example",), default=None,
                         help="talk like the public Rust example (raw framing + its Sig_Input variant)")
@@ -65,7 +72,9 @@ def register(subparsers: Any) -> None:
                               description="Ask a daemon which versions of a capability it offers (CAP_QUERY).")
     q.add_argument("name", metavar="NAME", help="capability name, alias or legacy type")
     q.add_argument("--range", default=None, metavar="R", help="version range, e.g. '>=1.0.0 <2.0.0'")
-    q.add_argument("--limit", type=int, default=None, metavar="N", help="page size")
+    q.add_argument("--limit", type=int, default=None, metavar="N",
+                   help=f"versions per page (0 or omitted: the daemon's default, {DEFAULT_PAGE_LIMIT} for ampcap; "
+                        f"ampcap serves at most {MAX_PAGE_LIMIT} per page, whatever is asked)")
     q.add_argument("--cursor", default=None, help="continue from a previous page's next_cursor")
     q.add_argument("--order", choices=ORDERS, default=None,
                    help="listing order of the versions (the daemon's default: newest-first)")
@@ -112,8 +121,6 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     from ..net.daemon import DaemonConfig
     from ..net.peer import Peer
 
-    if args.timeout is not None and not args.timeout > 0:
-        raise UsageError("--timeout must be positive")
     try:
         from ..net.url import UrlError, parse_url
 
@@ -123,7 +130,7 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     if args.compat == "rust-example" and args.to is None and args.peer_did is None:
         # Its raw framing has no HELLO, so nothing would tell us whom to address.
         raise UsageError("--compat rust-example needs --peer-did DID (the daemon's DID), or --to DID with a relay URL")
-    ssl_context = tls_client_context(args)
+    ssl_context = tls_client_context(args, [args.url])
     identity = load_or_create_identity(args.identity)  # after the checks: a usage error creates no key file
 
     config = DaemonConfig()
@@ -143,7 +150,8 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     try:
         output = trio.run(main)
     except AmpError as exc:
-        return _fail(exc, args.json)
+        advised = tls_advice(exc.message, given_ca=args.ca_file is not None)
+        return _fail(exc if advised == exc.message else AmpError(exc.code, advised, details=exc.details), args.json)
     except OSError as exc:
         return _fail(AmpError(5002, f"cannot reach {args.url}: {exc.strerror or exc}"), args.json)
     # Printed out here, where a failed write (a reader gone, a full disk) is
@@ -178,11 +186,55 @@ def _describe(d: Descriptor) -> str:
     return printable(d.id + (f"  ({'; '.join(extra)})" if extra else ""))
 
 
-def run_invoke(args: argparse.Namespace) -> int:
+# Integers beyond 64 bits travel as CBOR bignums, which the receiving side
+# turns back into integers up to 1024 bits (wire.cbor.plain_integers); a
+# larger one would arrive as a tagged byte string, not as a number.
+MAX_INT_BITS = 1024
+_TOO_BIG = (f"--params has an integer too large to send: integers may have at most {MAX_INT_BITS} bits "
+            f"(2**{MAX_INT_BITS} has 309 digits)")
+
+
+def local_params(text: str) -> Any:
+    """``--params`` as the value to send; :class:`UsageError` for anything
+    that would fail on its way out (nothing was sent, so no AMP code)."""
+    from ..wire.cbor import TooDeep, dumps
+    from ..wire.envelope import BODY_MAX_DEPTH
+
     try:
-        params = json_loads(args.params)
+        params = json_loads(text)
     except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's own limit on parsing huge integers
+            raise UsageError(_TOO_BIG) from None
         raise UsageError(f"--params is not valid JSON: {exc}") from None
+    if _has_big_integer(params):
+        raise UsageError(_TOO_BIG)
+    # The params are a value in the CAP_INVOKE body's map: one level below the body.
+    depth = BODY_MAX_DEPTH - 1
+    try:
+        dumps(params, max_depth=depth)
+    except TooDeep:
+        raise UsageError(f"--params nests deeper than {depth} levels of arrays and objects (the receiver decodes "
+                         f"at most {BODY_MAX_DEPTH + 1}, counting the message around them)") from None
+    except AmpError as exc:
+        if isinstance(exc.__cause__, UnicodeEncodeError):  # JSON's "\ud800" escape: a lone surrogate
+            raise UsageError("--params has text that is not valid Unicode (a lone surrogate such as \\ud800); "
+                             "CBOR text must be UTF-8") from None
+        raise UsageError(f"--params cannot be sent: {exc.message}") from None
+    return params
+
+
+def _has_big_integer(value: Any) -> bool:
+    if type(value) is int:
+        return value.bit_length() > MAX_INT_BITS
+    if type(value) is dict:
+        return any(_has_big_integer(v) for v in value.values())
+    if type(value) is list:
+        return any(_has_big_integer(v) for v in value)
+    return False
+
+
+def run_invoke(args: argparse.Namespace) -> int:
+    params = local_params(args.params)
     from ..caps.names import is_full_id
 
     full_id = is_full_id(args.target)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 from typing import TYPE_CHECKING, Any
 
 from ..display import json_safe, printable
@@ -25,8 +24,9 @@ from ..net.url import AmpUrl, UrlError, parse_url
 from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.frames import Framing
 from ..wire.signing import Profile
+from .argtypes import MAX_SECONDS, did, seconds
 from .errors import EXIT_FAILURE, EXIT_OK, CommandError, UsageError
-from .tls_options import add_tls_client_arguments, tls_client_context
+from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
 
 # The harness (trio, probes, vectors) loads when `interop` runs, not for
 # every `ampcap` command that builds the parser.
@@ -54,14 +54,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--invalid-params", metavar="JSON",
                    help="params missing a required field, for vector 004:A.6 (default {})")
     p.add_argument("--alias", metavar="TYPE", help="a legacy type alias of --capability (vector 004:A.7)")
-    p.add_argument("--target-did", metavar="DID",
+    p.add_argument("--target-did", metavar="DID", type=did,
                    help="the target's DID (needed with --compat, where no HELLO tells it)")
     p.add_argument("--vector", action="append", metavar="ID",
                    help="run only this vector, e.g. 004:A.5 (repeatable)")
     p.add_argument("--report", metavar="FILE", default="interop-report.json",
                    help="where to write the report (default ./interop-report.json; '-' for none)")
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for each reply")
+    p.add_argument("--timeout", type=seconds(unlimited=True), default=5.0, metavar="S",
+                   help=f"seconds to wait for the connection and for each reply (default 5; at most {MAX_SECONDS}, "
+                        "or 'inf' for no limit)")
     add_tls_client_arguments(p, "the target")
     p.set_defaults(func=run)
 
@@ -115,9 +117,7 @@ def subject_from_args(args: argparse.Namespace) -> Subject:
 def settings_from_args(args: argparse.Namespace, url: AmpUrl | None) -> ProbeSettings:
     from ..interop.probe import ProbeSettings
 
-    if not (args.timeout > 0 and math.isfinite(args.timeout)):
-        raise UsageError("--timeout must be a positive number of seconds")
-    ssl_context = tls_client_context(args) if url is not None and url.tls else None
+    ssl_context = tls_client_context(args, [url] if url is not None else [])
     if args.compat == "rust-example":
         return ProbeSettings(framing=Framing.RAW, profile=Profile.RUST_EXAMPLE, hello_versions=(RELAY_HELLO_VERSION,),
                              timeout_s=args.timeout, ssl_context=ssl_context)
@@ -173,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give exactly one of TARGET or --self")
     if args.self_test and args.compat:
         raise UsageError("--self tests ampcap in its default profile; --compat needs a TARGET")
+    if args.self_test and args.target_did:
+        raise UsageError("--target-did names a TARGET's DID; --self tests an ampcap whose DID it knows")
     if args.compat and not args.target_did:
         raise UsageError("--compat rust-example needs --target-did: without HELLO nothing names the peer")
     if args.report != "-":
@@ -213,5 +215,6 @@ def run(args: argparse.Namespace) -> int:
     if result.unreachable is not None and not args.json:
         # One line, not a table of the same reason: every vector failed unrun.
         written = f" (report, every vector failed: {args.report})" if args.report != "-" else ""
-        raise AmpError(5002, f"{printable(result.unreachable)}; no vector ran{written}")
+        reason = tls_advice(result.unreachable.message, given_ca=args.ca_file is not None)
+        raise AmpError(result.unreachable.code, f"{printable(reason)}; no vector ran{written}")
     return EXIT_FAILURE if result.failures else EXIT_OK

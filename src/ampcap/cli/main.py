@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from .. import __version__
 from ..display import printable
 from ..errors import AmpError
+from . import startup
 from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, UsageError
 
 # Commands that still do their job with stdout closed: a daemon started by a
@@ -49,6 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(f"{__package__}.{name}").register(sub)
     return parser
+
+
+def _chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)parser ``args`` went through (``caps list``'s, say)."""
+    while True:
+        subparsers = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        chosen = getattr(args, subparsers[0].dest, None) if subparsers else None
+        if not isinstance(chosen, str) or chosen not in subparsers[0].choices:
+            return parser
+        parser = subparsers[0].choices[chosen]
 
 
 class OneLineFormatter(logging.Formatter):
@@ -148,15 +159,27 @@ def _prepare_streams() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _prepare_streams()
+    # The console script (cli.entry) holds serve's stop signals before it even
+    # imports this module; run any other way (python -m ampcap.cli.main, a
+    # test), hold them here, before the parser imports every subcommand, and
+    # put them back afterwards.
+    held = startup.hold_for(sys.argv[1:] if argv is None else argv)
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C while still parsing or importing, before a command runs
         return EXIT_INTERRUPTED
+    finally:
+        if held:
+            startup.release()
 
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse leaves arguments no subcommand took to the top parser,
+        # which would print the top-level usage; the subcommand's says more.
+        _chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE

@@ -7,7 +7,8 @@ Ctrl-C or SIGHUP drains: GOAWAY to every peer, running invokes get up to
 ``--drain-timeout`` seconds, whatever still runs gets its one terminal
 CAP_RESULT, and the exit status is 0. A second signal ends the drain at once
 (the invokes still running get 5002 now); a signal during start-up (a slow
-``--connect`` dial) stops it too.
+``--connect`` dial, or before the daemon is even built: see
+:mod:`ampcap.cli.startup`) stops it too, with 0.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import math
 import os
 import signal
 import sys
@@ -29,8 +29,10 @@ from ..wire.frames import Framing
 from ..files.identity import default_identity_path, load_or_create
 from ..wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver
 from ..wire.registry import ErrorCode
+from . import startup
+from .argtypes import MAX_SECONDS, did, seconds
 from .errors import CommandError, UsageError, local_file_errors
-from .tls_options import add_tls_client_arguments, tls_client_context
+from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
 
 if TYPE_CHECKING:
     import ssl
@@ -55,7 +57,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                    help=f"address to listen on (default {DEFAULT_LISTEN}; ':0' = 127.0.0.1, any free port)")
     p.add_argument("--identity", type=Path, default=None, metavar="FILE",
-                   help=f"identity key file (default {default_identity_path()}, created if missing)")
+                   help=f"identity key file (default {default_identity_path()}; the default file is created "
+                        "if missing, a file given here must exist)")
     p.add_argument("--manifest", type=Path, action="append", default=[], metavar="FILE",
                    help="capability manifest (TOML); may be repeated")
     p.add_argument("--demo", action="store_true", help="serve the built-in demo capabilities")
@@ -65,7 +68,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--framing", choices=("rfc002", "raw"), default=None,
                    help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
     p.add_argument("--compat", choices=("rust-example",), default=None,
-                   help="talk to the public Rust example (raw framing + its Sig_Input variant)")
+                   help="talk to the public Rust example (raw framing + its Sig_Input variant; "
+                        "not with --framing rfc002)")
     p.add_argument("--ack", action="store_true",
                    help="acknowledge every CAP_INVOKE on receipt with an ACK (RFC 001 §16.1), before validating it")
     p.add_argument("--connect", action="append", default=[], metavar="URL",
@@ -75,14 +79,14 @@ def register(subparsers: Any) -> None:
                    help="also register at this relay (one like the public Rust example's: raw framing, "
                         "forwards by 'to') and serve invokes arriving through it (registered again, with "
                         "backoff, when the link is lost); may be repeated")
-    p.add_argument("--relay-did", default=RELAY_DID, metavar="DID",
+    p.add_argument("--relay-did", default=RELAY_DID, metavar="DID", type=did,
                    help=f"the relay's own DID, to which the registration frame is addressed (default {RELAY_DID})")
     p.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="serve amps:// with this certificate")
     p.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="private key for --tls-cert")
     add_tls_client_arguments(p, "the peers and relays it dials")
-    p.add_argument("--drain-timeout", type=float, default=10.0, metavar="S",
-                   help="on SIGTERM, how long running invokes may finish (default 10; a second signal "
-                        "cuts it short)")
+    p.add_argument("--drain-timeout", type=seconds(), default=10.0, metavar="S",
+                   help="on SIGTERM, how many seconds running invokes may take to finish (default 10, "
+                        f"at most {MAX_SECONDS}; a second signal cuts it short)")
     p.add_argument("--max-in-flight", type=int, default=1024, metavar="N",
                    help="running invokes for the whole daemon (default 1024; beyond: 5004)")
     p.add_argument("--max-in-flight-per-connection", type=int, default=64, metavar="N",
@@ -177,14 +181,22 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     host, port = parse_listen(args.listen)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
-    if not (args.drain_timeout > 0 and math.isfinite(args.drain_timeout)):  # NaN fails both
-        raise UsageError("--drain-timeout must be a positive number of seconds")
+    if args.compat == "rust-example" and args.framing == "rfc002":
+        raise UsageError("--compat rust-example frames raw (bare 4-byte lengths): drop --framing rfc002")
     for name in ("max_in_flight", "max_in_flight_per_connection", "max_connections"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
     manifests = _manifests(args)  # files before the identity: a mistake in them creates no key file
     with local_file_errors():
         policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
+    ssl_context = None
+    if args.tls_cert is not None:
+        from ..net.tls import server_context
+
+        try:
+            ssl_context = server_context(args.tls_cert, args.tls_key)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
     identity = load_or_create_identity(args.identity)
     if len(manifests) == 1:
         store = manifests[0].schema_store()
@@ -201,14 +213,6 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
         profile=connection.profile)
-    ssl_context = None
-    if args.tls_cert is not None:
-        from ..net.tls import server_context
-
-        try:
-            ssl_context = server_context(args.tls_cert, args.tls_key)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
                     resolver=_resolver(args.keyring), ssl_context=ssl_context)
     return daemon, host, port
@@ -225,8 +229,15 @@ def run_serve(args: argparse.Namespace) -> int:
                 parse_url(url)
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
-    dial_tls = tls_client_context(args)
+    dial_tls = tls_client_context(args, [*args.relay, *args.connect])
+    # A stop signal before serving (held by cli.startup) ends serve here, with
+    # 0: checked before the daemon is built, before the event loop starts, and
+    # (serve_until_signal) once trio's own signal handling is in place.
+    if _stopped_during_startup():
+        return 0
     daemon, host, port = build_daemon(args)
+    if _stopped_during_startup():
+        return 0
     # Errors from inside the nurseries (a port in use...) arrive wrapped in an
     # exception group; main reports a lone one as one line.
     trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
@@ -244,7 +255,7 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
     import trio
 
     stop = trio.Event()
-    startup = trio.CancelScope()  # a signal during start-up (a slow dial) ends it too
+    starting = trio.CancelScope()  # a signal during start-up (a slow dial) ends it too
 
     async def watch(signals: Any) -> None:
         async for signum in signals:
@@ -252,16 +263,18 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
             if not stop.is_set():
                 log.info("%s: stopping (GOAWAY, then drain; a second signal ends the drain at once)", name)
                 stop.set()
-                startup.cancel()
+                starting.cancel()
             else:
                 log.info("%s again: the invokes still running end now", name)
                 daemon.hurry()
 
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+    with trio.open_signal_receiver(*startup.STOP_SIGNALS) as signals:
+        if _stopped_during_startup():  # it came before trio's handlers replaced cli.startup's
+            return
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch, signals)
             await nursery.start(daemon.run)
-            with startup:
+            with starting:
                 listeners = await daemon.listen(host, port)
                 bound = listeners[0].socket.getsockname()
                 url_line = f"{AmpUrl('amps' if tls else 'amp', bound[0], bound[1])} {daemon.identity.did}"
@@ -270,8 +283,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                             if flag == "--relay" else functools.partial(daemon.connect, url, ssl_context=dial_tls))
                     try:
                         link = await dial()
-                    except Unreachable as exc:  # the URL alone would not say which dial failed
-                        raise AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.reason}") from None
+                    except AmpError as exc:  # the URL alone would not say which dial failed
+                        raise _dial_error(flag, url, exc, given_ca=dial_tls is not None) from None
                     nursery.start_soon(_keep_linked, daemon, f"{flag} {url}", dial, link)
                 _announce(url_line)
             await stop.wait()
@@ -279,11 +292,42 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
             nursery.cancel_scope.cancel()
 
 
-async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any) -> None:
+def _dial_error(flag: str, url: str, exc: AmpError, *, given_ca: bool) -> AmpError:
+    """A failed start-up dial, named by its flag: ``--connect URL: …``."""
+    from ..net.url import parse_url
+
+    if isinstance(exc, Unreachable):
+        return AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.reason}")
+    message = exc.message.removeprefix(f"{parse_url(url)}: ")  # the daemon names the URL too
+    return AmpError(exc.code, f"{flag} {url}: {tls_advice(message, given_ca=given_ca)}")
+
+
+def _stopped_during_startup() -> bool:
+    name = startup.noted()
+    if name is not None:
+        log.info("%s during start-up: stopping before serving (nothing to drain)", name)
+    return name is not None
+
+
+# How long a redialled --connect/--relay link must stay up to count as back:
+# only then does the backoff start again from 1 s. A peer that accepts and
+# drops at once would otherwise be dialled every second, for ever.
+STABLE_S = 30.0
+
+
+async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any, *, stable_s: float = STABLE_S,
+                       jitter: Any = None) -> None:
     """A --connect or --relay link is the operator's standing order: when it
     is lost, dial again, waiting as RFC 001 §16.3 has a retry wait (from 1 s,
-    doubling to at most 60 s, with jitter), saying so at WARNING, until the
-    daemon drains."""
+    doubling to at most 60 s, with jitter), until the daemon drains.
+
+    The wait keeps growing across dials that connect but do not last: it
+    goes back to 1 s only once a link has stayed up ``stable_s``. Until
+    then the log says at WARNING only that the link was lost, why the first
+    redial failed and that it is back; every redial after that is one INFO
+    line (the link lost again, or a dial that failed), not two WARNINGs per
+    dial for as long as the peer keeps dropping the link.
+    """
     import random
 
     import trio
@@ -291,25 +335,45 @@ async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any) -> None:
     from ..peer.invoker import RetryPolicy
 
     backoff = RetryPolicy()
+    jitter = jitter or (lambda: random.uniform(0.5, 1.0))
+    redials = 0  # since the link was last stable
+    said_restored = failed_before = False
     while True:
+        up_since = trio.current_time()
+        if redials:
+            with trio.move_on_after(stable_s):
+                await link.driver.closed.wait()
+            if not link.driver.closed.is_set():
+                log.debug("%s: link up for %gs: the next loss starts from a short wait again", what, stable_s)
+                redials = 0
         await link.driver.closed.wait()
         if daemon.closing:
             return
-        log.warning("%s: link lost; dialling again", what)
-        attempt = 1
+        if redials:
+            log.info("%s: link lost again after %.1fs; redial %d within %gs", what, trio.current_time() - up_since,
+                     redials + 1, backoff.backoff_ms(redials + 1, 1.0) / 1000)
+        else:
+            log.warning("%s: link lost; dialling again", what)
+            said_restored = failed_before = False
         while True:
-            await trio.sleep(backoff.backoff_ms(attempt, random.uniform(0.5, 1.0)) / 1000)
+            redials += 1
+            await trio.sleep(backoff.backoff_ms(redials, jitter()) / 1000)
             if daemon.closing:
                 return
             try:
                 link = await dial()
             except AmpError as exc:
-                attempt += 1
-                log.warning("%s: cannot reach it (%s); next try within %gs", what,
-                            exc.reason if isinstance(exc, Unreachable) else exc,
-                            backoff.backoff_ms(attempt, 1.0) / 1000)
+                reason = exc.reason if isinstance(exc, Unreachable) else exc
+                log.log(logging.INFO if failed_before else logging.WARNING,
+                        "%s: cannot reach it (%s); next try within %gs", what, reason,
+                        backoff.backoff_ms(redials + 1, 1.0) / 1000)
+                failed_before = True
                 continue
-            log.warning("%s: link restored", what)
+            if said_restored:
+                log.debug("%s: dialled again (redial %d)", what, redials)
+            else:
+                log.warning("%s: link restored", what)
+                said_restored = True
             break
 
 

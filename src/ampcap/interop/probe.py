@@ -38,7 +38,7 @@ from ..wire.registry import MessageType
 from ..wire.signing import Profile
 from ..wire.transport import HandshakeRequest, HandshakeResponse, TransportError
 
-__all__ = ["ProbeSettings", "Probe", "Received", "ReceivedKind", "Exchange", "ProbeError",
+__all__ = ["ProbeSettings", "Probe", "Received", "ReceivedKind", "Exchange", "ProbeError", "ProbeTimeout",
            "RUST_EXAMPLE_MAX_FRAME"]
 
 RUST_EXAMPLE_MAX_FRAME = RELAY_MAX_MSG_SIZE  # the example relay closes on longer frames
@@ -54,6 +54,10 @@ class ProbeError(Exception):
 
     Vectors turn it into a ``fail`` with its message; it never escapes the runner.
     """
+
+
+class ProbeTimeout(ProbeError):
+    """The connection did not open within the probe's timeout."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,8 +197,10 @@ class Probe:
                     from ..net.tls import client_context, wrap_client
 
                     stream = wrap_client(stream, settings.ssl_context or client_context(), url.host)
-        except (OSError, trio.TooSlowError) as exc:
-            raise ProbeError(f"cannot connect to {url}: {exc or 'timed out'}") from None
+        except trio.TooSlowError:
+            raise ProbeTimeout(f"cannot connect to {url}: no connection within {settings.timeout_s:g} s") from None
+        except (OSError, UnicodeError) as exc:  # UnicodeError: a host name the resolver's IDNA step refuses
+            raise ProbeError(f"cannot connect to {url}: {exc}") from None
         return cls(stream, settings, **kwargs)
 
     async def aclose(self) -> None:

@@ -21,14 +21,15 @@ from ..caps.semver import Version
 from ..errors import AmpError
 from ..net.tls import tls_failure
 from ..net.url import AmpUrl
-from ..wire.registry import MessageType
-from .probe import Probe, ProbeError, ProbeSettings
+from ..wire.registry import ErrorCode, MessageType
+from .probe import Probe, ProbeError, ProbeSettings, ProbeTimeout
 from .judge import Outcome, Status, failed
 from .vectors import VECTORS, Context, Subject, Vector
 
 __all__ = ["VectorResult", "RunResult", "run_vectors", "discover", "reach"]
 
 log = logging.getLogger(__name__)
+TIMEOUT, UNAVAILABLE = int(ErrorCode.TIMEOUT), int(ErrorCode.UNAVAILABLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,8 @@ class RunResult:
     target_info: dict[str, Any] | None
     subject: Subject
     results: list[VectorResult] = field(default_factory=list)
-    unreachable: str | None = None  # why no vector could run (no connection to the target)
+    # Why no vector could run (no connection to the target): 5002, or 5003 when it did not open in time.
+    unreachable: AmpError | None = None
 
     @property
     def failures(self) -> list[VectorResult]:
@@ -111,21 +113,23 @@ async def discover(ctx: Context) -> None:
     ctx.subject.versions = sorted(versions)
 
 
-async def reach(url: AmpUrl, settings: ProbeSettings) -> str | None:
+async def reach(url: AmpUrl, settings: ProbeSettings) -> AmpError | None:
     """None when a connection to ``url`` opens (TCP, and TLS for amps://),
-    else why not. Says nothing about AMP: the vectors judge that."""
+    else why not: 5003 TIMEOUT when it did not open in time, 5002 otherwise.
+    Says nothing about AMP: the vectors judge that."""
     try:
         probe = await Probe.open(url, settings)
     except ProbeError as exc:
-        return str(exc)
+        return AmpError(TIMEOUT if isinstance(exc, ProbeTimeout) else UNAVAILABLE, str(exc))
     try:
         if isinstance(probe.stream, trio.SSLStream):
             with trio.fail_after(settings.timeout_s):
                 await probe.stream.do_handshake()
     except trio.TooSlowError:
-        return f"cannot connect to {url}: no TLS handshake within {settings.timeout_s:g} s"
+        return AmpError(TIMEOUT, f"cannot connect to {url}: no TLS handshake within {settings.timeout_s:g} s")
     except trio.BrokenResourceError as exc:
-        return f"cannot connect to {url}: {tls_failure(exc) or 'the connection closed during the TLS handshake'}"
+        return AmpError(UNAVAILABLE, f"cannot connect to {url}: "
+                                     f"{tls_failure(exc) or 'the connection closed during the TLS handshake'}")
     finally:
         await probe.aclose()
     return None
@@ -153,10 +157,10 @@ async def run_vectors(url: AmpUrl, settings: ProbeSettings, subject: Subject, *,
     if unreachable is not None:
         # Each vector would wait for the same failed connect (a timeout each
         # against an address that drops packets) and report the same reason.
-        log.info("%s: %s; no vector ran", url, unreachable)
+        log.info("%s: %s; no vector ran", url, unreachable.message)
         return RunResult(target=str(url), target_did=target_did, target_info=None, subject=subject,
                          unreachable=unreachable,
-                         results=[VectorResult(v.id, v.title, Status.FAIL, f"not run: {unreachable}", 0.0)
+                         results=[VectorResult(v.id, v.title, Status.FAIL, f"not run: {unreachable.message}", 0.0)
                                   for v in selected])
     await discover(ctx)
     run = RunResult(target=str(url), target_did=ctx.target_did, target_info=ctx.target_info, subject=subject)

@@ -338,8 +338,10 @@ class Daemon:
         with trio.move_on_after(timeout_s) as scope:
             try:
                 stream = await open_stream(target, ssl_context=ssl_context)
-            except OSError as exc:  # refused, no such host, no route: an AmpError like every other failure here
-                raise Unreachable(str(target), exc.strerror or str(exc)) from exc
+            except (OSError, UnicodeError) as exc:  # refused, no such host, no route: an AmpError like every
+                # other failure here. UnicodeError: a name the resolver's IDNA step refuses (parse_url lets
+                # through what the stdlib codec accepts, trio's stricter IDNA 2008 may still say no).
+                raise Unreachable(str(target), getattr(exc, "strerror", None) or str(exc)) from exc
             if isinstance(stream, trio.SSLStream):
                 # TLS fails here, named, rather than as a link that "opened"
                 # and then closed: raw framing (a relay) says nothing back.

@@ -14,7 +14,7 @@ import ssl
 
 import trio
 
-__all__ = ["server_context", "client_context", "wrap_client", "wrap_server", "tls_failure", "ALPN"]
+__all__ = ["server_context", "client_context", "wrap_client", "wrap_server", "tls_failure", "ALPN", "UNTRUSTED"]
 
 ALPN = "amp/1"  # offered, never required: peers that do not speak ALPN still connect
 
@@ -28,13 +28,27 @@ def server_context(cert_file: str | os.PathLike[str], key_file: str | os.PathLik
         if path is not None and not os.path.isfile(path):
             raise ValueError(f"cannot read TLS {what} {os.fspath(path)!r}: not a readable file")
     try:
-        ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file) if key_file is not None else None)
+        # A password callback, so that OpenSSL never prompts on the terminal
+        # for an encrypted key (without one it failed with "[Errno 22]").
+        ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file) if key_file is not None else None,
+                            password=_refuse_password)
+    except _EncryptedKey:
+        raise ValueError(f"TLS key {os.fspath(key_file if key_file is not None else cert_file)} is encrypted; "
+                         "ampcap needs an unencrypted key (e.g. openssl pkey -in KEY -out PLAIN_KEY)") from None
     except (OSError, ssl.SSLError) as exc:
         pair = os.fspath(cert_file) + (f"' and key '{os.fspath(key_file)}" if key_file is not None else "")
         raise ValueError(f"cannot load TLS certificate '{pair}' (PEM certificate and its private key "
                          f"expected): {exc}") from exc
     ctx.set_alpn_protocols([ALPN])
     return ctx
+
+
+class _EncryptedKey(Exception):
+    """The key file asks for a passphrase."""
+
+
+def _refuse_password() -> bytes:
+    raise _EncryptedKey
 
 
 def client_context(*, ca_file: str | os.PathLike[str] | None = None, insecure: bool = False) -> ssl.SSLContext:
@@ -65,6 +79,11 @@ def wrap_server(stream: trio.abc.Stream, ctx: ssl.SSLContext) -> trio.SSLStream[
     return trio.SSLStream(stream, ctx, server_side=True)
 
 
+UNTRUSTED = "the server's certificate is not trusted"
+# X509_V_ERR_HOSTNAME_MISMATCH, _EMAIL_MISMATCH, _IP_ADDRESS_MISMATCH: a trusted
+# certificate, for another name.
+_NAME_MISMATCH = frozenset((62, 63, 64))
+
 # OpenSSL's reasons when the bytes that came back were not TLS at all.
 _NOT_TLS = frozenset(("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE"))
 
@@ -78,9 +97,13 @@ def tls_failure(exc: BaseException) -> str | None:
     if not isinstance(cause, ssl.SSLError):
         return None
     if isinstance(cause, ssl.SSLCertVerificationError):
+        # No advice here: this text reaches Python callers and the command
+        # line alike, and each has its own way to trust a CA (client_context
+        # (ca_file=...), --ca-file); the command line adds its own.
+        if cause.verify_code in _NAME_MISMATCH:
+            return f"TLS failed: the server's certificate does not name the host dialled ({cause.verify_message})"
         # The usual case is a self-signed development certificate.
-        return (f"TLS failed: the server's certificate is not trusted ({cause.verify_message}); "
-                "trust its CA with --ca-file (ampcap.net.tls.client_context(ca_file=...))")
+        return f"TLS failed: {UNTRUSTED} ({cause.verify_message})"
     reason = cause.reason or cause.strerror or str(cause)
     if reason in _NOT_TLS:
         reason += " (the other side does not speak TLS: amps:// against an amp:// port, or the reverse?)"

@@ -6,17 +6,25 @@ for trusted development networks only. The URL names an endpoint and nothing
 else: a path other than ``/``, a query, a fragment or user info is refused
 rather than silently ignored. Listening addresses (``--listen``, the dump
 tap's ``--upstream``) are bare ``HOST:PORT`` pairs, parsed here too.
+
+Both check the host the way the resolver will: a name with an empty label
+(``a..b``) or a label over 63 characters is refused here, with its name,
+because the resolver refuses it with a ``UnicodeError`` from its 'idna'
+codec, which reads like a bug rather than a typo. An IPv6 address goes in
+brackets in both forms; without them its colons would be taken for the port.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["AmpUrl", "UrlError", "parse_url", "parse_hostport", "DEFAULT_PORT"]
+__all__ = ["AmpUrl", "UrlError", "parse_url", "parse_hostport", "host_problem", "DEFAULT_PORT"]
 
 DEFAULT_PORT = 7700
 _SCHEMES = ("amp", "amps")
+_IPV6_HINT = "IPv6 addresses go in brackets"
 
 
 class UrlError(ValueError):
@@ -47,8 +55,8 @@ def parse_url(text: str) -> AmpUrl:
         raise UrlError(f"{text!r} has no scheme; expected amp://host:port or amps://host:port")
     try:
         parts = urlsplit(text)
-    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
-        raise UrlError(f"{text!r} is not a valid URL: {exc}") from None
+    except ValueError as exc:  # an unclosed bracket, or brackets around something not IPv6
+        raise UrlError(f"{text!r} is not a valid URL: {exc} ({_IPV6_HINT}: amp://[::1]:7700)") from None
     scheme = parts.scheme.lower()
     if scheme not in _SCHEMES:
         raise UrlError(f"unsupported scheme {parts.scheme!r} in {text!r}; use amp:// or amps://")
@@ -57,11 +65,16 @@ def parse_url(text: str) -> AmpUrl:
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise UrlError(f"{text!r}: an AMP endpoint URL has no path, query or fragment")
     host = parts.hostname
-    if not host:
-        raise UrlError(f"{text!r} has no host")
     netloc = parts.netloc
+    if not host:
+        if netloc.count(":") > 1:  # amp://::1:7700 - urlsplit finds no host in it
+            raise UrlError(f"{text!r} has no host ({_IPV6_HINT}: amp://[::1]:7700)")
+        raise UrlError(f"{text!r} has no host")
     if ":" in host and not netloc.startswith("["):
         raise UrlError(f"{text!r}: an IPv6 address must be written in brackets, e.g. amp://[::1]:7700")
+    problem = host_problem(host)
+    if problem is not None:
+        raise UrlError(f"{text!r}: {problem}")
     try:
         port = parts.port
     except ValueError:
@@ -77,10 +90,73 @@ def parse_url(text: str) -> AmpUrl:
 
 def parse_hostport(text: str) -> tuple[str, int]:
     """``HOST:PORT``, ``[v6]:PORT`` or ``:PORT`` (127.0.0.1) as (host, port);
-    ValueError otherwise. Port 0 is allowed: listen on any free port."""
-    host, sep, port = text.rpartition(":")
-    if "/" in host:  # amp://host:port, say: the address to bind is not a URL
-        raise ValueError(f"expected HOST:PORT, not a URL (e.g. 127.0.0.1:7700), got {text!r}")
+    :class:`UrlError` (a ValueError) otherwise. Port 0 is allowed: listen on
+    any free port."""
+    usage = f"expected HOST:PORT (e.g. 127.0.0.1:7700, [::1]:7700 or :0), got {text!r}"
+    if text.startswith("["):
+        inner, closed, rest = text[1:].partition("]")
+        if not closed:
+            raise UrlError(f"{text!r}: unclosed '[' ({_IPV6_HINT}: [::1]:7700)")
+        if not _is_ipv6(inner):
+            raise UrlError(f"{text!r}: [{inner}] is not an IPv6 address ({_IPV6_HINT}: [::1]:7700)")
+        host, sep, port = inner, *rest.partition(":")[1:]
+        if rest[:1] != ":":
+            raise UrlError(usage)
+    else:
+        if "/" in text.rpartition(":")[0]:  # amp://host:port, say: the address to bind is not a URL
+            raise UrlError(f"expected HOST:PORT, not a URL (e.g. 127.0.0.1:7700), got {text!r}")
+        if text.count(":") > 1:  # ::1, ::1:7700, a:b:c:0: which colon starts the port?
+            raise UrlError(f"{text!r}: expected HOST:PORT; {_IPV6_HINT}: [::1]:7700")
+        host, sep, port = text.rpartition(":")
+        if "[" in host or "]" in host:
+            raise UrlError(f"{text!r}: stray bracket ({_IPV6_HINT}: [::1]:7700)")
     if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:7700, [::1]:7700 or :0), got {text!r}")
-    return (host.strip("[]") or "127.0.0.1"), int(port)
+        raise UrlError(usage)
+    if not host:
+        return "127.0.0.1", int(port)
+    problem = host_problem(host)
+    if problem is not None:
+        raise UrlError(f"{text!r}: {problem}")
+    return host, int(port)
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)  # a zone (fe80::1%eth0) is allowed
+    except ValueError:
+        return False
+    return True
+
+
+_MAX_LABEL, _MAX_NAME = 63, 253  # RFC 1035 §2.3.4, in the ASCII (IDNA) form
+
+
+def host_problem(host: str) -> str | None:
+    """Why the resolver would refuse ``host``, in words that name it, or
+    None. IP addresses pass; names must have labels of 1 to 63 characters
+    (after IDNA encoding), 253 in all, with one trailing dot allowed."""
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    if host.isascii():
+        name = host
+    else:
+        # What the resolvers will do with it: the stdlib's IDNA 2003 codec
+        # (trio's first, numeric-only lookup), then trio's IDNA 2008 encoding.
+        from trio.lowlevel import encode_hostname  # only for non-ASCII names: trio is slow to import
+
+        try:
+            host.encode("idna")
+            name = encode_hostname(host).decode("ascii")
+        except UnicodeError as exc:
+            return f"{host!r} is not a valid host name ({exc})"
+    labels = (name[:-1] if name.endswith(".") and name != "." else name).split(".")
+    if any(not label for label in labels):
+        return f"{host!r} is not a valid host name: it has an empty label (two dots in a row, or a dot at the start)"
+    if any(len(label) > _MAX_LABEL for label in labels):
+        return f"{host!r} is not a valid host name: a label (the part between dots) is over {_MAX_LABEL} characters"
+    if len(name) > _MAX_NAME + name.endswith("."):
+        return f"{host!r} is not a valid host name: over {_MAX_NAME} characters"
+    return None

@@ -64,7 +64,7 @@ from ..caps.bodies import (
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, LocalProtocolError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, dumps
-from ..wire.envelope import Envelope
+from ..wire.envelope import BODY_MAX_DEPTH, Envelope
 from ..wire.receive import Inbound
 from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
@@ -488,7 +488,9 @@ class Executor:
         else:
             body = result_success(result, session)
         try:
-            encoded: bytes | None = dumps(body)  # fail here, as 5001, rather than in the connection's seal
+            # Fail here, as 5001, rather than in the connection's seal, or in
+            # the caller's decoder when the result nests deeper than it takes.
+            encoded: bytes | None = dumps(body, max_depth=BODY_MAX_DEPTH)
         except Exception:
             body = result_error(AmpError(INTERNAL_ERROR, "result is not encodable as CBOR"), session)
             encoded = None

@@ -44,6 +44,7 @@ from ..errors import AmpError
 __all__ = [
     "UINT64_MAX",
     "DecodeLimits",
+    "TooDeep",
     "DEFAULT_LIMITS",
     "dumps",
     "loads",
@@ -286,9 +287,20 @@ def _encode_prepared(obj: Any) -> bytes:
 
 _PLAIN, _CANONICAL, _MIXED = 0, 1, 2
 _SCALARS = frozenset((str, int, bytes, bool, type(None)))
+_UNBOUNDED = 1 << 30  # nesting room when the caller sets no limit
 
 
-def _classify(obj: Any) -> int:
+class TooDeep(AmpError):
+    """A value nests deeper than its receiver's decoder accepts (1001): it
+    is refused before it is sent, since it could only be refused on arrival
+    (and then nothing would answer the call that carried it)."""
+
+    def __init__(self, max_depth: int) -> None:
+        super().__init__(_INVALID, f"value nests deeper than {max_depth} levels of arrays, maps and tags")
+        self.max_depth = max_depth
+
+
+def _classify(obj: Any, room: int = _UNBOUNDED) -> int:
     """How ``obj`` can be encoded deterministically, cheapest first:
 
     ``_PLAIN``: text keys only, every map already in order, no floats, so
@@ -297,9 +309,19 @@ def _classify(obj: Any) -> int:
     length-first order agrees with RFC 8949 when all keys are text);
     ``_MIXED``: some map has non-text keys (or a set or frozendict appears):
     only :func:`_prepare` gets the order right.
+
+    ``room`` is how many more levels of non-empty containers (tags count)
+    the value may nest; :class:`TooDeep` past it. This walk runs for every
+    message anyway, so the limit rides along at one comparison and one
+    argument per container: measured at 0-5% of a small body's ``dumps``
+    (under 0.2 µs, <1% of a ``seal``), where a second walk would cost as
+    much as this one. A ``_MIXED`` answer stops the walk early; :func:`dumps`
+    then checks the depth with a walk of its own (that path is slow anyway).
     """
     t = type(obj)
     if t is dict:
+        if room <= 0 and obj:
+            raise _TooDeepSignal
         state = _PLAIN
         prev_len = -1
         prev = ""
@@ -311,19 +333,43 @@ def _classify(obj: Any) -> int:
                 if n < prev_len or (n == prev_len and k <= prev):
                     state = _CANONICAL
                 prev_len, prev = n, k
-        return _classify_values(obj.values(), state)
+        return _classify_values(obj.values(), state, room - 1)
     if t is list or t is tuple:
-        return _classify_values(obj, _PLAIN)
+        if room <= 0 and obj:
+            raise _TooDeepSignal
+        return _classify_values(obj, _PLAIN, room - 1)
     if t in _SCALARS:
         return _PLAIN
     if t is float:
         return _CANONICAL
     if t is CBORTag:
-        return _classify(obj.value)
+        if room <= 0:
+            raise _TooDeepSignal
+        return _classify(obj.value, room - 1)
     return _MIXED
 
 
-def _classify_values(values: Iterable[Any], state: int) -> int:
+class _TooDeepSignal(Exception):
+    """Raised deep inside the walk; :func:`dumps` turns it into TooDeep with the limit."""
+
+
+def _nesting_fits(obj: Any, room: int) -> bool:
+    """Does ``obj`` nest at most ``room`` levels of non-empty containers and
+    tags (as cbor2's decoder counts them)? For the rare values
+    :func:`_classify` stops early on."""
+    t = type(obj)
+    if t is dict or t is cbor2.frozendict:
+        return not obj or (room > 0 and all(_nesting_fits(k, room - 1) and _nesting_fits(v, room - 1)
+                                            for k, v in obj.items()))
+    if t is list or t is tuple or t is set or t is frozenset:
+        extra = 1 if (t is set or t is frozenset) else 0  # written as tag 258 around an array
+        return not obj or (room > extra and all(_nesting_fits(v, room - 1 - extra) for v in obj))
+    if t is CBORTag:
+        return room > 0 and _nesting_fits(obj.value, room - 1)
+    return True
+
+
+def _classify_values(values: Iterable[Any], state: int, room: int = _UNBOUNDED) -> int:
     """The worst class among a container's values, starting from ``state``
     (what the container's own keys gave); stops early at ``_MIXED``."""
     for v in values:
@@ -333,7 +379,7 @@ def _classify_values(values: Iterable[Any], state: int) -> int:
         if tv is float:
             state = _CANONICAL
             continue
-        sub = _classify(v)
+        sub = _classify(v, room)
         if sub > state:
             if sub == _MIXED:
                 return _MIXED
@@ -341,10 +387,21 @@ def _classify_values(values: Iterable[Any], state: int) -> int:
     return state
 
 
-def dumps(obj: Any) -> bytes:
-    """Deterministic CBOR encoding of ``obj`` (RFC 8949 §4.2.1, ruling R1)."""
+def dumps(obj: Any, *, max_depth: int | None = None) -> bytes:
+    """Deterministic CBOR encoding of ``obj`` (RFC 8949 §4.2.1, ruling R1).
+
+    With ``max_depth``, :class:`TooDeep` (1001) when ``obj`` nests deeper than
+    :func:`loads` with that ``DecodeLimits.max_depth`` would take: a message
+    body is encoded with the envelope's limit less one (the envelope's own
+    map), so what we send is what our own decoder accepts.
+    """
     try:
-        kind = _classify(obj)
+        if max_depth is None:
+            kind = _classify(obj)
+        else:
+            kind = _classify(obj, max_depth)
+            if kind == _MIXED and not _nesting_fits(obj, max_depth):
+                raise _TooDeepSignal
         if kind == _PLAIN:
             return cbor2.dumps(obj)
         if kind == _CANONICAL:
@@ -352,6 +409,8 @@ def dumps(obj: Any) -> bytes:
         return cbor2.dumps(_prepare(obj), default=write_raw)
     except AmpError:
         raise
+    except _TooDeepSignal:
+        raise TooDeep(max_depth or 0) from None
     except (cbor2.CBOREncodeError, TypeError, ValueError, OverflowError, RecursionError, RuntimeError) as exc:
         raise AmpError(_INVALID, f"value cannot be encoded as CBOR: {exc}") from exc
 

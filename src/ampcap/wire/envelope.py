@@ -27,6 +27,7 @@ __all__ = [
     "Envelope",
     "EncryptedPayload",
     "DEFAULT_TTL_MS",
+    "BODY_MAX_DEPTH",
     "new_message_id",
     "id_timestamp",
     "encode_envelope",
@@ -228,6 +229,9 @@ def decode_envelope(data: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> Envel
 # --------------------------------------------------------------------------
 
 
+BODY_MAX_DEPTH = DEFAULT_LIMITS.max_depth - 1  # the body sits inside the envelope's map
+
+
 def seal(identity: Any, *, typ: int, to: str | tuple[str, ...] | list[str], body: Any, now_ms: int,
          entropy: Entropy, ttl: int = DEFAULT_TTL_MS, reply_to: bytes | None = None,
          thread_id: bytes | None = None, v: int = 1, encrypt_to: bytes | None = None,
@@ -244,7 +248,10 @@ def seal(identity: Any, *, typ: int, to: str | tuple[str, ...] | list[str], body
         to = tuple(to)
     mid = message_id if message_id is not None else new_message_id(now_ms, entropy)
     if body_bytes is None:
-        body_bytes = dumps(body)
+        # Refused here (TooDeep, 1001) rather than by the receiver, whose
+        # decoder counts the envelope's map as the first level: a body it
+        # cannot decode could not even be answered.
+        body_bytes = dumps(body, max_depth=BODY_MAX_DEPTH)
     headers = signed_headers(mid, typ, now_ms, ttl, identity.did, to, reply_to, thread_id)
     sig = identity.sign(sig_input_of(headers, body_bytes, profile))
     enc = None

@@ -1,0 +1,55 @@
+"""Argument types shared by the subcommands, checked while argparse parses.
+
+A value argparse's own ``type=float`` takes can still be one the command
+cannot use: ``1e308`` seconds overflows when turned into milliseconds,
+``nan`` compares false with everything. Checking here, once, makes every
+such value a usage error (exit 2, argparse's one line naming the option)
+before any work starts, with the same words for every option.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from argparse import ArgumentTypeError
+from collections.abc import Callable
+
+__all__ = ["MAX_SECONDS", "seconds", "did"]
+
+# A week: longer than any wait a person means to type, far below what
+# becomes a problem (milliseconds past 2**64 on the wire, trio deadlines).
+MAX_SECONDS = 7 * 24 * 3600
+
+
+def seconds(*, unlimited: bool = False) -> Callable[[str], float]:
+    """A ``type=`` for an option given in seconds: a number above 0 and at
+    most :data:`MAX_SECONDS`; with ``unlimited``, also ``inf`` (no limit of
+    our own: wait as long as the other side allows)."""
+    allowed = f"more than 0 and at most {MAX_SECONDS}" + (", or 'inf' for no limit" if unlimited else "")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ArgumentTypeError(f"{text!r} is not a number of seconds ({allowed})") from None
+        if value == math.inf and unlimited:
+            return value
+        if not 0 < value <= MAX_SECONDS:  # NaN fails too
+            raise ArgumentTypeError(f"{text} seconds is out of range ({allowed})")
+        return value
+
+    parse.__name__ = "seconds"  # argparse names the type in some messages
+    return parse
+
+
+# DID syntax (W3C DID Core §3.1): did:METHOD:ID, the method in lower-case
+# letters and digits, the id of letters, digits, . - _ : and %-escapes (not
+# ending in ':'). Only the shape: whether the DID resolves is the peer's say.
+_DID = re.compile(r"did:[a-z0-9]+:(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2}|:)*(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2})")
+
+
+def did(text: str) -> str:
+    """A ``type=`` for an option naming a DID."""
+    if not _DID.fullmatch(text):
+        raise ArgumentTypeError(f"{text!r} is not a DID (did:METHOD:ID, e.g. did:key:z6Mk… or did:web:example.com)")
+    return text
