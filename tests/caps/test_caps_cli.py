@@ -184,3 +184,21 @@ def test_list_bad_manifest_is_one_line_per_problem(capsys: pytest.CaptureFixture
     lines = err.splitlines()
     assert len(lines) == 6 and all(line.startswith("ampcap caps: ") for line in lines)
     assert "more)" not in err
+
+
+@pytest.mark.parametrize("action,says", [
+    ([], "Check, list and show the capabilities a manifest declares"),
+    (["validate"], "Check a manifest as 'ampcap serve --manifest' would load it"),
+    (["list"], "Print a table of the capabilities a manifest declares"),
+    (["show"], "Print everything about one capability"),
+])
+def test_every_caps_help_says_what_it_does_reads_and_exits_with(capsys: pytest.CaptureFixture[str],
+                                                                action: list[str], says: str) -> None:
+    # They had a usage line and options, and no description at all.
+    with pytest.raises(SystemExit) as exc:
+        main(["caps", *action, "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert says in text
+    assert "A manifest is a TOML file" in text and "--demo instead of MANIFEST" in text
+    assert "Exit status: 0 " in text and "2 for a usage error" in text
