@@ -33,6 +33,83 @@ def test_validate_lists_every_problem(capsys: pytest.CaptureFixture[str]) -> Non
     assert any("capability[2] (org.example.nobinding:1.0.0): key 'colour'" in line for line in lines)
 
 
+def _validate_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str) -> list[str]:
+    (tmp_path / "m.toml").write_text(text)
+    code, out, _ = run(capsys, "validate", str(tmp_path / "m.toml"))
+    assert code == 1
+    return [line.replace(str(tmp_path / "m.toml"), "m.toml") for line in out.splitlines()]
+
+
+def test_validate_names_the_output_schema_as_such(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # It said "key 'output_schema': input schema does not compile".
+    lines = _validate_lines(capsys, tmp_path, """bundle_id = "b"
+[[capability]]
+id = "org.x.a:1.0.0"
+input_schema = { type = "nonsense" }
+output_schema = { type = 5 }
+binding = { command = ["true"] }
+""")
+    assert lines[0].startswith("m.toml:4: capability[0] (org.x.a:1.0.0): key 'input_schema': input schema does not "
+                               "compile")
+    assert lines[1].startswith("m.toml:5: capability[0] (org.x.a:1.0.0): key 'output_schema': output schema does not "
+                               "compile")
+    assert lines[2:] == ["2 problems found"]
+
+
+def test_validate_puts_a_stray_sunset_date_on_its_own_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # It was reported as key 'stability' at line 2, the [[capability]] header.
+    lines = _validate_lines(capsys, tmp_path, """bundle_id = "b"
+[[capability]]
+id = "org.x.a:1.0.0"
+policy = "range"
+supported_ranges = ["garbage", ""]
+sunset_date = 1979-05-27T07:32:00Z
+input_schema = {}
+output_schema = {}
+binding = { command = [] , timeout_ms = 0}
+""")
+    assert ("m.toml:6: capability[0] (org.x.a:1.0.0): key 'sunset_date': sunset_date needs stability = "
+            "\"deprecated\" (found 'stable', the default)") in lines
+    # The ranges are reported, once: not again as 'policy range needs supported_ranges'.
+    assert [line.split(": key ")[1].split("'")[1] for line in lines[:-1]] == [
+        "supported_ranges", "supported_ranges", "sunset_date", "binding"]
+    assert lines[-1] == "4 problems found"
+
+
+def test_validate_reports_a_duplicate_id_beside_other_problems(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    # The duplicate went unreported while either capability had another problem.
+    lines = _validate_lines(capsys, tmp_path, """bundle_id = "b"
+python_path = ["/nonexistent", 5]
+[[capability]]
+id = "org.x.a:1.0.0"
+aliases = ["a"]
+input_schema = {}
+output_schema = {}
+binding = { python = "ampcap.caps.demo:noop", timeout_ms = 99999999999999999999999 }
+[[capability]]
+id = "org.x.a:1.0.0"
+input_schema = {}
+output_schema = {}
+binding = { command = ["nonexistent-cmd-xyz"] }
+[[capability]]
+id = "org.x.b:1.0.0"
+aliases = ["a"]
+input_schema = { type = 5 }
+output_schema = {}
+binding = { command = ["true"] }
+""")
+    assert lines == [
+        "m.toml:2: key 'python_path': must be a list of directories (relative to the manifest)",
+        "m.toml:8: capability[0] (org.x.a:1.0.0): key 'binding': timeout_ms must be an integer in 1..86400000",
+        "m.toml:10: capability[1] (org.x.a:1.0.0): key 'id': duplicate id (first declared by capability[0])",
+        "m.toml:13: capability[1] (org.x.a:1.0.0): key 'binding.command': no program 'nonexistent-cmd-xyz' on PATH",
+        "m.toml:16: capability[2] (org.x.b:1.0.0): key 'aliases': alias 'a' already points to 'org.x.a'",
+        "m.toml:17: capability[2] (org.x.b:1.0.0): key 'input_schema': input schema does not compile: Unknown type",
+        "6 problems found",
+    ]
+
+
 def test_validate_checks_imports(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     text = (DATA / "manifest_ok.toml").read_text().replace("ampcap.caps.demo:noop", "ampcap.caps.demo:missing")
     (tmp_path / "schemas").mkdir()
@@ -107,3 +184,21 @@ def test_list_bad_manifest_is_one_line_per_problem(capsys: pytest.CaptureFixture
     lines = err.splitlines()
     assert len(lines) == 6 and all(line.startswith("ampcap caps: ") for line in lines)
     assert "more)" not in err
+
+
+@pytest.mark.parametrize("action,says", [
+    ([], "Check, list and show the capabilities a manifest declares"),
+    (["validate"], "Check a manifest as 'ampcap serve --manifest' would load it"),
+    (["list"], "Print a table of the capabilities a manifest declares"),
+    (["show"], "Print everything about one capability"),
+])
+def test_every_caps_help_says_what_it_does_reads_and_exits_with(capsys: pytest.CaptureFixture[str],
+                                                                action: list[str], says: str) -> None:
+    # They had a usage line and options, and no description at all.
+    with pytest.raises(SystemExit) as exc:
+        main(["caps", *action, "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert says in text
+    assert "A manifest is a TOML file" in text and "--demo instead of MANIFEST" in text
+    assert "Exit status: 0 " in text and "2 for a usage error" in text

@@ -120,7 +120,9 @@ def test_missing_file_and_empty_manifest(tmp_path: Path) -> None:
         ('policy = "fuzzy"', "policy", "strict, range, bridge"),
         ('policy = "bridge"\nsupported_ranges = [">=1.0.0 <3.0.0"]', "notes", "document"),
         ('sunset_date = "next year"', "sunset_date", "ISO 8601"),
-        ('deprecated_by = "org.example.t.noop:2.0.0"', "stability", "deprecated"),
+        # Located at the key that needs stability = "deprecated", or at the stability line if there is one.
+        ('deprecated_by = "org.example.t.noop:2.0.0"', "deprecated_by", 'needs stability = "deprecated"'),
+        ('stability = "beta"\nsunset_date = 2027-01-01', "stability", "(found 'beta')"),
         ('aliases = ["a b"]', "aliases", "without spaces"),
         ('aliases = ["org.example.t.noop"]', "aliases", "own name"),
     ],

@@ -80,6 +80,19 @@ def test_schema_that_does_not_compile_is_5002() -> None:
     assert err.code == 5002
 
 
+@pytest.mark.parametrize("draft", [None, "https://json-schema.org/draft/2020-12/schema"])
+def test_a_schema_that_does_not_compile_is_named_for_what_it_is(draft: str | None) -> None:
+    # An output schema was reported as "input schema does not compile".
+    bad = {"type": "no-such-type", **({"$schema": draft} if draft else {})}
+    v, d = setup({"type": "object"}, bad)
+    with pytest.raises(AmpError, match="output schema does not compile: "):
+        v.validate_result(d, {})
+    v, d = setup(bad)
+    assert violation(v, d, {}).message.startswith("input schema does not compile: ")
+    with pytest.raises(AmpError, match="output schema must be a JSON object or boolean$"):
+        compile_schema([], what="output schema")
+
+
 def test_remote_ref_is_not_fetched() -> None:
     v, d = setup({"$ref": "https://example.invalid/schema.json"})
     assert violation(v, d, {}).code == 5002

@@ -300,3 +300,102 @@ def test_an_endless_input_that_cannot_be_decoded_is_not_read_forever(argv: list[
     (record,) = jrecords(out.getvalue())
     assert record["errors"][0]["code"] == 1001, record
     assert endless.served <= (16 << 20) + (1 << 20)  # at most one maximum-size message, then it stopped
+
+
+# ------------------------------------------------------------ usage
+
+
+def _main_failure(argv: list[str]) -> tuple[int, str]:
+    """Run ``ampcap dump ARGV`` in its own process (a tap that wrongly
+    starts must not hang the test): the exit status and the last line it
+    printed."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "ampcap", "dump", *argv], capture_output=True, text=True,
+                          timeout=30, stdin=subprocess.DEVNULL)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith(" ")]
+    return proc.returncode, lines[-1] if lines else ""
+
+
+@pytest.mark.parametrize("argv,needles", [
+    # Type codes a message's typ (a CBOR uint) cannot hold; --type FOO was already refused.
+    (["--type", "-1"], ["--type '-1'", "0xffffffffffffffff"]),
+    (["--type", "99999999999999999999"], ["--type '99999999999999999999'"]),
+    (["--type", str(1 << 64)], ["no message or frame type"]),
+    (["--port", "0"], ["--port", "between 1 and 65535"]),
+    # Things the tap can only ignore, or that cannot work.
+    (["--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:0"], ["--upstream 127.0.0.1:0", "port 0"]),
+    (["{input}", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9"], ["INPUT", "--listen"]),
+    (["-", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9"], ["INPUT", "--listen"]),
+    (["--hex", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9"], ["--hex", "--listen"]),
+    (["--port", "7400", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9"], ["--port", "--listen"]),
+    # --port filters captures: on raw frames it could only be ignored.
+    (["--port", "7400", "{input}"], ["--port", "is not one"]),
+])
+def test_nonsense_and_contradictions_are_usage_errors(tmp_path: Path, argv: list[str], needles: list[str]) -> None:
+    frames = tmp_path / "frames.bin"
+    frames.write_bytes(encode_frame(FrameType.PING, b"\x01"))
+    argv = [str(frames) if a == "{input}" else a for a in argv]
+    code, line = _main_failure(argv)
+    assert code == 2, line
+    assert line.startswith("ampcap dump")
+    for needle in needles:
+        assert needle in line, line
+
+
+def test_the_largest_type_code_and_names_are_still_filters(dump) -> None:
+    stream = encode_frame(FrameType.PING, b"\x01")
+    for wanted in ("0xFFFFFFFFFFFFFFFF", "0", "PING", "cap_invoke"):
+        assert dump(["--json", "--type", wanted, "-"], stdin=stream)[0] == 0
+
+
+def test_help_says_where_input_comes_from_and_what_excludes_what(capsys: pytest.CaptureFixture[str]) -> None:
+    from ampcap.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["dump", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "left out or '-': read stdin" in text
+    assert "[INPUT | -] [--hex] [--port N]" in text and "--listen HOST:PORT --upstream HOST:PORT" in text
+    assert "port 0: any free port, printed on stderr" in text
+    assert "Exit status: 0" in text and "2 for a usage error" in text
+    assert "cut short" in text
+
+
+def test_input_left_out_reads_stdin(rfc001, dump, jrecords) -> None:
+    whole = encode_frame(1, bytes.fromhex(rfc001["vectors"]["A.2"]["message"]))
+    code, out = dump(["--json", "--now", str(T0)], stdin=whole)
+    assert code == 0 and [r["typ_name"] for r in jrecords(out)] == ["MESSAGE"]
+
+
+# ------------------------------------------------------------ --write-pcap
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_capture_file_that_cannot_be_written_is_named() -> None:
+    # It said only "ampcap dump: No space left on device", and only once a
+    # client came: the file header is now written when the tap starts.
+    code, line = _main_failure(["--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--write-pcap", "/dev/full"])
+    assert (code, line) == (1, "ampcap dump: --write-pcap /dev/full: cannot write it: No space left on device")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_capture_file_that_fills_up_while_tapping_is_named(tmp_path: Path) -> None:
+    import os
+
+    from ampcap.cli.dump import _PcapOnceListening
+
+    target = tmp_path / "tap.pcap"
+    recorder = _PcapOnceListening(target)
+    recorder.start()
+    recorder.open(1, "127.0.0.1:40000", "127.0.0.1:7400", 1.0)
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        os.dup2(full, recorder._fp.fileno())  # the disk fills up under the running tap
+    finally:
+        os.close(full)
+    with pytest.raises(CommandError, match=f"^--write-pcap {target}: cannot write it: No space left on device$"):
+        recorder.data(1, "c2s", b"x" * 100, 2.0)
+    recorder.finish()  # already reported: closing says nothing more

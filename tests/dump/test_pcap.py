@@ -218,31 +218,83 @@ def test_missing_segment_is_reported(tmp_path: Path, dump, jrecords) -> None:
 
 
 def test_not_a_capture(tmp_path: Path, dump) -> None:
-    bad = tmp_path / "bad.pcap"
-    bad.write_bytes(b"\xd4\xc3\xb2\xa1" + b"\x00" * 10)
-    from ampcap.errors import AmpError
-
-    with pytest.raises(AmpError):
+    bad = tmp_path / "bad.pcapng"
+    bad.write_bytes(b"\x0a\x0d\x0d\x0a" + b"\x1c\x00\x00\x00" + b"\x00" * 20)  # no byte-order mark
+    with pytest.raises(AmpError, match="not a readable pcap/pcapng file: .*unknown byte-order mark"):
         dump([str(bad)])
 
 
-def test_a_capture_cut_inside_a_record_says_so(tmp_path: Path, dump, jrecords) -> None:
-    # dpkt hands back whatever a record's read returned: the frames after a
-    # damaged length, or the tail of a cut file, must not vanish unremarked.
+def _boundaries(raw: bytes, fmt: str) -> list[int]:
+    """Where each record (pcap) or block (pcapng) ends, the file header first."""
+    if fmt == "pcap":
+        ends, at = [24], 24
+        while at < len(raw):
+            at += 16 + int.from_bytes(raw[at + 8:at + 12], "little")
+            ends.append(at)
+        return ends
+    ends, at = [], 0
+    while at < len(raw):
+        at += int.from_bytes(raw[at + 4:at + 8], "little")
+        ends.append(at)
+    return ends
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_a_cut_capture_is_handled_alike_wherever_the_cut_falls(tmp_path: Path, dump, jrecords, fmt: str) -> None:
+    """Inside the file header, a record's header or a record's data, before
+    or after the first packet: the packets before the cut are shown as if
+    the file ended at the last whole record, plus one finding that says
+    where the cut fell; exit 0 (1 with --strict), never a 'not a capture'
+    failure. (A cut inside the first record was exit 1, one inside a
+    record header spoke dpkt's words: 'got 6, 16 needed at least'.)"""
+    w, _ = build_session()
+    path = tmp_path / f"s.{fmt}"
+    write_capture(path, w, fmt)
+    whole = path.read_bytes()
+    ends = _boundaries(whole, fmt)
+    assert ends[-1] == len(whole)
+    headers = 1 if fmt == "pcap" else 2  # pcapng: the section header and the interface block
+    cuts = {4, 10} | {end + d for end in ends[:-1] for d in (1, 6, 30)}
+    for cut in sorted(c for c in cuts if c < len(whole)):
+        path.write_bytes(whole[:cut])
+        code, out = dump(["--json", str(path)])
+        assert code == 0, cut
+        recs = jrecords(out)
+        found = [e for r in recs for e in r["errors"] if e.get("path") == "capture"]
+        complete = max([end for end in ends if end <= cut], default=0)
+        packets = max(0, sum(1 for end in ends if end <= cut) - headers)
+        assert len(found) == 1, (cut, found)
+        message = found[0]["message"]
+        assert found[0]["code"] == 1001
+        assert message.startswith(f"the capture is cut short after {packets} packet"), (cut, message)
+        assert f"the file ends at byte {cut}, inside " in message, message
+        if cut <= (24 if fmt == "pcap" else 0):
+            assert "inside its file header" in message or "inside the header of block 1" in message
+        elif cut - complete < (16 if fmt == "pcap" else 8):
+            assert "inside the header of " in message, message
+        assert "needed at least" not in message
+        # What came before the cut is all shown: the same records as a file
+        # that ends at the last whole record.
+        path.write_bytes(whole[:complete])
+        if complete >= ends[headers - 1]:
+            _, before = dump(["--json", str(path)])
+            def unnumbered(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                return [{k: v for k, v in r.items() if k != "index"} for r in records
+                        if not any(e.get("path") == "capture" for e in r["errors"])]
+
+            assert unnumbered(recs) == unnumbered(jrecords(before)), cut
+        path.write_bytes(whole[:cut])
+        assert dump(["--json", "--strict", str(path)])[0] == 1
+
+
+def test_a_damaged_record_length_is_not_taken_for_a_cut(tmp_path: Path, dump, jrecords) -> None:
     w, _ = build_session()
     path = tmp_path / "s.pcap"
     write_capture(path, w, "pcap")
-    whole = path.read_bytes()
-    path.write_bytes(whole[:-20])  # the last record loses its end
-    code, out = dump(["--json", "--strict", str(path)])
-    errors = [e for r in jrecords(out) for e in r["errors"]]
-    assert code != 0 and any("ends inside a record" in e["message"] for e in errors)
-    damaged = bytearray(whole)
-    damaged[24 + 8:24 + 12] = (16 << 20).to_bytes(4, "little")  # the first record's captured length
+    damaged = bytearray(path.read_bytes())
+    damaged[24 + 8:24 + 12] = (1 << 31).to_bytes(4, "little")  # the first record's captured length
     path.write_bytes(bytes(damaged))
-    from ampcap.errors import AmpError
-
-    with pytest.raises(AmpError, match="after 0 packets"):
+    with pytest.raises(AmpError, match="record 1 declares 2147483648 captured bytes"):
         dump([str(path)])
 
 

@@ -111,39 +111,39 @@ def test_parse_hostport() -> None:
             parse_hostport(bad)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.trio
 async def test_cli_live_tap_prints_json_records() -> None:
+    """On `--listen 127.0.0.1:0` the tap says on stderr which port it got
+    (it printed nothing, even with -v, so :0 was unusable); stdout holds
+    only the records."""
     import json
+    import re
     import signal
     import subprocess
     import sys
 
     payload = _frames()
-    tap_port = _free_port()
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(partial(trio.serve_tcp, echo_server, 0, host="127.0.0.1"))
         up_port = listeners[0].socket.getsockname()[1]
         code = ("import argparse,sys; from ampcap.cli import dump; p=argparse.ArgumentParser(); "
                 "dump.register(p.add_subparsers(dest='command')); a=p.parse_args(sys.argv[1:]); sys.exit(a.func(a))")
         proc = await trio.lowlevel.open_process(
-            [sys.executable, "-c", code, "dump", "--json", "--now", str(T0), "--listen", f"127.0.0.1:{tap_port}",
-             "--upstream", f"127.0.0.1:{up_port}"], stdout=subprocess.PIPE)
+            [sys.executable, "-c", code, "dump", "--json", "--now", str(T0), "--listen", "127.0.0.1:0",
+             "--upstream", f"127.0.0.1:{up_port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             with trio.fail_after(20):
-                while True:
-                    try:
-                        client = await trio.open_tcp_stream("127.0.0.1", tap_port)
-                        break
-                    except OSError:
-                        await trio.sleep(0.05)
+                assert proc.stderr is not None
+                said = b""
+                while not said.endswith(b"\n"):
+                    chunk = await proc.stderr.receive_some(1)
+                    assert chunk, "tap exited before saying where it listens"
+                    said += chunk
+                m = re.fullmatch(rf"tapping 127\.0\.0\.1:(\d+) -> 127\.0\.0\.1:{up_port}\n", said.decode())
+                assert m, said
+                tap_port = int(m.group(1))
+                assert tap_port != 0
+                client = await trio.open_tcp_stream("127.0.0.1", tap_port)
                 async with client:
                     await client.send_all(payload)
                     assert await _receive_exactly(client, len(payload)) == payload

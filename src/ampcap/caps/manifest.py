@@ -255,6 +255,10 @@ class _CapabilityReader:
         self.bundle_id = bundle_id
         self.artifacts = artifacts
         self.check_bindings = check_bindings
+        # What each capability declares, as far as it could be read, for the
+        # checks across capabilities: a duplicate id is news even beside
+        # another problem of the same capability.
+        self.declared: list[_Declared] = []
 
     def read(self, index: int, table: Any) -> CapabilitySpec | None:
         if not isinstance(table, dict):
@@ -269,6 +273,8 @@ class _CapabilityReader:
         policy, supported, deprecated = self._policy(table)
         stability, deprecated_by, sunset = self._stability(table)
         aliases = self._aliases(table, name)
+        if name is not None and version is not None:
+            self.declared.append(_Declared(index, f"{name}:{version}", name, tuple(aliases)))
         notes = table.get("notes")
         if notes is not None and not isinstance(notes, str):
             self.problem("must be a string", "notes")
@@ -395,7 +401,9 @@ class _CapabilityReader:
             if ref is not None:
                 table = {**table, "supported_ranges": [ref.compatible.text],
                          "policy": table.get("policy", "range")}
+        before = len(self.out.problems)
         supported = self._ranges(table, "supported_ranges")
+        unreadable = len(self.out.problems) > before  # given, but reported already
         deprecated = self._ranges(table, "deprecated_ranges")
         raw = table.get("policy", "range" if supported else "strict")
         try:
@@ -405,7 +413,7 @@ class _CapabilityReader:
             return Policy.STRICT, supported, deprecated
         if policy is Policy.STRICT and supported:
             self.problem("policy 'strict' accepts the exact version only; drop supported_ranges or use 'range'", "supported_ranges")
-        if policy is not Policy.STRICT and not supported:
+        if policy is not Policy.STRICT and not supported and not unreadable:
             self.problem(f"policy '{policy.value}' needs supported_ranges", "policy")
         if policy is Policy.BRIDGE and not table.get("notes"):
             # RFC 004 §8: bridge behaviour MUST be documented.
@@ -437,7 +445,12 @@ class _CapabilityReader:
         elif sunset is not None:
             self.problem("must be an ISO 8601 date", "sunset_date")
         if (deprecated_by or date) and stability is not Stability.DEPRECATED:
-            self.problem("deprecated_by / sunset_date need stability = \"deprecated\"", "stability")
+            # Located where it is fixed: the stability line when there is
+            # one, else the key that needs it (not the [[capability]] header).
+            given = [k for k in ("deprecated_by", "sunset_date") if table.get(k) is not None]
+            key = "stability" if "stability" in table else given[0]
+            self.problem(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} stability = \"deprecated\" "
+                         f"(found {stability.value!r}{'' if 'stability' in table else ', the default'})", key)
         return stability, deprecated_by, date
 
     def _aliases(self, table: Mapping[str, Any], name: str | None) -> list[str]:
@@ -480,7 +493,7 @@ class _CapabilityReader:
             self.problem("must be an inline table or a path string", which)
             return None
         try:
-            compile_schema(doc)
+            compile_schema(doc, what=which.replace("_", " "))
         except AmpError as exc:
             self.problem(exc.message, which)
             return None
@@ -587,20 +600,36 @@ class _CapabilityReader:
             return None
 
 
-def _cross_checks(out: _Collector, specs: list[tuple[int, CapabilitySpec]]) -> None:
+@dataclass(frozen=True, slots=True)
+class _Declared:
+    """A capability's identity and aliases, read even when the rest of its
+    table has problems."""
+
+    index: int
+    id: str
+    name: str
+    aliases: tuple[str, ...]
+
+
+def _cross_checks(out: _Collector, declared: list[_Declared]) -> None:
+    """Problems between capabilities. They run over every capability whose
+    id could be read, whatever else is wrong with it: one run shows them
+    all (a capability with an unreadable id cannot clash with anything)."""
     seen: dict[str, int] = {}
-    names = {spec.name for _, spec in specs}
+    names = {cap.name for cap in declared}
     alias_owner: dict[str, str] = {}
-    for index, spec in specs:
-        if spec.id in seen:
-            out.add(f"duplicate id (first declared by capability[{seen[spec.id]}])", index=index, label=spec.id, key="id")
-        seen.setdefault(spec.id, index)
-        for alias in spec.aliases:
+    for cap in declared:
+        if cap.id in seen:
+            out.add(f"duplicate id (first declared by capability[{seen[cap.id]}])", index=cap.index, label=cap.id,
+                    key="id")
+        seen.setdefault(cap.id, cap.index)
+        for alias in cap.aliases:
             if alias in names:
-                out.add(f"alias {alias!r} is the name of another capability", index=index, label=spec.id, key="aliases")
-            owner = alias_owner.setdefault(alias, spec.name)
-            if owner != spec.name:
-                out.add(f"alias {alias!r} already points to {owner!r}", index=index, label=spec.id, key="aliases")
+                out.add(f"alias {alias!r} is the name of another capability", index=cap.index, label=cap.id,
+                        key="aliases")
+            owner = alias_owner.setdefault(alias, cap.name)
+            if owner != cap.name:
+                out.add(f"alias {alias!r} already points to {owner!r}", index=cap.index, label=cap.id, key="aliases")
 
 
 def manifest_problems(data: Any, *, source: str, text: str | None = None, files: ManifestFiles | None = None,
@@ -643,9 +672,11 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
         spec = reader.read(index, table)
         if spec is not None:
             specs.append((index, spec))
-    _cross_checks(out, specs)
+    _cross_checks(out, reader.declared)
     if out.problems:
-        return None, out.problems
+        # In file order (the cross-checks come last otherwise); problems
+        # without a line (the file as a whole) first.
+        return None, sorted(out.problems, key=lambda p: p.line or 0)
     bundle = SchemaBundle(bundle_id, artifacts=artifacts, source=source)
     return Manifest(source=source, bundle=bundle, capabilities=tuple(s for _, s in specs)), []
 

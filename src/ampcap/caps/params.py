@@ -91,11 +91,11 @@ class CompiledSchema:
         return []
 
 
-def _fast(schema: Any) -> Callable[[Any, str], None]:
+def _fast(schema: Any, what: str) -> Callable[[Any, str], None]:
     try:
         fn = fastjsonschema.compile(schema, handlers=_NO_NETWORK, use_default=False)
     except Exception as exc:  # any failure of a foreign schema: unusable
-        raise AmpError(UNAVAILABLE, _shorten(f"input schema does not compile: {exc}")) from None
+        raise AmpError(UNAVAILABLE, _shorten(f"{what} does not compile: {exc}")) from None
 
     def check(value: Any, root: str) -> None:
         try:
@@ -193,12 +193,12 @@ _Draft202012 = jsonschema.validators.extend(jsonschema.Draft202012Validator,
 _ERRORS_RANKED = 16
 
 
-def _modern(schema: Any) -> Callable[[Any, str], None]:
+def _modern(schema: Any, what: str) -> Callable[[Any, str], None]:
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
         validator = _Draft202012(schema)
     except Exception as exc:
-        raise AmpError(UNAVAILABLE, _shorten(f"input schema does not compile: {exc}")) from None
+        raise AmpError(UNAVAILABLE, _shorten(f"{what} does not compile: {exc}")) from None
 
     def check(value: Any, root: str) -> None:
         try:
@@ -214,14 +214,16 @@ def _modern(schema: Any) -> Callable[[Any, str], None]:
     return check
 
 
-def compile_schema(schema: Any) -> CompiledSchema:
-    """Compile a parsed JSON Schema (5002 when it cannot be used)."""
+def compile_schema(schema: Any, *, what: str = "input schema") -> CompiledSchema:
+    """Compile a parsed JSON Schema (5002 when it cannot be used). ``what``
+    names it in the message: a manifest's output schema is compiled here
+    too, and must not be reported as its input schema."""
     if not isinstance(schema, (dict, bool)):
-        raise AmpError(UNAVAILABLE, "input schema must be a JSON object or boolean")
+        raise AmpError(UNAVAILABLE, f"{what} must be a JSON object or boolean")
     declared = schema.get("$schema", "") if isinstance(schema, dict) else ""
     if isinstance(declared, str) and any(d in declared for d in _MODERN_DRAFTS):
-        return CompiledSchema("jsonschema-2020-12", _modern(schema))
-    return CompiledSchema("fastjsonschema", _fast(schema))
+        return CompiledSchema("jsonschema-2020-12", _modern(schema, what))
+    return CompiledSchema("fastjsonschema", _fast(schema, what))
 
 
 class ParamsValidator:
@@ -237,7 +239,7 @@ class ParamsValidator:
         self._max = max_cached
         self._compiled: OrderedDict[tuple[str, str, bytes], CompiledSchema] = OrderedDict()
 
-    def compiled(self, capability_id: str, ref: SchemaRef) -> CompiledSchema:
+    def compiled(self, capability_id: str, ref: SchemaRef, *, what: str = "input schema") -> CompiledSchema:
         key = (capability_id, ref.hash_alg, ref.hash)
         hit = self._compiled.get(key)
         if hit is not None:
@@ -246,7 +248,7 @@ class ParamsValidator:
         # load_json verifies the hash first (5002 on any fault), so 4004 can
         # only ever come from a schema that was loaded and verified.
         schema = self._store.load_json(ref)
-        compiled = compile_schema(schema)
+        compiled = compile_schema(schema, what=what)
         self._compiled[key] = compiled
         if len(self._compiled) > self._max:
             self._compiled.popitem(last=False)
@@ -258,7 +260,8 @@ class ParamsValidator:
 
     def validate_result(self, descriptor: Descriptor, result: Any) -> list[str]:
         """Output-schema findings, for tests and debugging; not enforced on the wire."""
-        return self.compiled(descriptor.id, descriptor.output_schema).errors(result, root="result")
+        compiled = self.compiled(descriptor.id, descriptor.output_schema, what="output schema")
+        return compiled.errors(result, root="result")
 
     def __len__(self) -> int:
         return len(self._compiled)

@@ -21,8 +21,63 @@ if TYPE_CHECKING:  # the manifest machinery (jsonschema…) loads only when a co
 __all__ = ["register"]
 
 
+_READS = """\
+A manifest is a TOML file listing [[capability]] tables (format:
+docs/manifest.md); schema files it names are read relative to it. --demo
+instead of MANIFEST uses the built-in demo set that 'serve --demo' offers."""
+
+_CAPS = f"""\
+Check, list and show the capabilities a manifest declares, as 'ampcap serve
+--manifest' would serve them, without starting a daemon.
+
+{_READS}
+
+Exit status: 0 on success; 1 when the manifest has problems or cannot be
+read (validate lists them all on stdout, list and show on stderr), or when
+show finds no such capability; 2 for a usage error (no ACTION, a missing or
+extra operand)."""
+
+_VALIDATE = f"""\
+Check a manifest as 'ampcap serve --manifest' would load it: its syntax,
+every capability's keys, versions and ranges, its schemas (read and
+compiled), its bindings (Python ones imported, command ones looked up on
+PATH) and the checks across capabilities (duplicate ids, clashing aliases).
+Prints 'OK …' with the counts, or every problem on stdout, one per line as
+FILE:LINE: capability[N] (ID): key 'KEY': what is wrong, then their number.
+
+{_READS}
+
+Exit status: 0 when the manifest is valid, 1 when it has problems or cannot
+be read, 2 for a usage error."""
+
+_LIST = f"""\
+Print a table of the capabilities a manifest declares: id, aliases,
+compatibility policy, stability and binding kind (--json: an array of
+objects that also carry supported ranges, deprecation and the binding's
+target). Bindings are not imported or looked up: 'caps validate' does that.
+
+{_READS}
+
+Exit status: 0 when listed, 1 when the manifest has problems (printed on
+stderr) or cannot be read, 2 for a usage error."""
+
+_SHOW = f"""\
+Print everything about one capability: id, name, version, aliases, policy
+and ranges, stability and deprecation, binding, notes, both schema
+references with their hashes, and the input schema itself. ID|NAME is a full
+id (name:version), a name or an alias; every version it matches is shown,
+newest first (--json: one object, or an array when several match).
+
+{_READS}
+
+Exit status: 0 when shown, 1 when no capability matches or the manifest has
+problems or cannot be read, 2 for a usage error."""
+
+
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("caps", help="validate, list and show capability manifests")
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = subparsers.add_parser("caps", help="validate, list and show capability manifests",
+                                   description=_CAPS, formatter_class=raw)
     sub = parser.add_subparsers(dest="caps_command", metavar="ACTION")
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
@@ -31,16 +86,19 @@ def register(subparsers: Any) -> None:
         group.add_argument("manifest", nargs="?", metavar="MANIFEST", help="TOML manifest file")
         group.add_argument("--demo", action="store_true", help="use the built-in demo capabilities")
 
-    p = sub.add_parser("validate", help="check a manifest and report every problem")
+    p = sub.add_parser("validate", help="check a manifest and report every problem", description=_VALIDATE,
+                       formatter_class=raw)
     source(p)
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("list", help="table of the capabilities a manifest declares")
+    p = sub.add_parser("list", help="table of the capabilities a manifest declares", description=_LIST,
+                       formatter_class=raw)
     source(p)
     p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("show", help="one capability in full", usage="%(prog)s [-h] [--json] (MANIFEST | --demo) ID|NAME")
+    p = sub.add_parser("show", help="one capability in full", description=_SHOW, formatter_class=raw,
+                       usage="%(prog)s [-h] [--json] (MANIFEST | --demo) ID|NAME")
     # Two positionals with an optional first one: argparse cannot express
     # that, so both are collected and sorted out in cmd_show.
     p.add_argument("operands", nargs="+", metavar="MANIFEST ID|NAME",

@@ -1,13 +1,16 @@
 """``ampcap dump``: decode AMP traffic from a file, stdin, a pcap or a live tap.
 
-Exit status: 0 when the input was read (findings are output, not failures;
-``--strict`` makes any finding exit 1), 1 for unreadable files or bad input
-encodings, 2 for usage errors.
+Exit status: 0 when the input was read (findings are output, not failures,
+and input cut short is a finding; ``--strict`` makes any finding exit 1), 1
+for unreadable files, bad input encodings or a capture file that cannot be
+written, 2 for usage errors (options that contradict each other included:
+the tap reads no INPUT). ``--help`` says the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import functools
 import io
@@ -59,17 +62,39 @@ def _bounded_int(low: int, high: int | None) -> Callable[[str], int]:
     return parse
 
 
+_EPILOG = """\
+Input: INPUT, or stdin when INPUT is left out or is '-'. Raw frames and
+pcap/pcapng captures are told apart by their first bytes; hex text needs --hex.
+Live tap: --listen and --upstream instead of INPUT. It prints one line
+'tapping HOST:PORT -> HOST:PORT' on stderr once it listens (with the port it
+got, for :0), forwards every byte unchanged and dumps a copy until Ctrl-C or
+SIGTERM (then the summary, exit 0).
+
+Input that ends early (a frame, a capture record or header cut short) shows
+everything before the cut and one finding saying where it was cut.
+
+Exit status: 0 when the input was read, findings included (they are output,
+not failures); 1 with --strict when anything was reported, or when the
+input cannot be read (a missing file, no capture, bad hex, a port in use, a
+--write-pcap file that cannot be written); 2 for a usage error (options
+that do not go together, a value out of range)."""
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "dump", help="decode AMP frames from a file, stdin, a pcap/pcapng capture or a live tap",
-        description="Print every frame: type, envelope, body, signature/expiry/CDDL verdicts, findings "
-                    "with their AMP codes, and request/reply correlation.")
-    p.add_argument("input", nargs="?", default="-", metavar="INPUT",
-                   help="file to read (raw bytes, hex with --hex, or pcap/pcapng); '-' = stdin")
+        description="Print every frame: type, envelope, body, signature/expiry/CDDL verdicts, findings\n"
+                    "with their AMP codes, and request/reply correlation.",
+        usage="%(prog)s [OPTIONS] [INPUT | -] [--hex] [--port N]\n"
+              "       %(prog)s [OPTIONS] --listen HOST:PORT --upstream HOST:PORT [--write-pcap FILE]",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", nargs="?", default=None, metavar="INPUT",
+                   help="file to read (raw bytes, hex with --hex, or pcap/pcapng); left out or '-': "
+                        "read stdin. Not with --listen")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
     p.add_argument("--framing", choices=("rfc002", "raw", "none"),
                    help="rfc002 (default), raw (bare length, Rust example) or none (one bare message)")
-    p.add_argument("--hex", action="store_true", help="input is hex text (whitespace ignored)")
+    p.add_argument("--hex", action="store_true", help="INPUT is hex text (whitespace ignored); not with --listen")
     p.add_argument("--keyring", metavar="FILE", help="keyring JSON/TOML (public keys; secrets decrypt)")
     p.add_argument("--now", type=_bounded_int(0, _MAX_NOW_MS), metavar="MS",
                    help="evaluate time checks at this Unix time in ms (default: packet time for "
@@ -79,14 +104,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when any finding is reported")
     p.add_argument("--max-size", type=_bounded_int(1, _MAX_SIZE_CAP), default=DEFAULT_MAX_SIZE, metavar="BYTES",
                    help=f"largest payload accepted (default {DEFAULT_MAX_SIZE})")
-    p.add_argument("--port", type=_bounded_int(0, 65535), help="pcap: only TCP connections with this port")
-    p.add_argument("--listen", metavar="HOST:PORT", help="live tap: accept clients here")
+    p.add_argument("--port", type=_bounded_int(1, 65535),
+                   help="pcap/pcapng INPUT: only TCP connections with this port (1-65535)")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="live tap: accept clients here (port 0: any free port, printed on stderr)")
     p.add_argument("--upstream", metavar="HOST:PORT", help="live tap: forward to this server")
     p.add_argument("--write-pcap", default=None, metavar="FILE",
                    help="live tap: also record the forwarded traffic to this pcap file")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour the text output (auto: when stdout is a terminal)")
-    p.add_argument("--type", dest="type_filter", metavar="NAME|CODE", help="only this message/frame type")
+    p.add_argument("--type", dest="type_filter", metavar="NAME|CODE",
+                   help="only this message/frame type: a name (CAP_INVOKE, HANDSHAKE) or a type code "
+                        "(0x22; a CBOR unsigned integer, at most 64 bits)")
     p.add_argument("--did", metavar="DID", help="only messages from or to this DID")
     p.add_argument("--capability", metavar="NAME", help="only CAP_* messages about this capability")
     p.add_argument("--summary", action=argparse.BooleanOptionalAction, default=None,
@@ -104,7 +133,7 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None, stdout: TextIO 
         if sys.stdin is None:
             # Started with stdin closed (`ampcap dump <&-`): there is no
             # stream to read, only a message to give.
-            if args.input == "-" and not args.listen:
+            if args.input in (None, "-") and not args.listen:
                 print("ampcap dump: stdin is closed; give an INPUT file", file=sys.stderr)
                 return 1
             stdin = io.BytesIO()
@@ -134,23 +163,13 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
     # Imported here, not at module level, so `ampcap --help` stays fast.
     from ..dump.records import Inspector, load_schemas
     from ..dump.render import Style, dumps_json, render_text
-    from ..dump.session import DumpSession, RecordFilter, known_type_filter
+    from ..dump.session import DumpSession, RecordFilter
     from ..wire.cbor import DecodeLimits
     from ..files.keyring import load_keyring
     from ..wire.keyring import default_resolver
     from ..wire.signing import Profile
 
-    if args.type_filter is not None and not known_type_filter(args.type_filter):
-        raise UsageError(f"--type {args.type_filter!r} is no message or frame type (e.g. CAP_INVOKE, 0x22, "
-                         "HANDSHAKE)")
-    if args.did is not None and not args.did.startswith("did:"):
-        raise UsageError(f"--did {args.did!r} is not a DID (did:key:…, did:web:…)")
-    if (args.listen is None) != (args.upstream is None):
-        raise UsageError("--listen and --upstream go together")
-    if args.write_pcap is not None and args.listen is None:
-        raise UsageError("--write-pcap records a live tap: use it with --listen and --upstream")
-    if args.max_size < 1:
-        raise UsageError("--max-size must be positive")
+    _check_usage(args)
     with local_file_errors():
         keyring = load_keyring(args.keyring) if args.keyring else None
     profile = Profile.RUST_EXAMPLE if args.compat == "rust-example" else Profile.RFC
@@ -180,11 +199,38 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
     return 1 if args.strict and session.any_findings else 0
 
 
+def _check_usage(args: argparse.Namespace) -> None:
+    """Refuse option values and combinations that could only be ignored."""
+    from ..dump.session import MAX_TYPE_CODE, known_type_filter
+
+    if args.type_filter is not None and not known_type_filter(args.type_filter):
+        raise UsageError(f"--type {args.type_filter!r} is no message or frame type: give a name (CAP_INVOKE, "
+                         f"HANDSHAKE) or a type code from 0 to {MAX_TYPE_CODE:#x} (0x22)")
+    if args.did is not None and not args.did.startswith("did:"):
+        raise UsageError(f"--did {args.did!r} is not a DID (did:key:…, did:web:…)")
+    if (args.listen is None) != (args.upstream is None):
+        raise UsageError("--listen and --upstream go together")
+    if args.write_pcap is not None and args.listen is None:
+        raise UsageError("--write-pcap records a live tap: use it with --listen and --upstream")
+    if args.listen is not None:
+        # The tap reads the network: what only applies to reading INPUT
+        # would be silently ignored.
+        if args.input is not None:
+            raise UsageError(f"INPUT ({args.input!r}) and --listen exclude each other: the tap reads what "
+                             "passes between client and server, not a file; drop one of them")
+        for flag, given in (("--hex", args.hex), ("--port", args.port is not None)):
+            if given:
+                raise UsageError(f"{flag} and --listen exclude each other: {flag} applies to reading INPUT, "
+                                 "the tap decodes the binary traffic it forwards")
+    if args.max_size < 1:
+        raise UsageError("--max-size must be positive")
+
+
 # ------------------------------------------------------------------ inputs
 
 
-def _open_input(path: str, stdin: BinaryIO) -> BinaryIO:
-    if path == "-":
+def _open_input(path: str | None, stdin: BinaryIO) -> BinaryIO:
+    if path is None or path == "-":
         return stdin
     return open(path, "rb")  # OSError → one line from cli.main
 
@@ -207,6 +253,9 @@ def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | N
 
             yield from read_capture(fp, framing=framing, max_size=args.max_size, port=args.port)
             return
+        if args.port is not None:
+            raise UsageError(f"--port selects TCP connections in a pcap/pcapng capture, and {_shown(args.input)} "
+                             "is not one: drop --port")
         stream = FramedStream(Where(), framing, args.max_size)
         for chunk in iter(functools.partial(fp.read, _CHUNK), b""):
             yield from stream.feed(chunk, None)
@@ -219,6 +268,10 @@ def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | N
     finally:
         if source is not stdin:
             source.close()
+
+
+def _shown(path: str | None) -> str:
+    return "stdin" if path is None or path == "-" else repr(path)
 
 
 def _peek(fp: BinaryIO) -> bytes:
@@ -293,6 +346,9 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
         listen, upstream = parse_hostport(args.listen), parse_hostport(args.upstream)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if upstream[1] == 0:
+        raise UsageError(f"--upstream {args.upstream}: port 0 names no server; give the port the server "
+                         "listens on (0 is for --listen: any free port)")
 
     def on_event(event: StreamEvent) -> None:
         rec = session.record(event)
@@ -311,11 +367,15 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
         # of a KeyboardInterrupt surfacing from inside the nursery.
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
-                await nursery.start(functools.partial(run_tap, listen, upstream, framing=framing,
-                                                      max_size=args.max_size, on_event=on_event, clock=time.time,
-                                                      recorder=recorder))
+                port = await nursery.start(functools.partial(run_tap, listen, upstream, framing=framing,
+                                                             max_size=args.max_size, on_event=on_event,
+                                                             clock=time.time, recorder=recorder))
                 if recorder is not None:
                     recorder.start()  # listening: now the file may be replaced
+                # The one line that says where clients go (the port it got,
+                # for :0). On stderr: stdout is the dump, JSON lines with --json.
+                print(f"tapping {_hostport(listen[0], port)} -> {_hostport(*upstream)}", file=sys.stderr,
+                      flush=True)
                 async for _ in signals:
                     nursery.cancel_scope.cancel()
                     break
@@ -342,6 +402,7 @@ class _PcapOnceListening:
         self._path = path
         self._fp: BinaryIO | None = None
         self._writer: Any = None
+        self._failed = False
 
     def start(self) -> Any:
         if self._writer is None:
@@ -354,21 +415,50 @@ class _PcapOnceListening:
                     raise CommandError(f"--write-pcap {self._path}: a FIFO with no reader") from None
                 raise
             self._fp = os.fdopen(fd, "wb")
-            self._writer = PcapWriter(self._fp)
+            with self._writing():
+                self._writer = PcapWriter(self._fp)
+                self._fp.flush()  # the file header: a full disk shows now, not at the first client
         return self._writer
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write that fails ends the tap with the file's name in the
+        message (an OSError from a write has none: 'No space left on
+        device', but where?)."""
+        try:
+            yield
+        except OSError as exc:
+            self._failed = True
+            raise CommandError(f"--write-pcap {self._path}: cannot write it: {exc.strerror or exc}") from None
+
     def open(self, conn: int, client: str, server: str, ts: float) -> None:
-        self.start().open(conn, client, server, ts)
+        writer = self.start()
+        with self._writing():
+            writer.open(conn, client, server, ts)
 
     def data(self, conn: int, direction: str, payload: bytes, ts: float) -> None:
-        self.start().data(conn, direction, payload, ts)
+        writer = self.start()
+        with self._writing():
+            writer.data(conn, direction, payload, ts)
 
     def close(self, conn: int, direction: str, ts: float) -> None:
-        self.start().close(conn, direction, ts)
+        writer = self.start()
+        with self._writing():
+            writer.close(conn, direction, ts)
 
     def finish(self) -> None:
-        if self._fp is not None:
+        if self._fp is None:
+            return
+        if self._failed:  # already reported; what is left in the buffer cannot be written either
+            with contextlib.suppress(OSError):
+                self._fp.close()
+            return
+        with self._writing():
             self._fp.close()
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

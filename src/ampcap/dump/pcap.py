@@ -11,11 +11,19 @@ wrap-around arithmetic) and a bounded map of segments that arrived early.
 Retransmissions and overlaps are trimmed to the bytes not yet delivered;
 out-of-order segments wait until the gap fills. A gap that never fills, or
 pending data over the bound, ends that direction with a finding.
+
+A file that ends early (a capture still being written, a copy cut short)
+is a capture all the same: the packets before the cut are shown, then one
+finding (:class:`CaptureCut`) says where the cut fell, whether in the file
+header, a record's header or its data. A file whose headers cannot be
+right (no byte-order mark, an unsupported link type, a length no capture
+has) is not a capture: an error, or after its first packet a finding.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import ipaddress
 import struct
 from collections import OrderedDict
@@ -29,7 +37,7 @@ from ..errors import AmpError
 from ..wire.frames import Framing
 from .streams import FramedStream, PrefixedReader, StreamEvent, Where
 
-__all__ = ["read_capture", "TcpReassembler", "MAX_PENDING_BYTES"]
+__all__ = ["read_capture", "CaptureCut", "TcpReassembler", "MAX_PENDING_BYTES"]
 
 _MASK = 0xFFFF_FFFF
 MAX_PENDING_BYTES = 16 << 20  # out-of-order data held per direction
@@ -134,27 +142,74 @@ def _fmt(ep: Endpoint) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class _BoundedReader:
-    """File wrapper whose reads never ask for more than ``_MAX_RECORD`` bytes:
-    dpkt reads a record with one ``read(declared_length)``, and a damaged
-    length field must not turn into a multi-gigabyte allocation."""
+class _Source:
+    """The capture read front to back, its bytes counted: a cut is reported
+    by where it falls. ``read(n)`` returns ``n`` bytes unless the file ends
+    (a pipe may hand over less at a time)."""
 
     def __init__(self, fp: BinaryIO | PrefixedReader) -> None:
         self._fp = fp
-        self.name = getattr(fp, "name", "<capture>")
-        # dpkt yields whatever a record's read returned, so a record that runs
-        # past the end (a cut file, a damaged length) would pass unnoticed.
-        self.cut_short = False
+        self.offset = 0
 
-    def read(self, n: int = -1) -> bytes:
-        wanted = _MAX_RECORD if n is None or n < 0 else min(n, _MAX_RECORD)
-        data = self._fp.read(wanted)
-        if 0 < len(data) < wanted or (n is not None and n > _MAX_RECORD):
-            self.cut_short = True
+    def read(self, n: int) -> bytes:
+        data = self._fp.read(n)
+        while data and len(data) < n:
+            more = self._fp.read(n - len(data))
+            if not more:
+                break
+            data += more
+        self.offset += len(data)
         return data
 
 
-_MAX_RECORD = 64 << 20  # far above any real snaplen (262144 by default)
+class _Cut(Exception):
+    """The file ends inside a structure; the message says which one (the
+    reader that raises it knows, ``_packets`` adds the byte offset)."""
+
+
+_MAX_RECORD = 64 << 20  # far above any real snaplen (262144 by default): more is a damaged length
+
+
+def _need(src: _Source, n: int, what: str) -> bytes:
+    data = src.read(n)
+    if len(data) < n:
+        raise _Cut(f"inside {what} ({len(data)} of its {n} bytes)")
+    return data
+
+
+class _PcapReader:
+    """Classic pcap, record by record. Walked here rather than by dpkt's
+    Reader, which hands back whatever a record's read returned (a cut record
+    would pass as a short packet) and reports a cut record header in its own
+    words; dpkt's header classes still parse the fields."""
+
+    def __init__(self, src: _Source) -> None:
+        self._src = src
+        head = _need(src, dpkt.pcap.FileHdr.__hdr_len__, "its file header")
+        magic = dpkt.pcap.FileHdr(head).magic
+        if magic in (dpkt.pcap.PMUDPCT_MAGIC, dpkt.pcap.PMUDPCT_MAGIC_NANO, dpkt.pcap.PACPDOM_MAGIC):
+            header = dpkt.pcap.LEFileHdr(head)
+        else:
+            header = dpkt.pcap.FileHdr(head)
+        if magic not in dpkt.pcap.MAGIC_TO_PKT_HDR:
+            raise ValueError(f"unknown pcap magic 0x{magic:08x}")
+        self._record = dpkt.pcap.MAGIC_TO_PKT_HDR[magic]
+        self._divisor = 1e9 if magic in (dpkt.pcap.TCPDUMP_MAGIC_NANO, dpkt.pcap.PMUDPCT_MAGIC_NANO) else 1e6
+        self.link: int = header.linktype
+
+    def __iter__(self) -> Iterator[tuple[float, bytes]]:
+        size = self._record.__hdr_len__
+        for n in itertools.count(1):
+            head = self._src.read(size)
+            if not head:
+                return
+            if len(head) < size:
+                raise _Cut(f"inside the header of record {n} ({len(head)} of its {size} bytes)")
+            record = self._record(head)
+            if record.caplen > _MAX_RECORD:
+                raise ValueError(f"record {n} declares {record.caplen} captured bytes (a damaged length)")
+            data = _need(self._src, record.caplen, f"record {n}")
+            yield record.tv_sec + record.tv_usec / self._divisor, data
 
 
 def _raw_ip(buf: bytes) -> Any:
@@ -193,29 +248,30 @@ class _PcapngReader:
     section starts a new interface list (and may change byte order).
     """
 
-    def __init__(self, fp: _BoundedReader) -> None:
-        self._fp = fp
+    def __init__(self, src: _Source) -> None:
+        self._src = src
         self._le = True
         self.interfaces: list[_Interface] = []
         self.links_seen: set[int] = set()
 
     def __iter__(self) -> Iterator[tuple[float, bytes, int]]:
         pcapng = dpkt.pcapng
-        first = True
-        while len(head := self._fp.read(8)) == 8:
+        for n in itertools.count(1):
+            head = self._src.read(8)
+            if not head:
+                return
+            what = f"block {n}"
+            if len(head) < 8:
+                raise _Cut(f"inside the header of {what} ({len(head)} of its 8 bytes)")
             if head[:4] == _PCAPNG_SHB:
-                head += self._fp.read(4)
-                self._section(head)
-                first = False
+                self._section(head, what)
                 continue
-            if first:
+            if n == 1:
                 raise ValueError("a pcapng file starts with a section header block")
             block_type, length = struct.unpack("<II" if self._le else ">II", head)
-            if length < 12 or length % 4:
-                raise ValueError(f"block of type {block_type} declares a length of {length} bytes")
-            buf = head + self._fp.read(length - 8)
-            if self._fp.cut_short:
-                return
+            if length < 12 or length % 4 or length > _MAX_RECORD:
+                raise ValueError(f"{what} (type {block_type}) declares a length of {length} bytes")
+            buf = head + _need(self._src, length - 8, what)
             if block_type == pcapng.PCAPNG_BT_IDB:
                 idb = (pcapng.InterfaceDescriptionBlockLE if self._le else pcapng.InterfaceDescriptionBlock)(buf)
                 self.interfaces.append(self._interface(idb))
@@ -233,10 +289,9 @@ class _PcapngReader:
                 yield ts, block.pkt_data, iface.link
             # Other blocks (statistics, name resolution, simple packets
             # without a timestamp or interface) carry nothing we show.
-        if head:
-            self._fp.cut_short = True
 
-    def _section(self, head: bytes) -> None:
+    def _section(self, head: bytes, what: str) -> None:
+        head += _need(self._src, 4, f"the byte-order mark of {what}")
         bom = head[8:12]
         if bom == struct.pack("<I", dpkt.pcapng.BYTE_ORDER_MAGIC):
             self._le = True
@@ -245,11 +300,9 @@ class _PcapngReader:
         else:
             raise ValueError("a pcapng section header with an unknown byte-order mark")
         (length,) = struct.unpack("<I" if self._le else ">I", head[4:8])
-        if length < 28 or length % 4:
+        if length < 28 or length % 4 or length > _MAX_RECORD:
             raise ValueError(f"a section header declares a length of {length} bytes")
-        buf = head + self._fp.read(length - 12)
-        if self._fp.cut_short:
-            return
+        buf = head + _need(self._src, length - 12, what)
         shb = (dpkt.pcapng.SectionHeaderBlockLE if self._le else dpkt.pcapng.SectionHeaderBlock)(buf)
         if shb.v_major != dpkt.pcapng.PCAPNG_VERSION_MAJOR:
             raise ValueError(f"pcapng version {shb.v_major}.{shb.v_minor} is not supported")
@@ -272,15 +325,25 @@ def _unsupported(link: int) -> AmpError:
                           "and raw IP are); capture on one interface, not 'any', or convert the file")
 
 
+class CaptureCut(AmpError):
+    """The capture file ends inside a record: what came before the cut is
+    shown, and this finding says where the cut fell. The same wherever it
+    falls (a file header, a record header, a record's data), and a finding
+    like any other: ``ampcap dump`` exits 0, or 1 with ``--strict``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(1001, message, path="capture")
+
+
 def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
     # Read front to back, never seeking: a capture may come down a pipe
     # (`tcpdump -w - | ampcap dump -`) and is shown packet by packet as it comes.
     magic = raw_fp.read(4)
-    fp: Any = _BoundedReader(PrefixedReader(magic, raw_fp))
+    src = _Source(PrefixedReader(magic, raw_fp))
+    count = 0
     try:
-        count = 0
         if magic == _PCAPNG_SHB:
-            reader = _PcapngReader(fp)
+            reader = _PcapngReader(src)
             for ts, buf, link in reader:
                 if link not in _NETWORK_LAYER:
                     # Another interface's packets (usbmon next to eth0) are
@@ -291,22 +354,19 @@ def _packets(raw_fp: BinaryIO) -> Iterator[tuple[float, bytes, int]]:
                 count += 1
                 yield ts, buf, link
         else:
-            classic = dpkt.pcap.Reader(fp)
-            link = classic.datalink()
-            if link not in _NETWORK_LAYER:
-                raise _unsupported(link)
+            classic = _PcapReader(src)
+            if classic.link not in _NETWORK_LAYER:
+                raise _unsupported(classic.link)
             for ts, buf in classic:
-                if fp.cut_short:
-                    break  # a partial record is no packet
                 count += 1
-                yield float(ts), buf, link
+                yield ts, buf, classic.link
+    except _Cut as cut:
+        raise CaptureCut(f"the capture is cut short after {count} packet{'s' if count != 1 else ''}: "
+                         f"the file ends at byte {src.offset}, {cut}") from None
     except AmpError:
         raise
-    except Exception as exc:  # dpkt's readers fail in assorted ways on damaged files (see _tcp_of)
+    except Exception as exc:  # dpkt's header classes fail in assorted ways on damaged files (see _tcp_of)
         raise AmpError(1001, f"not a readable pcap/pcapng file: {exc}") from exc
-    if fp.cut_short:
-        raise AmpError(1001, f"the capture ends inside a record after {count} packets: the file is cut "
-                             "short, or a record's length is damaged")
 
 
 def _tcp_of(buf: bytes, link: int) -> tuple[str, str, dpkt.tcp.TCP] | None:
@@ -353,10 +413,11 @@ def read_capture(fp: BinaryIO, *, framing: Framing | None, max_size: int,
         except StopIteration:
             break
         except AmpError as exc:
-            if last_ts is None:
+            if last_ts is None and not isinstance(exc, CaptureCut):
                 raise  # not a capture at all: one line from the CLI
-            # A capture cut short (or damaged) mid-file: report it and still
-            # close every flow, so what was captured is all shown.
+            # A capture cut short (wherever the cut falls), or damaged after
+            # its first packet: report it and still close every flow, so
+            # what was captured is all shown.
             yield StreamEvent(Where(), last_ts, error=exc)
             break
         last_ts = ts

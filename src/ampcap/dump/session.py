@@ -17,7 +17,7 @@ from .records import Inspector, Record
 from .render import Summary
 from .streams import StreamEvent
 
-__all__ = ["RecordFilter", "DumpSession"]
+__all__ = ["RecordFilter", "DumpSession", "known_type_filter", "MAX_TYPE_CODE"]
 
 _CAP_TYPES = frozenset(int(t) for t in (MessageType.CAP_QUERY, MessageType.CAP_DECLARE,
                                         MessageType.CAP_INVOKE, MessageType.CAP_RESULT))
@@ -46,8 +46,12 @@ class RecordFilter:
         return True
 
 
+MAX_TYPE_CODE = (1 << 64) - 1  # typ is a CBOR uint: what one can hold, as cbor2 decodes it
+
+
 def known_type_filter(wanted: str) -> bool:
-    """Could ``--type`` ever match? A message or frame type name, or a number."""
+    """Could ``--type`` ever match? A message or frame type name, or a code
+    a message's ``typ`` (a CBOR unsigned integer) can hold."""
     from ..wire.frames import FrameType
     from ..wire.registry import MessageType
 
@@ -55,10 +59,10 @@ def known_type_filter(wanted: str) -> bool:
     if w in MessageType.__members__ or w in FrameType.__members__:
         return True
     try:
-        int(wanted, 0)
+        code = int(wanted, 0)
     except ValueError:
         return False
-    return True
+    return 0 <= code <= MAX_TYPE_CODE
 
 
 def _type_matches(wanted: str, rec: Record) -> bool:
