@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,24 @@ class Daemon:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(30)
         shutil.rmtree(self.home, ignore_errors=True)  # the daemon's generated identity
+
+
+def flood_main(doc: str, flood: Callable[..., Awaitable[None]], *, connections: int, connections_help: str,
+               seconds: float, seconds_help: str) -> None:
+    """The command line of the flood_* tools: parse ``--connections`` and
+    ``--seconds``, then ``trio.run(flood, url, pid, connections, seconds)``
+    against ``ampcap serve --demo`` in its own process, stopped afterwards."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--connections", type=int, default=connections, help=connections_help)
+    parser.add_argument("--seconds", type=float, default=seconds, help=seconds_help)
+    args = parser.parse_args()
+    if args.connections < 1 or args.seconds <= 0:
+        parser.error("--connections and --seconds must be positive")
+    daemon = Daemon(profile=None)
+    try:
+        trio.run(flood, daemon.url, daemon.proc.pid, args.connections, args.seconds)
+    finally:
+        daemon.stop()
 
 
 async def _invokes(url: str, in_flight: int, seconds: float, capability: str

@@ -22,7 +22,6 @@ frames waiting for the budget must not hold up ordinary traffic.
 
 from __future__ import annotations
 
-import argparse
 import os
 import struct
 import sys
@@ -33,7 +32,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_common import rss_kib  # noqa: E402
-from bench_daemon import Daemon  # noqa: E402
+from bench_daemon import flood_main  # noqa: E402
 
 from ampcap.interop.probe import Probe, ProbeSettings  # noqa: E402
 from ampcap.net.budget import SMALL_FRAME  # noqa: E402
@@ -122,17 +121,8 @@ async def flood(url: str, pid: int, connections: int, seconds: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--connections", type=int, default=40, help="peers per round (default 40)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="how long each round holds on (default 5)")
-    args = parser.parse_args()
-    if args.connections < 1 or args.seconds <= 0:
-        parser.error("--connections and --seconds must be positive")
-    daemon = Daemon(profile=None)
-    try:
-        trio.run(flood, daemon.url, daemon.proc.pid, args.connections, args.seconds)
-    finally:
-        daemon.stop()
+    flood_main(__doc__, flood, connections=40, connections_help="peers per round (default 40)", seconds=5.0,
+               seconds_help="how long each round holds on (default 5)")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ replies per connection.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_common import rss_kib  # noqa: E402
-from bench_daemon import Daemon  # noqa: E402
+from bench_daemon import flood_main  # noqa: E402
 
 from ampcap.interop.probe import Probe, ProbeSettings  # noqa: E402
 from ampcap.net.daemon import DaemonConfig  # noqa: E402
@@ -77,18 +76,8 @@ async def flood(url: str, pid: int, connections: int, seconds: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--connections", type=int, default=200, help="flooding peers (default 200)")
-    parser.add_argument("--seconds", type=float, default=40.0,
-                        help="how long they flood (default 40: past the daemon's 30 s write timeout)")
-    args = parser.parse_args()
-    if args.connections < 1 or args.seconds <= 0:
-        parser.error("--connections and --seconds must be positive")
-    daemon = Daemon(profile=None)
-    try:
-        trio.run(flood, daemon.url, daemon.proc.pid, args.connections, args.seconds)
-    finally:
-        daemon.stop()
+    flood_main(__doc__, flood, connections=200, connections_help="flooding peers (default 200)", seconds=40.0,
+               seconds_help="how long they flood (default 40: past the daemon's 30 s write timeout)")
 
 
 if __name__ == "__main__":
