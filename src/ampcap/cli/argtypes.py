@@ -10,9 +10,10 @@ before any work starts, with the same words for every option.
 from __future__ import annotations
 
 import math
-import re
 from argparse import ArgumentTypeError
 from collections.abc import Callable
+
+from ..wire.didkey import is_did
 
 __all__ = ["MAX_SECONDS", "seconds", "did"]
 
@@ -42,14 +43,8 @@ def seconds(*, unlimited: bool = False) -> Callable[[str], float]:
     return parse
 
 
-# DID syntax (W3C DID Core §3.1): did:METHOD:ID, the method in lower-case
-# letters and digits, the id of letters, digits, . - _ : and %-escapes (not
-# ending in ':'). Only the shape: whether the DID resolves is the peer's say.
-_DID = re.compile(r"did:[a-z0-9]+:(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2}|:)*(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2})")
-
-
 def did(text: str) -> str:
     """A ``type=`` for an option naming a DID."""
-    if not _DID.fullmatch(text):
+    if not is_did(text):
         raise ArgumentTypeError(f"{text!r} is not a DID (did:METHOD:ID, e.g. did:key:z6Mk… or did:web:example.com)")
     return text

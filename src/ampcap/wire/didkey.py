@@ -8,12 +8,15 @@ The base58 codec is small enough to keep here rather than add a dependency.
 
 from __future__ import annotations
 
+import re
+
 from nacl.bindings import crypto_sign_ed25519_pk_to_curve25519
 from nacl.exceptions import CryptoError
 
 from ..errors import AmpError
 
-__all__ = ["b58encode", "b58decode", "did_key_from_ed25519", "ed25519_from_did_key", "x25519_from_did_key", "split_did_url"]
+__all__ = ["b58encode", "b58decode", "did_key_from_ed25519", "ed25519_from_did_key", "x25519_from_did_key", "split_did_url",
+           "is_did"]
 
 _ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _INDEX = {c: i for i, c in enumerate(_ALPHABET)}
@@ -44,6 +47,24 @@ def b58decode(text: str) -> bytes:
     zeros = len(text) - len(text.lstrip("1"))
     body = n.to_bytes((n.bit_length() + 7) // 8, "big") if n else b""
     return b"\0" * zeros + body
+
+
+# W3C DID Core §3.1: "did:" method-name ":" method-specific-id, where the id is
+# colon-separated runs of ALPHA / DIGIT / "." / "-" / "_" / %XX, the last one
+# non-empty. RFC 001 §4.1 allows a DID URL naming a key (R2, §8.9): an
+# optional "#fragment" of RFC 3986 characters. Neither leaves room for
+# spaces, controls or bidi characters. Only the shape: whether a DID
+# resolves is another question.
+_ID_CHAR = r"(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2})"
+_DID = rf"did:[a-z0-9]+:(?:{_ID_CHAR}*:)*{_ID_CHAR}+"
+_DID_RE = re.compile(_DID)
+_DID_URL_RE = re.compile(_DID + r"(?:#(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?")
+
+
+def is_did(text: str, *, fragment: bool = False) -> bool:
+    """Is ``text`` a well-formed DID (with ``fragment``, also a DID URL
+    naming a key, ``did:…#frag``)?"""
+    return (_DID_URL_RE if fragment else _DID_RE).fullmatch(text) is not None
 
 
 def split_did_url(did_url: str) -> tuple[str, str | None]:

@@ -16,7 +16,6 @@ mode rules, is :mod:`ampcap.files.identity`'s job.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -27,7 +26,7 @@ from nacl.signing import SigningKey
 
 from ..display import printable
 from ..errors import AmpError
-from .didkey import did_key_from_ed25519, ed25519_from_did_key, split_did_url, x25519_from_did_key
+from .didkey import did_key_from_ed25519, ed25519_from_did_key, is_did, split_did_url, x25519_from_did_key
 
 __all__ = [
     "Identity",
@@ -142,20 +141,12 @@ def _check_format(data: Mapping[str, Any], origin: str) -> None:
                              f"(this ampcap reads version {IDENTITY_FILE_VERSION})")
 
 
-# W3C DID Core §3.1: "did:" method-name ":" method-specific-id, where the id is
-# colon-separated runs of ALPHA / DIGIT / "." / "-" / "_" / %XX, the last one
-# non-empty. RFC 001 §4.1 allows a DID URL naming a key (R2, §8.9), so an
-# optional "#fragment" (RFC 3986 characters) is accepted too. Both leave no
-# room for spaces, controls or bidi characters.
-_ID_CHAR = r"(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2})"
-_DID_RE = re.compile(rf"did:[a-z0-9]+:(?:{_ID_CHAR}*:)*{_ID_CHAR}+"
-                     r"(?:#(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?")
 _DID_KEY = "did:key:"
 
 
 def _check_did(ident: Identity, origin: str) -> None:
     did = ident.did
-    if _DID_RE.fullmatch(did) is None:
+    if not is_did(did, fragment=True):  # RFC 001 lets a DID URL name the key
         raise AmpError(1001, f"{origin}: 'did' is not a DID: {_shown(did)} "
                              "(expected did:METHOD:ID, e.g. did:web:example.com:agent:bob)")
     if did.startswith(_DID_KEY):
