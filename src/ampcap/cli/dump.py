@@ -340,7 +340,7 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
     import trio
 
     from ..net.tap import run_tap
-    from ..net.url import parse_hostport
+    from ..net.url import format_hostport, parse_hostport
 
     try:
         listen, upstream = parse_hostport(args.listen), parse_hostport(args.upstream)
@@ -374,7 +374,7 @@ def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSes
                     recorder.start()  # listening: now the file may be replaced
                 # The one line that says where clients go (the port it got,
                 # for :0). On stderr: stdout is the dump, JSON lines with --json.
-                print(f"tapping {_hostport(listen[0], port)} -> {_hostport(*upstream)}", file=sys.stderr,
+                print(f"tapping {format_hostport(listen[0], port)} -> {format_hostport(*upstream)}", file=sys.stderr,
                       flush=True)
                 async for _ in signals:
                     nursery.cancel_scope.cancel()
@@ -455,10 +455,6 @@ class _PcapOnceListening:
             return
         with self._writing():
             self._fp.close()
-
-
-def _hostport(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

@@ -26,6 +26,7 @@ from .clock import wall_clock_ms
 from .budget import ReceiveBudget, SendBudget
 from .stream import ConnectionDriver
 from .tls import wrap_server
+from .url import format_hostport
 
 log = logging.getLogger("ampcap.listener")
 
@@ -44,8 +45,7 @@ async def open_listeners(host: str | None, port: int, *, backlog: int | None = N
     try:
         return await trio.open_tcp_listeners(port, host=host, backlog=backlog)
     except OSError as exc:
-        shown = f"[{host}]" if host and ":" in host else host or "*"
-        raise OSError(exc.errno, f"cannot listen on {shown}:{port}: {exc.strerror or exc}") from None
+        raise OSError(exc.errno, f"cannot listen on {format_hostport(host or '*', port)}: {exc.strerror or exc}") from None
 
 
 async def _run_driver(driver: ConnectionDriver) -> None:

@@ -21,6 +21,7 @@ import trio
 from ..errors import AmpError
 from ..wire.frames import Framing
 from ..dump.streams import FramedStream, StreamEvent, Where
+from .url import format_hostport
 from .listener import open_listeners
 
 __all__ = ["run_tap", "Recorder"]
@@ -109,8 +110,8 @@ async def run_tap(listen: tuple[str, int], upstream: tuple[str, int], *, framing
             log.warning("tap: connection %d: upstream %s:%d unreachable: %s", n, *upstream, exc)
             await client.aclose()
             return
-        c_addr = _addr(client.socket.getpeername())
-        s_addr = _addr(server.socket.getpeername())
+        c_addr = format_hostport(*client.socket.getpeername()[:2])
+        s_addr = format_hostport(*server.socket.getpeername()[:2])
         if recorder is not None:
             recorder.open(n, c_addr, s_addr, clock())
         async with client, server, trio.open_nursery() as nursery:
@@ -139,8 +140,3 @@ def _recording(recorder: Recorder | None, conn: int, direction: str,
             recorder.data(conn, direction, data, clock())
 
     return record
-
-
-def _addr(sockaddr: tuple[object, ...]) -> str:
-    host, port = str(sockaddr[0]), sockaddr[1]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

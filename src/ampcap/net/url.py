@@ -20,7 +20,7 @@ import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["AmpUrl", "UrlError", "parse_url", "parse_hostport", "host_problem", "DEFAULT_PORT"]
+__all__ = ["AmpUrl", "UrlError", "parse_url", "parse_hostport", "format_hostport", "host_problem", "DEFAULT_PORT"]
 
 DEFAULT_PORT = 7700
 _SCHEMES = ("amp", "amps")
@@ -42,8 +42,7 @@ class AmpUrl:
         return self.scheme == "amps"
 
     def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}"
+        return f"{self.scheme}://{format_hostport(self.host, self.port)}"
 
 
 def parse_url(text: str) -> AmpUrl:
@@ -118,6 +117,13 @@ def parse_hostport(text: str) -> tuple[str, int]:
     if problem is not None:
         raise UrlError(f"{text!r}: {problem}")
     return host, int(port)
+
+
+def format_hostport(host: object, port: object) -> str:
+    """``HOST:PORT`` as :func:`parse_hostport` reads it back: an IPv6
+    address in brackets."""
+    host = str(host)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _is_ipv6(text: str) -> bool:
