@@ -236,14 +236,14 @@ def _open_input(path: str | None, stdin: BinaryIO) -> BinaryIO:
 
 
 def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | None) -> Iterator[StreamEvent]:
-    from ..dump.streams import FramedStream, PrefixedReader, Where
+    from ..dump.streams import FramedStream, PrefixedReader, Where, read_fully
 
     source = _open_input(args.input, stdin)
     fp: Any = source
     try:
         if args.hex:
             fp = _HexReader(fp)
-        head = fp.read(4) if fp.seekable() else _peek(fp)
+        head = fp.read(4) if fp.seekable() else read_fully(fp, 4)
         if fp.seekable():
             fp.seek(0)
         else:
@@ -272,16 +272,6 @@ def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | N
 
 def _shown(path: str | None) -> str:
     return "stdin" if path is None or path == "-" else repr(path)
-
-
-def _peek(fp: BinaryIO) -> bytes:
-    head = b""
-    while len(head) < 4:
-        more = fp.read(4 - len(head))
-        if not more:
-            break
-        head += more
-    return head
 
 
 class _HexReader(io.RawIOBase):

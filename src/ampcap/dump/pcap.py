@@ -35,7 +35,7 @@ import dpkt
 
 from ..errors import AmpError
 from ..wire.frames import Framing
-from .streams import FramedStream, PrefixedReader, StreamEvent, Where
+from .streams import FramedStream, PrefixedReader, StreamEvent, Where, read_fully
 
 __all__ = ["read_capture", "CaptureCut", "TcpReassembler", "MAX_PENDING_BYTES"]
 
@@ -152,12 +152,7 @@ class _Source:
         self.offset = 0
 
     def read(self, n: int) -> bytes:
-        data = self._fp.read(n)
-        while data and len(data) < n:
-            more = self._fp.read(n - len(data))
-            if not more:
-                break
-            data += more
+        data = read_fully(self._fp, n)
         self.offset += len(data)
         return data
 

@@ -14,7 +14,7 @@ from typing import BinaryIO
 from ..errors import AmpError
 from ..wire.frames import Frame, FrameDecoder, FrameType, Framing, FramingError
 
-__all__ = ["StreamEvent", "FramedStream", "PrefixedReader", "Where"]
+__all__ = ["StreamEvent", "FramedStream", "PrefixedReader", "Where", "read_fully"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,19 @@ class StreamEvent:
     at: float | None
     frame: Frame | None = None
     error: AmpError | None = None
+
+
+def read_fully(fp: BinaryIO | io.RawIOBase, n: int) -> bytes:
+    """``n`` bytes from ``fp``, fewer only when it ends: a pipe or an
+    unbuffered file may hand over less per read, and a fixed-size header
+    read short would look like a cut file."""
+    data = fp.read(n) or b""
+    while data and len(data) < n:
+        more = fp.read(n - len(data))
+        if not more:
+            break
+        data += more
+    return data
 
 
 class PrefixedReader(io.RawIOBase):
