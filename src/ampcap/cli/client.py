@@ -27,7 +27,7 @@ from ..display import json_safe, printable
 from ..errors import AmpError
 from ..decoders import json_loads
 from ..peer.config import RELAY_DID, rust_example_config
-from ..wire.cbor import UINT64_MAX
+from ..wire.cbor import MAX_BIGNUM_BYTES, UINT64_MAX
 from ..files.identity import default_identity_path
 from .argtypes import MAX_SECONDS, did, seconds
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
@@ -189,9 +189,9 @@ def _describe(d: Descriptor) -> str:
 # Integers beyond 64 bits travel as CBOR bignums, which the receiving side
 # turns back into integers up to 1024 bits (wire.cbor.plain_integers); a
 # larger one would arrive as a tagged byte string, not as a number.
-MAX_INT_BITS = 1024
+MAX_INT_BITS = 8 * MAX_BIGNUM_BYTES
 _TOO_BIG = (f"--params has an integer too large to send: integers may have at most {MAX_INT_BITS} bits "
-            f"(2**{MAX_INT_BITS} has 309 digits)")
+            f"(2**{MAX_INT_BITS} has {len(str(1 << MAX_INT_BITS))} digits)")
 
 
 def local_params(text: str) -> Any:

@@ -14,14 +14,15 @@ from typing import Any
 from cbor2 import CBORSimpleValue, CBORTag, undefined
 
 from ..display import json_safe
+from ..wire.cbor import MAX_BIGNUM_BYTES
 
 __all__ = ["diag", "to_json_value"]
 
 _MAX_DEPTH = 64  # decoded values are depth-bounded already; this guards direct callers
-# Bignums up to 1024 bits become JSON integers; longer ones stay tagged bytes
-# (Python refuses to print an int of more than 4,300 digits, and no reader
-# of the JSON would want one).
-_MAX_BIGNUM_BYTES = 128
+# Bignums up to MAX_BIGNUM_BYTES (1024 bits) become JSON integers, as they
+# become ints for application code; longer ones stay tagged bytes (Python
+# refuses to print an int of more than 4,300 digits, and no reader of the
+# JSON would want one).
 
 
 def diag(value: Any, *, max_bytes: int = 24, max_text: int = 200) -> str:
@@ -102,7 +103,7 @@ def to_json_value(v: Any, depth: int = 0) -> Any:
     if isinstance(v, (list, tuple)):
         return [to_json_value(x, depth + 1) for x in v]
     if isinstance(v, CBORTag):
-        if v.tag in (2, 3) and isinstance(v.value, bytes) and len(v.value) <= _MAX_BIGNUM_BYTES:
+        if v.tag in (2, 3) and isinstance(v.value, bytes) and len(v.value) <= MAX_BIGNUM_BYTES:
             n = int.from_bytes(v.value, "big")
             return n if v.tag == 2 else -1 - n
         return {"$tag": v.tag, "value": to_json_value(v.value, depth + 1)}

@@ -43,6 +43,7 @@ from ..errors import AmpError
 
 __all__ = [
     "UINT64_MAX",
+    "MAX_BIGNUM_BYTES",
     "DecodeLimits",
     "TooDeep",
     "DEFAULT_LIMITS",
@@ -511,7 +512,7 @@ def _reason(exc: BaseException) -> str:
 # tagged, as in the dump's diagnostic view: their decimal form alone would
 # pass Python's int-to-str digit limit.
 
-_MAX_BIGNUM_BYTES = 128
+MAX_BIGNUM_BYTES = 128
 _LEAVES = _SCALARS | {float}
 
 
@@ -525,7 +526,7 @@ def plain_integers(value: Any) -> Any:
 
 def _is_bignum(value: Any) -> bool:
     return (type(value) is CBORTag and value.tag in (2, 3) and type(value.value) is bytes
-            and len(value.value) <= _MAX_BIGNUM_BYTES)
+            and len(value.value) <= MAX_BIGNUM_BYTES)
 
 
 def _has_bignum(value: Any) -> bool:
