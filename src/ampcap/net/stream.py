@@ -127,8 +127,8 @@ class ConnectionDriver:
         # together, so a burst of calls is still one write, not one per call.
         self._write_next_send = True
         self._drained = False  # direct mode: the last read did not fill the buffer
-        self._budget = send_budget
-        self._charged = 0  # what this driver's backlog adds to budget.used
+        self._send_budget = send_budget
+        self._charged = 0  # what this driver's backlog adds to send_budget.used
         self._receive_budget = receive_budget
         self._reserved = 0  # what the frame being received holds of receive_budget
 
@@ -151,8 +151,8 @@ class ConnectionDriver:
             await self._deliver()  # a final ConnectionTerminated from a close in the writer
         finally:
             self._fd = -1  # nothing may touch the descriptor once it is closed
-            if self._budget is not None:
-                self._budget.used -= self._charged  # whatever was unsent is dropped with the stream
+            if self._send_budget is not None:
+                self._send_budget.used -= self._charged  # whatever was unsent is dropped with the stream
                 self._charged = 0
             if self._receive_budget is not None:
                 self._receive_budget.release(self._reserved)  # so is a half-received frame
@@ -433,7 +433,7 @@ class ConnectionDriver:
         backlog = self.backlog
         if backlog > self.conn.config.max_send_buffer:
             return True
-        budget = self._budget
+        budget = self._send_budget
         if budget is None or not backlog:
             return False
         self._charge()
@@ -442,9 +442,9 @@ class ConnectionDriver:
     def _charge(self) -> None:
         """Bring the shared budget up to date with this driver's backlog
         (called wherever the backlog changes)."""
-        if self._budget is not None:
+        if self._send_budget is not None:
             backlog = self.backlog
-            self._budget.used += backlog - self._charged
+            self._send_budget.used += backlog - self._charged
             self._charged = backlog
 
     async def _wait_space(self) -> None:
