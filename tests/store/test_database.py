@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ampcap.errors import AmpError
+from ampcap.store import Durability, StateStore, default_state_dir, parse_state_dir
+
+
+def test_default_dir_is_per_identity_under_xdg_state_home(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path), "HOME": "/nowhere"}
+    a = default_state_dir("did:key:zA", env)
+    b = default_state_dir("did:key:zB", env)
+    assert a.parent == b.parent == tmp_path / "ampcap"
+    assert a != b and ":" not in a.name
+    # a relative XDG_STATE_HOME is ignored, as the XDG spec says
+    assert default_state_dir("did:key:zA", {"XDG_STATE_HOME": "rel", "HOME": "/h"}).parts[:4] == ("/", "h", ".local", "state")
+
+
+def test_parse_state_dir() -> None:
+    assert parse_state_dir("none") is None
+    assert parse_state_dir("/x/y") == Path("/x/y")
+    with pytest.raises(ValueError):
+        parse_state_dir(" ")
+
+
+def test_rows_survive_reopening_in_wal_mode(tmp_path: Path) -> None:
+    store = StateStore.open(tmp_path / "s", durability=Durability.POWER)
+    assert store.durable
+    assert store.query("PRAGMA journal_mode")[0][0] == "wal"
+    assert store.ensure_schema("demo", 1, ["CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v BLOB)"]) == 0
+    with store.transaction() as db:
+        db.execute("INSERT INTO t VALUES ('a', x'01')")
+    store.close()
+    again = StateStore.open(tmp_path / "s")
+    assert again.ensure_schema("demo", 1, ["CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v BLOB)"]) == 1
+    assert again.query("SELECT k, v FROM t") == [("a", b"\x01")]
+
+
+def test_a_failed_batch_commits_nothing() -> None:
+    store = StateStore.open(None)
+    assert not store.durable
+    store.ensure_schema("demo", 1, ["CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY)"])
+    with pytest.raises(sqlite3.IntegrityError):
+        with store.transaction() as db:
+            db.execute("INSERT INTO t VALUES ('a')")
+            db.execute("INSERT INTO t VALUES ('a')")
+    assert store.query("SELECT count(*) FROM t") == [(0,)]
+
+
+def test_a_file_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    store = StateStore.open(tmp_path)
+    store.ensure_schema("demo", 3, [])
+    store.close()
+    with pytest.raises(AmpError) as err:
+        StateStore.open(tmp_path).ensure_schema("demo", 2, [])
+    assert err.value.code == 5002 and "version 3" in str(err.value)
+
+
+def test_a_state_dir_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(AmpError) as err:
+        StateStore.open(tmp_path / "f")
+    assert err.value.code == 5002 and "state directory" in str(err.value)
