@@ -33,7 +33,7 @@ import logging
 import os
 import random
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -70,6 +70,7 @@ from ..peer.limits import InFlightLimits
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
+from ..peer.sealing import Sealer
 from ..peer.state import HelloState
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
@@ -156,7 +157,10 @@ class Daemon:
     def __init__(self, identity: Identity, catalog: Catalog, *, config: DaemonConfig = DaemonConfig(),
                  policy: Policy = ALLOW_ALL, params: Any = None, resolver: KeyResolver | None = None,
                  handlers: Mapping[str, LocalHandler] | None = None, clock: Clock = SYSTEM_CLOCK,
-                 entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None) -> None:
+                 entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None,
+                 decrypt_with: Sequence[bytes] = ()) -> None:
+        """``decrypt_with``: X25519 secrets besides our own to open authcrypt
+        messages with (a keyring's, for DIDs this daemon answers for)."""
         self.identity = identity
         self.catalog = catalog
         self.config = config
@@ -168,7 +172,11 @@ class Daemon:
         # it (1001 for shape faults, 4001 for R6 identity conflicts).
         # Messages must name our DID in ``to`` (no rerouting), and may be as
         # large as the maximum we offer in the RFC 002 handshake.
-        self.pipeline = ReceivePipeline(resolver or DidKeyResolver(), profile=config.profile,
+        # Authcrypt messages to us are opened with our key agreement key (RFC
+        # 001 §8.2: decrypt, then verify), and with any other given.
+        resolver = resolver or DidKeyResolver()
+        self.pipeline = ReceivePipeline(resolver, profile=config.profile,
+                                        decrypt_with=[identity.x25519_secret, *decrypt_with],
                                         schemas=load_schemas(), recipient=identity.did,
                                         limits=replace(DEFAULT_LIMITS, max_bytes=config.connection.max_msg_size))
         if params is None:
@@ -178,8 +186,11 @@ class Daemon:
             params = ParamsValidator(SchemaStore([], offline=True))
         limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
         self._log_throttle = LogThrottle()
+        # Terminal replies are sealed by the executor, once: a retry gets the same bytes (R8).
+        sealer = Sealer(identity, entropy, resolver, default_ttl_ms=config.connection.default_ttl_ms,
+                        profile=config.connection.profile)
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
-                                 limits=limits, config=config.executor)
+                                 limits=limits, config=config.executor, seal=sealer)
         self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
