@@ -471,12 +471,12 @@ class Daemon:
         violation = delegation_violation(inbound)  # R9 for every other type
         if violation is not None:
             if typ != int(MessageType.ERROR):
-                self._send(link, error_reply(env, violation))
+                self._send(link, error_reply(env, violation, encrypt=inbound.decrypted))
             return
         if typ in _REPLIES:
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
-            self._send(link, reply_to(env, _PONG, None))
+            self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
         elif typ == _PONG:  # liveness answer: nothing to say back
             log.debug("PONG from %s", shown(env.sender))
         else:
@@ -486,7 +486,7 @@ class Daemon:
             name = MessageType(typ).name
             log.info("unsupported %s from %s answered 1005", name, shown(env.sender))
             self._send(link, error_reply(env, AmpError(UNKNOWN_TYPE, f"{name} is not supported by this agent",
-                                                       path="typ")))
+                                                       path="typ"), encrypt=inbound.decrypted))
 
     # =============================================================== actions
 
