@@ -16,6 +16,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .. import __version__
 from ..display import json_safe, printable
 from ..files.write import output_path_problem
 from ..errors import AmpError
@@ -43,6 +44,9 @@ def register(subparsers: Any) -> None:
         "interop", help="run the AMP interop vectors against an amp:// or amps:// endpoint",
         description="Drive RFC 001/002/004 scenario vectors against a target and write interop-report.json.")
     p.add_argument("target", nargs="?", help="amp://host:port or amps://host:port")
+    p.add_argument("--relay", metavar="URL", default=None,
+                   help="also drive the RFC 003 relay vectors (003:A.1, A.5, A.15...) against this relay; "
+                        "alone (no TARGET), test only the relay")
     p.add_argument("--self", dest="self_test", action="store_true",
                    help="start an in-process ampcap daemon with the demo capabilities and test it")
     p.add_argument("--compat", choices=["rust-example"],
@@ -124,7 +128,8 @@ def settings_from_args(args: argparse.Namespace, url: AmpUrl | None) -> ProbeSet
     return ProbeSettings(timeout_s=args.timeout, ssl_context=ssl_context)
 
 
-async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] | None) -> RunResult:
+async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] | None,
+                    relay: AmpUrl | None) -> RunResult:
     import trio
 
     from ..interop.runner import run_vectors
@@ -140,7 +145,7 @@ async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] |
         async with trio.open_nursery() as nursery:
             url = await nursery.start(serve_self)
             try:
-                return await run_vectors(url, settings, subject, only=only)
+                return await run_vectors(url, settings, subject, only=only, self_test=True, relay=relay)
             finally:
                 nursery.cancel_scope.cancel()
     finally:
@@ -162,15 +167,17 @@ def run(args: argparse.Namespace) -> int:
 
     from ..interop.report import build_report, render_table, write_report
     from ..interop.runner import run_vectors
-    from ..interop.vectors import vector_ids
+    from ..interop.suite import known_ids
 
     # A UsageError here is reported by cli.main: one line, exit status 2.
-    known = vector_ids()
+    known = known_ids()
     for vector in args.vector or ():
         if vector not in known:
             raise UsageError(f"--vector {vector!r} is not a vector; choose from {', '.join(known)}")
-    if args.self_test == bool(args.target):
+    if args.self_test and args.target:
         raise UsageError("give exactly one of TARGET or --self")
+    if not (args.self_test or args.target or args.relay):
+        raise UsageError("give a TARGET, --self, or --relay URL")
     if args.self_test and args.compat:
         raise UsageError("--self tests ampcap in its default profile; --compat needs a TARGET")
     if args.self_test and args.target_did:
@@ -181,16 +188,17 @@ def run(args: argparse.Namespace) -> int:
         _check_report_path(args.report)  # now, not after every vector has run
     try:
         url = parse_url(args.target) if args.target else None
+        relay = parse_url(args.relay) if args.relay else None
     except UrlError as exc:
         raise UsageError(str(exc)) from None
-    settings = settings_from_args(args, url)
+    settings = settings_from_args(args, url or relay)
     subject = subject_from_args(args)
     try:
-        if url is None:
-            result = trio.run(_run_self, settings, subject, args.vector)
+        if args.self_test:
+            result = trio.run(_run_self, settings, subject, args.vector, relay)
         else:
             result = trio.run(lambda: run_vectors(url, settings, subject, target_did=args.target_did,
-                                                  only=args.vector))
+                                                  only=args.vector, relay=relay))
     except BaseExceptionGroup as group:  # trio nurseries wrap errors; report the AMP one plainly
         amp = _first_amp_error(group)
         if amp is None:
@@ -198,7 +206,11 @@ def run(args: argparse.Namespace) -> int:
         raise amp from None
     note = f"framing {settings.framing.value}, Sig_Input profile {settings.profile.value}, " \
            f"capability {subject.name}"
-    report = build_report(result, settings_note=note)
+    if relay is not None:
+        note += f", relay {relay}"
+    # --self: the implementation under test is this ampcap, whatever its HELLO says.
+    report = build_report(result, settings_note=note,
+                          implementation={"id": "ampcap", "version": __version__} if args.self_test else None)
     # The results are printed first: a report that cannot be written (a full
     # disk, a FIFO nobody reads) must not take the whole run with it.
     if args.json:

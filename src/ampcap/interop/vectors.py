@@ -84,6 +84,7 @@ class Context:
     subject: Subject
     target_did: str | None = None  # required under raw framing: nothing tells us
     target_info: dict[str, Any] | None = None
+    relay: AmpUrl | None = None  # --relay: the RFC 003 relay the relay vectors test
 
     @property
     def raw(self) -> bool:
