@@ -77,3 +77,16 @@ def test_compat_serve_caps_frames_at_the_examples_8_mib(tmp_path: Path) -> None:
                      "--vector", "002:A.5", "--vector", "004:A.5", "--report", str(tmp_path / "report.json"))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 passed, 0 failed" in out.stdout
+
+
+def test_interop_relay_drives_the_rfc003_vectors_from_the_command_line(tmp_path: Path) -> None:
+    report_file = tmp_path / "relay-report.json"
+    with relay_process() as relay_url:
+        out = ampcap(tmp_path, "interop", "--relay", relay_url, "--timeout", "2", "--report", str(report_file))
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(report_file.read_text())
+    results = {r["vector_id"]: r["status"] for r in report["results"]}
+    assert [results[v] for v in ("003:A.1", "003:A.5", "003:A.15")] == ["pass"] * 3
+    assert report["implementation"]["id"].startswith("did:key:")  # the relay, named by its own ERROR
+    usage = ampcap(tmp_path, "interop", "--relay-did", "did:web:r.example", "--self")
+    assert usage.returncode == 2 and "--relay" in usage.stderr

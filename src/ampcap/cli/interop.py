@@ -47,6 +47,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--relay", metavar="URL", default=None,
                    help="also drive the RFC 003 relay vectors (003:A.1, A.5, A.15...) against this relay; "
                         "alone (no TARGET), test only the relay")
+    p.add_argument("--relay-did", metavar="DID", type=did, default=None,
+                   help="the relay's own DID, named in relay_path by 003:A.5 (default: learned from its ERROR "
+                        "in 003:A.1)")
+    p.add_argument("--relay-framing", choices=("raw", "rfc002"), default="raw",
+                   help="how the relay frames: raw 4-byte lengths like the public Rust example's relay and "
+                        "tools/stand_in_relay.py (default), or RFC 002")
+    p.add_argument("--relay-forward", metavar="URL", default=None,
+                   help="http(s) URL of the relay's POST /amp/v1/relay/forward endpoint (RFC 002 §6.5) for "
+                        "003:A.5/A.6 (default: http on the relay's own host and port)")
     p.add_argument("--self", dest="self_test", action="store_true",
                    help="start an in-process ampcap daemon with the demo capabilities and test it")
     p.add_argument("--compat", choices=["rust-example"],
@@ -129,7 +138,7 @@ def settings_from_args(args: argparse.Namespace, url: AmpUrl | None) -> ProbeSet
 
 
 async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] | None,
-                    relay: AmpUrl | None) -> RunResult:
+                    relay: AmpUrl | None, relay_options: dict[str, Any]) -> RunResult:
     import trio
 
     from ..interop.runner import run_vectors
@@ -145,7 +154,8 @@ async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] |
         async with trio.open_nursery() as nursery:
             url = await nursery.start(serve_self)
             try:
-                return await run_vectors(url, settings, subject, only=only, self_test=True, relay=relay)
+                return await run_vectors(url, settings, subject, only=only, self_test=True, relay=relay,
+                                         **relay_options)
             finally:
                 nursery.cancel_scope.cancel()
     finally:
@@ -182,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--self tests ampcap in its default profile; --compat needs a TARGET")
     if args.self_test and args.target_did:
         raise UsageError("--target-did names a TARGET's DID; --self tests an ampcap whose DID it knows")
-    if args.compat and not args.target_did:
+    if args.compat and args.target and not args.target_did:
         raise UsageError("--compat rust-example needs --target-did: without HELLO nothing names the peer")
     if args.report != "-":
         _check_report_path(args.report)  # now, not after every vector has run
@@ -192,13 +202,17 @@ def run(args: argparse.Namespace) -> int:
     except UrlError as exc:
         raise UsageError(str(exc)) from None
     settings = settings_from_args(args, url or relay)
+    relay_options = {"relay_did": args.relay_did, "relay_framing": args.relay_framing,
+                     "relay_forward": args.relay_forward}
+    if relay is None and (args.relay_did or args.relay_forward):
+        raise UsageError("--relay-did and --relay-forward describe the relay of --relay URL; give --relay")
     subject = subject_from_args(args)
     try:
         if args.self_test:
-            result = trio.run(_run_self, settings, subject, args.vector, relay)
+            result = trio.run(_run_self, settings, subject, args.vector, relay, relay_options)
         else:
             result = trio.run(lambda: run_vectors(url, settings, subject, target_did=args.target_did,
-                                                  only=args.vector, relay=relay))
+                                                  only=args.vector, relay=relay, **relay_options))
     except BaseExceptionGroup as group:  # trio nurseries wrap errors; report the AMP one plainly
         amp = _first_amp_error(group)
         if amp is None:

@@ -151,14 +151,16 @@ async def _run_one(vector: Vector, ctx: Context, limit_s: float) -> Outcome:
 
 async def run_vectors(url: AmpUrl | None, settings: ProbeSettings, subject: Subject, *,
                       target_did: str | None = None, only: Sequence[str] | None = None,
-                      self_test: bool = False, relay: AmpUrl | None = None) -> RunResult:
+                      self_test: bool = False, relay: AmpUrl | None = None, relay_did: str | None = None,
+                      relay_framing: str = "raw", relay_forward: str | None = None) -> RunResult:
     """Discover, then run every vector of the suite (or those named in
     ``only``): the target's against ``url``, the byte vectors when
     ``self_test`` (the target is ampcap itself), the relay vectors against
     ``relay``. Every required vector of the suite is in the result, ``skip``
     with the reason when nothing could run it."""
     ctx = Context(url=url or relay or AmpUrl("amp", "127.0.0.1", 0), settings=settings, subject=subject,
-                  target_did=target_did, relay=relay)
+                  target_did=target_did, relay=relay, relay_did=relay_did, relay_framing=relay_framing,
+                  relay_forward=relay_forward)
     selected = [s for s in suite_vectors() if only is None or s.id in only]
     unreachable = await reach(url, settings) if url is not None else None
     if unreachable is not None:
@@ -190,7 +192,8 @@ async def run_vectors(url: AmpUrl | None, settings: ProbeSettings, subject: Subj
     for vector_id, outcome in unclaimed((r.vector_id for r in run.results), only):
         run.results.append(VectorResult(vector_id, "", outcome.status, outcome.notes, 0.0))
     run.results.sort(key=lambda r: vector_key(r.vector_id))
-    run.target_did = ctx.target_did
+    # Only a relay under test: the report names it.
+    run.target_did = ctx.target_did if url is not None else ctx.relay_did
     run.target_info = ctx.target_info
     return run
 
