@@ -135,6 +135,11 @@ class Calls:
             raise outcome.error
         return outcome.result
 
+    def link_of(self, handle: bytes) -> Link | None:
+        """The link call ``handle`` was sent on, while it is pending."""
+        outcome = self._pending.get(handle)
+        return outcome.link if outcome is not None else None
+
     def finish(self, handle: bytes, *, result: Any = None, error: AmpError | None = None) -> None:
         """Call ``handle`` ended (unless already forgotten): wake its caller."""
         outcome = self._pending.pop(handle, None)

@@ -96,6 +96,7 @@ _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
 UNAVAILABLE, TIMEOUT = 5002, 5003
+BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
 _LOG_LINE_LIMIT = 2 * MESSAGE_LIMIT  # characters of a line the core asks us to log (a Log action)
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
@@ -132,6 +133,8 @@ class Link:
     calls: set[bytes] = field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
     opened_ms: int = 0
     goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
+    unverified: int = 0  # messages on it whose signature did not verify (1002): why a reply may never come
+    verifies_under: Profile | None = None  # the other Sig_Input profile one of them verified under
 
     @property
     def peer_closing(self) -> str:
@@ -440,6 +443,10 @@ class Daemon:
         elif type(event) is MessageRejected:
             log.info("message rejected peer=%s id=%s: %s", _peer(link),
                      event.message_id.hex() if event.message_id else "-", shown(event.error, MESSAGE_LIMIT))
+            if event.error.code == BAD_SIGNATURE and event.envelope is not None:
+                link.unverified += 1
+                if link.verifies_under is None:
+                    link.verifies_under = self.pipeline.verifies_under(event.envelope)
             if event.authenticated and event.envelope is not None and event.envelope.reply_to is not None:
                 self._apply_invoker(self.invoker.on_rejected(event.envelope, event.error, self.clock.wall_ms()))
         elif type(event) is GoAwayReceived:
@@ -541,17 +548,38 @@ class Daemon:
             elif kind is InvokeFailed:
                 self.calls.finish(action.handle, error=action.error)
             elif kind is InvokeTimedOut:
-                self.calls.finish(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline"))
+                why = self._why_silent(self.calls.link_of(action.handle))
+                self.calls.finish(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline" + why))
             elif kind is QueryAnswered:
                 self.calls.finish(action.handle, result=action)
             elif kind is QueryFailed:
-                self.calls.finish(action.handle, error=action.error)
+                error = action.error
+                if error.code == TIMEOUT:
+                    error = AmpError(TIMEOUT, error.message + self._why_silent(self.calls.link_of(action.handle)))
+                self.calls.finish(action.handle, error=error)
             elif kind is InvokeProgress:
                 self.calls.progress(action)
             elif kind is InvokeRetrying:
                 log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt,
                          shown(action.reason, MESSAGE_LIMIT))
         self._rearm()
+
+    def _why_silent(self, link: Link | None) -> str:
+        """What a timed-out call's message adds when the peer did answer on
+        its link, but with messages whose signature did not verify: they
+        were dropped, and the reply may have been among them."""
+        if link is None or not link.unverified:
+            return ""
+        count = link.unverified
+        why = (f"; {count} message{'s' if count > 1 else ''} from the peer failed signature verification (1002) "
+               "and were dropped")
+        if link.verifies_under is Profile.RUST_EXAMPLE:
+            why += (": they verify under the public Rust example's Sig_Input, so the peer signs like it; "
+                    "use its profile too (--compat rust-example)")
+        elif link.verifies_under is Profile.RFC:
+            why += (": they verify under the RFC's Sig_Input, so the peer does not sign like the Rust example; "
+                    "drop --compat rust-example")
+        return why
 
     # ================================================================ timers
 
