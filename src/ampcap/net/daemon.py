@@ -572,7 +572,7 @@ class Daemon:
             return ""
         count = link.unverified
         why = (f"; {count} message{'s' if count > 1 else ''} from the peer failed signature verification (1002) "
-               "and were dropped")
+               f"and {'were' if count > 1 else 'was'} dropped")
         if link.verifies_under is Profile.RUST_EXAMPLE:
             why += (": they verify under the public Rust example's Sig_Input, so the peer signs like it; "
                     "use its profile too (--compat rust-example)")
