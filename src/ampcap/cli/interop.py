@@ -3,6 +3,7 @@
     ampcap interop amp://host:port [--compat rust-example] [--capability ID]
                    [--params JSON] [--report FILE] [--json] [--timeout S]
     ampcap interop --self
+    ampcap interop --relay amp://relay:7002 [--relay-did DID] [--relay-forward URL]
 
 Prints a pass/fail/skip table (or, with ``--json``, the report itself),
 writes ``interop-report.json`` (valid against the suite schema) and exits
@@ -42,7 +43,9 @@ __all__ = ["register", "run"]
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "interop", help="run the AMP interop vectors against an amp:// or amps:// endpoint",
-        description="Drive RFC 001/002/004 scenario vectors against a target and write interop-report.json.")
+        description="Drive RFC 001/002/004 scenario vectors against a target (RFC 003 ones against --relay, the "
+                    "RFC 001 byte vectors with --self) and write interop-report.json, in which every required "
+                    "vector of the suite appears.")
     p.add_argument("target", nargs="?", help="amp://host:port or amps://host:port")
     p.add_argument("--relay", metavar="URL", default=None,
                    help="also drive the RFC 003 relay vectors (003:A.1, A.5, A.15...) against this relay; "
@@ -206,6 +209,12 @@ def run(args: argparse.Namespace) -> int:
                      "relay_forward": args.relay_forward}
     if relay is None and (args.relay_did or args.relay_forward):
         raise UsageError("--relay-did and --relay-forward describe the relay of --relay URL; give --relay")
+    if args.relay_forward is not None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(args.relay_forward)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--relay-forward {args.relay_forward!r}: expected http://HOST:PORT[/PATH] or https://…")
     subject = subject_from_args(args)
     try:
         if args.self_test:
