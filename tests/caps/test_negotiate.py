@@ -205,7 +205,7 @@ def test_a_failing_adapter_is_one_throttled_line_from_the_executor_not_a_traceba
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "peer"))
-    from exec_helpers import ALICE, INVOKE, T0, message  # noqa: E402
+    from exec_helpers import ALICE, INVOKE, SEAL, T0, message  # noqa: E402
 
     from ampcap.caps.params import ParamsValidator
     from ampcap.peer.executor import Executor
@@ -213,7 +213,8 @@ def test_a_failing_adapter_is_one_throttled_line_from_the_executor_not_a_traceba
 
     manifest = manifest_from_data(_bridge_data(f"{__name__}:broken"), source="<t>")
     catalog = Catalog(manifest.capabilities, cursor_key=KEY)
-    executor = Executor(registry=catalog, resolver=catalog, params=ParamsValidator(manifest.schema_store()))
+    executor = Executor(registry=catalog, resolver=catalog, params=ParamsValidator(manifest.schema_store()),
+                        seal=SEAL)
     body = {"capability": "org.example.greet", "version": "1.0.1", "params": {"name": "Cy"}}
     with caplog.at_level(logging.INFO, logger="ampcap"):
         actions = executor.handle(message(ALICE, INVOKE, body), "A", T0)

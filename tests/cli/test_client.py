@@ -57,6 +57,15 @@ def test_invoke_by_id_range_and_version(daemon: ServeProcess, tmp_path: Path) ->
     assert out.returncode == 1 and "error 4003 VERSION_MISMATCH" in out.stderr
 
 
+def test_invoke_encrypted_end_to_end(daemon: ServeProcess, tmp_path: Path) -> None:
+    # The daemon opens the authcrypt CAP_INVOKE with its own key agreement
+    # key and encrypts its CAP_RESULT back, which the CLI opens with its own.
+    out = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.echo:1.0.0", "--params", '{"message": "sh"}',
+                 "--encrypt", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"result": {"message": "sh", "version": "1.0.0"}}
+
+
 def test_invoke_shows_progress_on_stderr(daemon: ServeProcess, tmp_path: Path) -> None:
     out = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.sleep:1.0.0", "--params", '{"ms": 400}')
     assert out.returncode == 0 and json.loads(out.stdout) == {"slept_ms": 400}

@@ -240,6 +240,13 @@ def test_rust_capture_without_secrets_stays_sealed(tmp_path: Path, dump, capture
                    str(captures / "conn1-s2c.hex")])
     sealed = [r for r in jrecords(out) if r["encrypted"]]
     assert sealed and all(not r["decrypted"] and r["body"] is None for r in sealed)
+    # The sender's key is known: the dump says why the signature is unchecked.
+    assert all(r["signature"] == "unknown-key" and "recipient's X25519 secret" in r["signature_note"]
+               for r in sealed)
+    assert all(any("recipient's X25519 secret" in e["message"] for e in r["errors"]) for r in sealed)
+    _, text = dump(["--hex", "--compat", "rust-example", "--keyring", str(ring), "--now", str(now), "--color", "never",
+                    str(captures / "conn1-s2c.hex")])
+    assert "sig=unknown-key (needs the recipient's secret)" in text
 
 
 def test_non_seekable_stdin(rfc001, jrecords) -> None:

@@ -77,3 +77,32 @@ def test_compat_serve_caps_frames_at_the_examples_8_mib(tmp_path: Path) -> None:
                      "--vector", "002:A.5", "--vector", "004:A.5", "--report", str(tmp_path / "report.json"))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 passed, 0 failed" in out.stdout
+
+
+def test_interop_relay_drives_the_rfc003_vectors_from_the_command_line(tmp_path: Path) -> None:
+    report_file = tmp_path / "relay-report.json"
+    with relay_process() as relay_url:
+        out = ampcap(tmp_path, "interop", "--relay", relay_url, "--timeout", "2", "--report", str(report_file))
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(report_file.read_text())
+    results = {r["vector_id"]: r["status"] for r in report["results"]}
+    assert [results[v] for v in ("003:A.1", "003:A.5", "003:A.15")] == ["pass"] * 3
+    assert report["implementation"]["id"].startswith("did:key:")  # the relay, named by its own ERROR
+    usage = ampcap(tmp_path, "interop", "--relay-did", "did:web:r.example", "--self")
+    assert usage.returncode == 2 and "--relay" in usage.stderr
+
+
+@pytest.mark.parametrize(("serve_compat", "call_compat", "advice"), [
+    ([], ["--compat", "rust-example"], "drop --compat rust-example"),
+    (["--compat", "rust-example"], [], "use its profile too (--compat rust-example)"),
+], ids=["caller-rust", "daemon-rust"])
+def test_a_timeout_says_the_peers_messages_failed_verification_and_which_profile_fits(
+        tmp_path: Path, serve_compat: list[str], call_compat: list[str], advice: str) -> None:
+    # One side signs like the Rust example, the other by the RFC: every answer
+    # fails verification and is dropped, so the call can only time out. It
+    # says why, and which Sig_Input profile those answers verify under.
+    with relay_process() as relay_url, serve_process(tmp_path, "--relay", relay_url, *serve_compat) as daemon:
+        out = ampcap(tmp_path, "invoke", relay_url, "org.ampcap.demo.noop:1.0.0", "--to", daemon.did,
+                     "--timeout", "2", *call_compat)
+    assert out.returncode == 1 and "error 5003 TIMEOUT" in out.stderr, out.stderr
+    assert "failed signature verification (1002)" in out.stderr and advice in out.stderr, out.stderr

@@ -17,6 +17,7 @@ from ampcap.peer.executor import Executor, ExecutorConfig, QueryPage, Resolved
 from ampcap.peer.limits import InFlightLimits
 from ampcap.peer.outbound import Outbound, Send
 from ampcap.peer.policy import ALLOW_ALL, Policy
+from ampcap.peer.sealing import Sealer
 from ampcap.caps.bodies import InvokeRequest, QueryRequest
 from ampcap.wire.envelope import seal
 from ampcap.wire.identity import DidKeyResolver, Identity
@@ -42,6 +43,10 @@ _rng = random.Random(1234)
 
 def entropy(n: int) -> bytes:
     return _rng.randbytes(n)
+
+
+# The provider's signature on the terminal replies the executor seals itself (R8).
+SEAL = Sealer(PROVIDER, entropy, DidKeyResolver())
 
 
 def message(sender: Identity, typ: int, body: Any, now: int = T0, *, msg_id: bytes | None = None,
@@ -132,11 +137,11 @@ class DemoRegistry:
 
 
 def make_executor(policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
-                  config: ExecutorConfig = ExecutorConfig()) -> Executor:
+                  config: ExecutorConfig = ExecutorConfig(), seal: Sealer = SEAL) -> Executor:
     m = manifest()
     resolver = DemoResolver(m)
     return Executor(registry=DemoRegistry(resolver), resolver=resolver, params=ParamsValidator(m.schema_store()),
-                    policy=policy, limits=limits, config=config)
+                    policy=policy, limits=limits, config=config, seal=seal)
 
 
 def catalog_executor(policy: Policy = ALLOW_ALL) -> Executor:
@@ -144,7 +149,8 @@ def catalog_executor(policy: Policy = ALLOW_ALL) -> Executor:
     URIs, the registry's query) rather than the stand-ins above."""
     m = manifest()
     catalog = Catalog(list(m.capabilities), cursor_key=bytes(32))
-    return Executor(registry=catalog, resolver=catalog, params=ParamsValidator(m.schema_store()), policy=policy)
+    return Executor(registry=catalog, resolver=catalog, params=ParamsValidator(m.schema_store()), policy=policy,
+                    seal=SEAL)
 
 
 def sends(actions: list[Any], typ: int | None = None) -> list[Send]:

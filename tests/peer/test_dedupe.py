@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from ampcap.peer.dedupe import ENTRY_OVERHEAD, CacheStatus, Horizon, InvokeCache, InvokeKey
-from ampcap.peer.outbound import Outbound
-from ampcap.wire.cbor import dumps
+from ampcap.peer.dedupe import ENTRY_OVERHEAD, CacheStatus, Horizon, InvokeCache, InvokeKey, Terminal
 
 K = InvokeKey("did:key:a", b"\x01" * 16)
 FP, OTHER = b"f" * 16, b"g" * 16
-RESULT = Outbound(typ=0x23, body={"status": "success", "result": 1}, reply_to=K.msg_id)
+# The cache keeps a terminal as the bytes first sent and when they expire.
+RESULT = Terminal(b"signed CAP_RESULT bytes", 10**9)
 
 
 def test_lifecycle_running_then_done() -> None:
@@ -22,10 +21,7 @@ def test_lifecycle_running_then_done() -> None:
     assert c.finish(K, RESULT, 2) == ("A", "B")
     hit = c.lookup(K, FP, 3)
     assert hit.status is CacheStatus.DONE and hit.terminal is not None
-    # The same message again: kept encoded, handed out decoded, same bytes to sign.
-    again = hit.terminal
-    assert (again.typ, again.reply_to, again.body) == (RESULT.typ, RESULT.reply_to, RESULT.body)
-    assert again.body_cbor == dumps(RESULT.body)
+    assert hit.terminal == RESULT  # the same message again, byte for byte (R8)
     with pytest.raises(RuntimeError):
         c.finish(K, RESULT, 4)
     with pytest.raises(RuntimeError):
@@ -75,9 +71,8 @@ def test_waiters_are_bounded_and_dropped_on_close() -> None:
     assert c.finish(K, RESULT, 0) == ("B",)
 
 
-def big_result(size: int, key: InvokeKey) -> Outbound:
-    body = {"status": "success", "result": b"r" * size}
-    return Outbound(typ=0x23, body=body, reply_to=key.msg_id, body_cbor=dumps(body))
+def big_result(size: int, key: InvokeKey) -> Terminal:
+    return Terminal(key.msg_id + b"r" * (size - 16), 10**9)
 
 
 def test_kept_terminals_stay_within_the_byte_budget() -> None:
@@ -104,7 +99,7 @@ def test_bytes_are_returned_when_entries_expire_or_are_evicted() -> None:
         key = InvokeKey("did:key:a", bytes([i + 1]) * 16)
         c.remember(key, FP, big_result(1000, key), expires_at=100 + i, now_ms=0)
     assert len(c) == 2 and c.evicted == 3
-    assert c.kept_bytes == 2 * (ENTRY_OVERHEAD + len(dumps({"status": "success", "result": b"r" * 1000})))
+    assert c.kept_bytes == 2 * (ENTRY_OVERHEAD + 1000)
     c.lookup(K, FP, 1000)  # everything expired meanwhile
     assert len(c) == 0 and c.kept_bytes == 0
 
@@ -124,18 +119,17 @@ def test_finished_entries_cost_the_garbage_collector_nothing() -> None:
     assert entries and not any(gc.is_tracked(k) or gc.is_tracked(v) or gc.is_tracked(v[2]) for k, v in entries)
 
 
-def test_a_result_bigger_or_deeper_than_a_peer_may_send_still_comes_back() -> None:
-    # The cache reads back its own encoding, not a peer's: the receive limits
-    # (16 MiB, depth 32) do not apply to what a capability returned.
-    deep: object = 1
-    for _ in range(100):
-        deep = [deep]
-    body = {"status": "success", "result": {"deep": deep, "big": b"b" * ((16 << 20) + 1)}}
+def test_a_terminal_message_past_its_expiry_is_not_handed_out() -> None:
+    # R8 amended: the first terminal is sent again only while it lives; after
+    # that the executor answers 4001 rather than re-sign a new message.
     c = InvokeCache()
-    c.start(K, FP, "A", expires_at=1000)
-    c.finish(K, Outbound(typ=0x23, body=body, reply_to=K.msg_id), 0)
-    hit = c.lookup(K, FP, 1)
-    assert hit.status is CacheStatus.DONE and hit.terminal is not None and hit.terminal.body == body
+    c.start(K, FP, "A", expires_at=10_000)
+    c.finish(K, Terminal(b"reply", 500), 0)
+    assert c.lookup(K, FP, 500).status is CacheStatus.DONE  # still valid at ts + ttl
+    hit = c.lookup(K, FP, 501)
+    assert hit.status is CacheStatus.EXPIRED and hit.terminal is None
+    assert c.lookup(K, OTHER, 501).status is CacheStatus.CONFLICT
+
 
 
 def key_at(sender: str, ts: int, n: int = 0) -> InvokeKey:

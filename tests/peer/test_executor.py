@@ -26,6 +26,7 @@ from ampcap.peer.executor import (
 )
 from ampcap.peer.limits import InFlightLimits
 from ampcap.peer.policy import parse_policy
+from ampcap.peer.sealing import Sealer
 from ampcap.wire.cbor import dumps
 from ampcap.wire.identity import DidKeyResolver
 from ampcap.wire.receive import ReceivePipeline
@@ -40,8 +41,10 @@ from exec_helpers import (  # noqa: E402
     INVOKE,
     QUERY,
     RESULT,
+    PROVIDER,
     T0,
     catalog_executor,
+    entropy,
     make_executor,
     message,
     only_send,
@@ -374,7 +377,24 @@ def test_duplicate_after_done_gets_cached_terminal_again() -> None:
     [first] = ex.complete(a.job.key, result={"ok": 1}, now_ms=T0)
     retry = message(ALICE, INVOKE, by_id(), msg_id=inv.envelope.id, ts=inv.envelope.ts, now=T0 + 9)
     [again] = ex.handle(retry, "B", T0 + 9)
-    assert again.conn == "B" and again.out == first.out
+    assert again.conn == "B" and again.out.wire == first.out.wire is not None  # the same bytes (R8)
+    assert (again.out.msg_id, again.out.ts_ms) == (first.out.msg_id, first.out.ts_ms)
+    assert again.out.body == first.out.body
+
+
+def test_duplicate_after_the_terminal_message_expired_is_4001_never_a_new_message() -> None:
+    # R8 amended: the cached reply lives as long as its own ts + ttl; past it
+    # the retry is told so rather than sent a re-signed copy with a new id.
+    ex = make_executor(seal=Sealer(PROVIDER, entropy, DidKeyResolver(), default_ttl_ms=1_000))
+    inv = message(ALICE, INVOKE, by_id())
+    [a] = ex.handle(inv, "A", T0)
+    [first] = ex.complete(a.job.key, result={"ok": 1}, now_ms=T0)
+    assert first.out.ttl_ms == 1_000
+    retry = message(ALICE, INVOKE, by_id(), msg_id=inv.envelope.id, ts=inv.envelope.ts, now=T0 + 1_000)
+    assert only_send(ex.handle(retry, "B", T0 + 1_000)).out.wire == first.out.wire
+    late = only_send(ex.handle(retry, "B", T0 + 1_001)).out
+    assert late.typ == ERROR and late.body["code"] == 4001 and "expired" in late.body["message"]
+    assert late.wire is None  # not a terminal message of its own: no copy kept
 
 
 def test_same_id_with_different_content_is_4001_and_reveals_nothing() -> None:
@@ -413,7 +433,7 @@ def test_rejections_cached_unless_retryable() -> None:
     ex = make_executor(limits=limits)
     bad = message(ALICE, INVOKE, by_id(params={}))
     first = only_send(ex.handle(bad, "A", T0))
-    assert only_send(ex.handle(bad, "A", T0 + 1)).out == first.out  # 4004 cached (same id → same answer)
+    assert only_send(ex.handle(bad, "A", T0 + 1)).out.wire == first.out.wire  # 4004 cached (same id → same answer)
     [running] = ex.handle(message(ALICE, INVOKE, by_id()), "A", T0)
     busy = message(ALICE, INVOKE, by_id())
     assert error_code(ex.handle(busy, "A", T0)) == 5004

@@ -37,6 +37,7 @@ from ampcap.peer.invoker import Invoker, InvokerConfig, RetryPolicy
 from ampcap.peer.limits import InFlightLimits
 from ampcap.peer.outbound import Outbound, Send
 from ampcap.peer.policy import ALLOW_ALL
+from ampcap.peer.sealing import Sealer
 from ampcap.schema import load_schemas
 from ampcap.wire.cbor import loads
 from ampcap.wire.envelope import seal
@@ -164,7 +165,8 @@ def executor(data: bytes) -> None:
     typ, body = TYPES[data[0] % len(TYPES)], _body(data[1:])
     client, server = connected_pair()
     ex = Executor(registry=_CATALOG, resolver=_CATALOG, params=_PARAMS, policy=ALLOW_ALL,
-                  limits=InFlightLimits(per_connection=8, total=8), config=ExecutorConfig())
+                  limits=InFlightLimits(per_connection=8, total=8), config=ExecutorConfig(),
+                  seal=Sealer(SERVER_ID, os.urandom, DidKeyResolver()))
     try:
         client.send(Outbound(typ=typ, body=body), NOW)
     except AmpError:

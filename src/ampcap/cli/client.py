@@ -91,6 +91,9 @@ def register(subparsers: Any) -> None:
     i.add_argument("--retry", action="store_true",
                    help="resend the same message (same id, RFC 001 §16.3 back-off) after a local timeout or a "
                         "retryable ERROR such as 5004 OVERLOADED; the provider still runs it at most once")
+    i.add_argument("--encrypt", action="store_true",
+                   help="send the CAP_INVOKE authcrypted (RFC 001 §8.5) to the daemon's X25519 key, derived from "
+                        "its did:key; an ampcap daemon encrypts its replies back")
     i.set_defaults(func=run_invoke)
 
 
@@ -251,7 +254,8 @@ def run_invoke(args: argparse.Namespace) -> int:
 
     async def call(remote: Any) -> str:
         result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
-                                     timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry)
+                                     timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry,
+                                     encrypt=args.encrypt)
         return _json({"result": result}) if args.json else _json(result, indent=2)
 
     return _run(args, call)

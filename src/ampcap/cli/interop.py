@@ -3,6 +3,7 @@
     ampcap interop amp://host:port [--compat rust-example] [--capability ID]
                    [--params JSON] [--report FILE] [--json] [--timeout S]
     ampcap interop --self
+    ampcap interop --relay amp://relay:7002 [--relay-did DID] [--relay-forward URL]
 
 Prints a pass/fail/skip table (or, with ``--json``, the report itself),
 writes ``interop-report.json`` (valid against the suite schema) and exits
@@ -16,6 +17,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .. import __version__
 from ..display import json_safe, printable
 from ..files.write import output_path_problem
 from ..errors import AmpError
@@ -41,8 +43,22 @@ __all__ = ["register", "run"]
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "interop", help="run the AMP interop vectors against an amp:// or amps:// endpoint",
-        description="Drive RFC 001/002/004 scenario vectors against a target and write interop-report.json.")
+        description="Drive RFC 001/002/004 scenario vectors against a target (RFC 003 ones against --relay, the "
+                    "RFC 001 byte vectors with --self) and write interop-report.json, in which every required "
+                    "vector of the suite appears.")
     p.add_argument("target", nargs="?", help="amp://host:port or amps://host:port")
+    p.add_argument("--relay", metavar="URL", default=None,
+                   help="also drive the RFC 003 relay vectors (003:A.1, A.5, A.15...) against this relay; "
+                        "alone (no TARGET), test only the relay")
+    p.add_argument("--relay-did", metavar="DID", type=did, default=None,
+                   help="the relay's own DID, named in relay_path by 003:A.5 (default: learned from its ERROR "
+                        "in 003:A.1)")
+    p.add_argument("--relay-framing", choices=("raw", "rfc002"), default="raw",
+                   help="how the relay frames: raw 4-byte lengths like the public Rust example's relay and "
+                        "tools/stand_in_relay.py (default), or RFC 002")
+    p.add_argument("--relay-forward", metavar="URL", default=None,
+                   help="http(s) URL of the relay's POST /amp/v1/relay/forward endpoint (RFC 002 §6.5) for "
+                        "003:A.5/A.6 (default: http on the relay's own host and port)")
     p.add_argument("--self", dest="self_test", action="store_true",
                    help="start an in-process ampcap daemon with the demo capabilities and test it")
     p.add_argument("--compat", choices=["rust-example"],
@@ -124,7 +140,8 @@ def settings_from_args(args: argparse.Namespace, url: AmpUrl | None) -> ProbeSet
     return ProbeSettings(timeout_s=args.timeout, ssl_context=ssl_context)
 
 
-async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] | None) -> RunResult:
+async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] | None,
+                    relay: AmpUrl | None, relay_options: dict[str, Any]) -> RunResult:
     import trio
 
     from ..interop.runner import run_vectors
@@ -140,7 +157,8 @@ async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] |
         async with trio.open_nursery() as nursery:
             url = await nursery.start(serve_self)
             try:
-                return await run_vectors(url, settings, subject, only=only)
+                return await run_vectors(url, settings, subject, only=only, self_test=True, relay=relay,
+                                         **relay_options)
             finally:
                 nursery.cancel_scope.cancel()
     finally:
@@ -162,35 +180,48 @@ def run(args: argparse.Namespace) -> int:
 
     from ..interop.report import build_report, render_table, write_report
     from ..interop.runner import run_vectors
-    from ..interop.vectors import vector_ids
+    from ..interop.suite import known_ids
 
     # A UsageError here is reported by cli.main: one line, exit status 2.
-    known = vector_ids()
+    known = known_ids()
     for vector in args.vector or ():
         if vector not in known:
             raise UsageError(f"--vector {vector!r} is not a vector; choose from {', '.join(known)}")
-    if args.self_test == bool(args.target):
+    if args.self_test and args.target:
         raise UsageError("give exactly one of TARGET or --self")
+    if not (args.self_test or args.target or args.relay):
+        raise UsageError("give a TARGET, --self, or --relay URL")
     if args.self_test and args.compat:
         raise UsageError("--self tests ampcap in its default profile; --compat needs a TARGET")
     if args.self_test and args.target_did:
         raise UsageError("--target-did names a TARGET's DID; --self tests an ampcap whose DID it knows")
-    if args.compat and not args.target_did:
+    if args.compat and args.target and not args.target_did:
         raise UsageError("--compat rust-example needs --target-did: without HELLO nothing names the peer")
     if args.report != "-":
         _check_report_path(args.report)  # now, not after every vector has run
     try:
         url = parse_url(args.target) if args.target else None
+        relay = parse_url(args.relay) if args.relay else None
     except UrlError as exc:
         raise UsageError(str(exc)) from None
-    settings = settings_from_args(args, url)
+    settings = settings_from_args(args, url or relay)
+    relay_options = {"relay_did": args.relay_did, "relay_framing": args.relay_framing,
+                     "relay_forward": args.relay_forward}
+    if relay is None and (args.relay_did or args.relay_forward):
+        raise UsageError("--relay-did and --relay-forward describe the relay of --relay URL; give --relay")
+    if args.relay_forward is not None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(args.relay_forward)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--relay-forward {args.relay_forward!r}: expected http://HOST:PORT[/PATH] or https://…")
     subject = subject_from_args(args)
     try:
-        if url is None:
-            result = trio.run(_run_self, settings, subject, args.vector)
+        if args.self_test:
+            result = trio.run(_run_self, settings, subject, args.vector, relay, relay_options)
         else:
             result = trio.run(lambda: run_vectors(url, settings, subject, target_did=args.target_did,
-                                                  only=args.vector))
+                                                  only=args.vector, relay=relay, **relay_options))
     except BaseExceptionGroup as group:  # trio nurseries wrap errors; report the AMP one plainly
         amp = _first_amp_error(group)
         if amp is None:
@@ -198,7 +229,11 @@ def run(args: argparse.Namespace) -> int:
         raise amp from None
     note = f"framing {settings.framing.value}, Sig_Input profile {settings.profile.value}, " \
            f"capability {subject.name}"
-    report = build_report(result, settings_note=note)
+    if relay is not None:
+        note += f", relay {relay}"
+    # --self: the implementation under test is this ampcap, whatever its HELLO says.
+    report = build_report(result, settings_note=note,
+                          implementation={"id": "ampcap", "version": __version__} if args.self_test else None)
     # The results are printed first: a report that cannot be written (a full
     # disk, a FIFO nobody reads) must not take the whole run with it.
     if args.json:

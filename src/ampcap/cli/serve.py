@@ -141,13 +141,16 @@ def fit_to_descriptors(max_connections: int) -> int:
     return fitted
 
 
-def _resolver(keyring: Path | None) -> KeyResolver:
+def _resolver(keyring: Path | None) -> tuple[KeyResolver, list[bytes]]:
+    """The key resolver, and the keyring's X25519 secrets: authcrypt to us
+    may use one of them (an earlier key of ours, RFC 001 §8.9)."""
     if keyring is None:
-        return DidKeyResolver()
+        return DidKeyResolver(), []
     from ..files.keyring import load_keyring
 
     with local_file_errors():
-        return ChainResolver(DidKeyResolver(), load_keyring(keyring))
+        ring = load_keyring(keyring)
+    return ChainResolver(DidKeyResolver(), ring), ring.x25519_secrets()
 
 
 def _manifests(args: argparse.Namespace) -> list[Manifest]:
@@ -213,8 +216,9 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
         profile=connection.profile)
+    resolver, secrets = _resolver(args.keyring)
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
-                    resolver=_resolver(args.keyring), ssl_context=ssl_context)
+                    resolver=resolver, ssl_context=ssl_context, decrypt_with=secrets)
     return daemon, host, port
 
 

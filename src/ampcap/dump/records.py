@@ -62,6 +62,7 @@ class Record:
     decrypted: bool = False
     signature: str | None = None  # valid | invalid | unknown-key
     signature_profile: str | None = None  # the profile under which it verified
+    signature_note: str | None = None  # why the signature could not be checked, when that is not obvious
     time: str | None = None  # TimeVerdict value
     cddl: CddlVerdict = CddlVerdict("unavailable")
     control: Any = None  # decoded payload of a HANDSHAKE/GOAWAY/ERROR/PING/PONG frame
@@ -153,6 +154,9 @@ class Inspector:
         rec.signature = report.signature.value
         if report.signature_profile is not None:
             rec.signature_profile = report.signature_profile.value
+        if report.needs_secret:
+            rec.signature_note = ("the sender's key is known, but the signature covers the encrypted plaintext: "
+                                  "it cannot be checked without the recipient's X25519 secret")
         rec.time = report.time.value
         if rec.typ is not None and rec.body_known:
             rec.cddl = self._cddl(rec)

@@ -50,6 +50,7 @@ def record_to_json(rec: Record) -> dict[str, Any]:
         "decrypted": rec.decrypted,
         "signature": rec.signature,
         "signature_profile": rec.signature_profile,
+        "signature_note": rec.signature_note,
         "expiry": rec.time,
         "body": to_json_value(rec.body) if rec.body_known else None,
         "body_known": rec.body_known,
@@ -145,6 +146,8 @@ def render_text(rec: Record, style: Style = Style(), *, max_bytes: int = 24) -> 
         elif rec.signature_profile:
             # R15: name the profile under which it would have verified.
             sig += style.warn(f" (verifies under {rec.signature_profile})")
+        elif rec.signature_note:
+            sig += style.warn(" (needs the recipient's secret)")
         cddl = _verdict(style, "cddl", rec.cddl.status)
         if rec.cddl.failing_paths:
             cddl += f" at {printable(', '.join(rec.cddl.failing_paths))}"

@@ -117,7 +117,10 @@ def _implementation(run: RunResult) -> dict[str, str]:
 
 
 def build_report(run: RunResult, *, executed_at: datetime.datetime | None = None,
-                 settings_note: str = "") -> dict[str, Any]:
+                 settings_note: str = "", implementation: dict[str, str] | None = None) -> dict[str, Any]:
+    """The report of ``run``. ``implementation`` names the implementation
+    under test when the caller knows it (``--self``: ampcap itself); else it
+    comes from the target's HELLO ``agent_info``."""
     when = executed_at or datetime.datetime.now(datetime.timezone.utc)
     notes = f"ampcap {__version__} interop harness; target {run.target}"
     if run.target_did:
@@ -132,7 +135,7 @@ def build_report(run: RunResult, *, executed_at: datetime.datetime | None = None
         results.append(item)
     report = {
         "suite_version": SUITE_VERSION,
-        "implementation": _implementation(run),
+        "implementation": implementation or _implementation(run),
         "run": {
             "executed_at": when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "environment": {

@@ -24,7 +24,8 @@ from ..net.url import AmpUrl
 from ..wire.registry import ErrorCode, MessageType
 from .probe import Probe, ProbeError, ProbeSettings, ProbeTimeout
 from .judge import Outcome, Status, failed
-from .vectors import VECTORS, Context, Subject, Vector
+from .suite import SuiteVector, Where, suite_vectors, unclaimed, vector_key
+from .vectors import Context, Subject, Vector
 
 __all__ = ["VectorResult", "RunResult", "run_vectors", "discover", "reach"]
 
@@ -148,30 +149,62 @@ async def _run_one(vector: Vector, ctx: Context, limit_s: float) -> Outcome:
     return failed("the vector returned no outcome")  # pragma: no cover - unreachable
 
 
-async def run_vectors(url: AmpUrl, settings: ProbeSettings, subject: Subject, *,
-                      target_did: str | None = None, only: Sequence[str] | None = None) -> RunResult:
-    """Discover, then run every vector (or those named in ``only``)."""
-    ctx = Context(url=url, settings=settings, subject=subject, target_did=target_did)
-    selected = [v for v in VECTORS if only is None or v.id in only]
-    unreachable = await reach(url, settings)
+async def run_vectors(url: AmpUrl | None, settings: ProbeSettings, subject: Subject, *,
+                      target_did: str | None = None, only: Sequence[str] | None = None,
+                      self_test: bool = False, relay: AmpUrl | None = None, relay_did: str | None = None,
+                      relay_framing: str = "raw", relay_forward: str | None = None) -> RunResult:
+    """Discover, then run every vector of the suite (or those named in
+    ``only``): the target's against ``url``, the byte vectors when
+    ``self_test`` (the target is ampcap itself), the relay vectors against
+    ``relay``. Every required vector of the suite is in the result, ``skip``
+    with the reason when nothing could run it."""
+    ctx = Context(url=url or relay or AmpUrl("amp", "127.0.0.1", 0), settings=settings, subject=subject,
+                  target_did=target_did, relay=relay, relay_did=relay_did, relay_framing=relay_framing,
+                  relay_forward=relay_forward)
+    selected = [s for s in suite_vectors() if only is None or s.id in only]
+    unreachable = await reach(url, settings) if url is not None else None
     if unreachable is not None:
         # Each vector would wait for the same failed connect (a timeout each
         # against an address that drops packets) and report the same reason.
-        log.info("%s: %s; no vector ran", url, unreachable.message)
-        return RunResult(target=str(url), target_did=target_did, target_info=None, subject=subject,
-                         unreachable=unreachable,
-                         results=[VectorResult(v.id, v.title, Status.FAIL, f"not run: {unreachable.message}", 0.0)
-                                  for v in selected])
-    await discover(ctx)
-    run = RunResult(target=str(url), target_did=ctx.target_did, target_info=ctx.target_info, subject=subject)
+        log.info("%s: %s; no vector ran against it", url, unreachable.message)
+    elif url is not None and any(s.where is Where.TARGET for s in selected):
+        await discover(ctx)
+    label = str(url) if url is not None else f"relay {relay}" if relay is not None else "ampcap"
+    run = RunResult(target=label, target_did=ctx.target_did, target_info=ctx.target_info, subject=subject,
+                    unreachable=unreachable)
     # Generous but finite: a few reply windows per vector (A.14 does several round trips).
     limit_s = settings.timeout_s * 4 + settings.settle_s * 8 + 5
-    for vector in selected:
+    for item in selected:
+        vector = item.vector
+        reason = _not_here(item, url, self_test, relay)
+        if reason is not None:
+            run.results.append(VectorResult(vector.id, vector.title, Status.SKIP, reason, 0.0))
+            continue
+        if item.where is Where.TARGET and unreachable is not None:
+            run.results.append(VectorResult(vector.id, vector.title, Status.FAIL,
+                                            f"not run: {unreachable.message}", 0.0))
+            continue
         started = trio.current_time()
         outcome = await _run_one(vector, ctx, limit_s)
         took = trio.current_time() - started
         log.info("%s %s (%.2f s) %s", vector.id, outcome.status.value, took, outcome.notes)
         run.results.append(VectorResult(vector.id, vector.title, outcome.status, outcome.notes, took))
-    run.target_did = ctx.target_did
+    for vector_id, outcome in unclaimed((r.vector_id for r in run.results), only):
+        run.results.append(VectorResult(vector_id, "", outcome.status, outcome.notes, 0.0))
+    run.results.sort(key=lambda r: vector_key(r.vector_id))
+    # Only a relay under test: the report names it.
+    run.target_did = ctx.target_did if url is not None else ctx.relay_did
     run.target_info = ctx.target_info
     return run
+
+
+def _not_here(item: SuiteVector, url: AmpUrl | None, self_test: bool, relay: AmpUrl | None) -> str | None:
+    """Why ``item`` cannot run in this run, or None."""
+    if item.where is Where.SELF and not self_test:
+        return ("byte vector: it fixes the RFC's own test keys, ids and nonce, which no remote target can be "
+                "made to use; `ampcap interop --self` runs it against ampcap's codec")
+    if item.where is Where.RELAY and relay is None:
+        return "RFC 003 relay vector: give --relay URL to test a relay"
+    if item.where is Where.TARGET and url is None:
+        return "no target given (only --relay)"
+    return None

@@ -84,6 +84,12 @@ class Context:
     subject: Subject
     target_did: str | None = None  # required under raw framing: nothing tells us
     target_info: dict[str, Any] | None = None
+    relay: AmpUrl | None = None  # --relay: the RFC 003 relay the relay vectors test
+    relay_did: str | None = None  # its DID (--relay-did, or learned from its ERROR in 003:A.1)
+    relay_framing: str = "raw"  # "raw" (the Rust example's relay) or "rfc002"
+    relay_forward: str | None = None  # http(s) URL of its relay-forward endpoint (default: the relay's host:port)
+    relay_error_raw: bytes | None = None  # the relay's ERROR 2003 (A.1), for A.15
+    relay_forward_raw: bytes | None = None  # its relay-forward-response refusing A.5, for A.15
 
     @property
     def raw(self) -> bool:

@@ -80,13 +80,15 @@ class Calls:
     async def invoke(self, link: Link, target: Target, params: Any, *, timeout_ms: int,
                      retry: RetryPolicy | None = None,
                      on_progress: Callable[[int | None, str | None], Any] | None = None,
-                     to: str | None = None) -> Any:
+                     to: str | None = None, encrypt: bool = False) -> Any:
         """Send a CAP_INVOKE on ``link`` and wait for its one outcome. ``to``
-        addresses another agent than the link's peer (through a relay)."""
+        addresses another agent than the link's peer (through a relay);
+        ``encrypt`` sends it authcrypted (the replies come back so too)."""
         if self._refusing:
             raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
         handle, out = self._invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
-                                                 to=to or link.peer_did, now_ms=self._clock.wall_ms())
+                                                 to=to or link.peer_did, encrypt=encrypt,
+                                                 now_ms=self._clock.wall_ms())
         return await self._await(handle, self.register(link, handle, out, on_progress))
 
     async def query(self, link: Link, filter: Mapping[str, Any], *, limit: int | None, cursor: str | None,
@@ -132,6 +134,11 @@ class Calls:
         if outcome.error is not None:
             raise outcome.error
         return outcome.result
+
+    def link_of(self, handle: bytes) -> Link | None:
+        """The link call ``handle`` was sent on, while it is pending."""
+        outcome = self._pending.get(handle)
+        return outcome.link if outcome is not None else None
 
     def finish(self, handle: bytes, *, result: Any = None, error: AmpError | None = None) -> None:
         """Call ``handle`` ended (unless already forgotten): wake its caller."""

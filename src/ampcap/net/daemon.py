@@ -33,7 +33,7 @@ import logging
 import os
 import random
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -70,6 +70,7 @@ from ..peer.limits import InFlightLimits
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
+from ..peer.sealing import Sealer
 from ..peer.state import HelloState
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
@@ -95,6 +96,7 @@ _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
 UNAVAILABLE, TIMEOUT = 5002, 5003
+BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
 _LOG_LINE_LIMIT = 2 * MESSAGE_LIMIT  # characters of a line the core asks us to log (a Log action)
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
@@ -131,6 +133,8 @@ class Link:
     calls: set[bytes] = field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
     opened_ms: int = 0
     goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
+    unverified: int = 0  # messages on it whose signature did not verify (1002): why a reply may never come
+    verifies_under: Profile | None = None  # the other Sig_Input profile one of them verified under
 
     @property
     def peer_closing(self) -> str:
@@ -156,7 +160,10 @@ class Daemon:
     def __init__(self, identity: Identity, catalog: Catalog, *, config: DaemonConfig = DaemonConfig(),
                  policy: Policy = ALLOW_ALL, params: Any = None, resolver: KeyResolver | None = None,
                  handlers: Mapping[str, LocalHandler] | None = None, clock: Clock = SYSTEM_CLOCK,
-                 entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None) -> None:
+                 entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None,
+                 decrypt_with: Sequence[bytes] = ()) -> None:
+        """``decrypt_with``: X25519 secrets besides our own to open authcrypt
+        messages with (a keyring's, for DIDs this daemon answers for)."""
         self.identity = identity
         self.catalog = catalog
         self.config = config
@@ -168,7 +175,11 @@ class Daemon:
         # it (1001 for shape faults, 4001 for R6 identity conflicts).
         # Messages must name our DID in ``to`` (no rerouting), and may be as
         # large as the maximum we offer in the RFC 002 handshake.
-        self.pipeline = ReceivePipeline(resolver or DidKeyResolver(), profile=config.profile,
+        # Authcrypt messages to us are opened with our key agreement key (RFC
+        # 001 §8.2: decrypt, then verify), and with any other given.
+        resolver = resolver or DidKeyResolver()
+        self.pipeline = ReceivePipeline(resolver, profile=config.profile,
+                                        decrypt_with=[identity.x25519_secret, *decrypt_with],
                                         schemas=load_schemas(), recipient=identity.did,
                                         limits=replace(DEFAULT_LIMITS, max_bytes=config.connection.max_msg_size))
         if params is None:
@@ -178,8 +189,11 @@ class Daemon:
             params = ParamsValidator(SchemaStore([], offline=True))
         limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
         self._log_throttle = LogThrottle()
+        # Terminal replies are sealed by the executor, once: a retry gets the same bytes (R8).
+        sealer = Sealer(identity, entropy, resolver, default_ttl_ms=config.connection.default_ttl_ms,
+                        profile=config.connection.profile)
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
-                                 limits=limits, config=config.executor)
+                                 limits=limits, config=config.executor, seal=sealer)
         self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
@@ -429,6 +443,10 @@ class Daemon:
         elif type(event) is MessageRejected:
             log.info("message rejected peer=%s id=%s: %s", _peer(link),
                      event.message_id.hex() if event.message_id else "-", shown(event.error, MESSAGE_LIMIT))
+            if event.error.code == BAD_SIGNATURE and event.envelope is not None:
+                link.unverified += 1
+                if link.verifies_under is None:
+                    link.verifies_under = self.pipeline.verifies_under(event.envelope)
             if event.authenticated and event.envelope is not None and event.envelope.reply_to is not None:
                 self._apply_invoker(self.invoker.on_rejected(event.envelope, event.error, self.clock.wall_ms()))
         elif type(event) is GoAwayReceived:
@@ -460,12 +478,12 @@ class Daemon:
         violation = delegation_violation(inbound)  # R9 for every other type
         if violation is not None:
             if typ != int(MessageType.ERROR):
-                self._send(link, error_reply(env, violation))
+                self._send(link, error_reply(env, violation, encrypt=inbound.decrypted))
             return
         if typ in _REPLIES:
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
-            self._send(link, reply_to(env, _PONG, None))
+            self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
         elif typ == _PONG:  # liveness answer: nothing to say back
             log.debug("PONG from %s", shown(env.sender))
         else:
@@ -475,7 +493,7 @@ class Daemon:
             name = MessageType(typ).name
             log.info("unsupported %s from %s answered 1005", name, shown(env.sender))
             self._send(link, error_reply(env, AmpError(UNKNOWN_TYPE, f"{name} is not supported by this agent",
-                                                       path="typ")))
+                                                       path="typ"), encrypt=inbound.decrypted))
 
     # =============================================================== actions
 
@@ -530,17 +548,38 @@ class Daemon:
             elif kind is InvokeFailed:
                 self.calls.finish(action.handle, error=action.error)
             elif kind is InvokeTimedOut:
-                self.calls.finish(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline"))
+                why = self._why_silent(self.calls.link_of(action.handle))
+                self.calls.finish(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline" + why))
             elif kind is QueryAnswered:
                 self.calls.finish(action.handle, result=action)
             elif kind is QueryFailed:
-                self.calls.finish(action.handle, error=action.error)
+                error = action.error
+                if error.code == TIMEOUT:
+                    error = AmpError(TIMEOUT, error.message + self._why_silent(self.calls.link_of(action.handle)))
+                self.calls.finish(action.handle, error=error)
             elif kind is InvokeProgress:
                 self.calls.progress(action)
             elif kind is InvokeRetrying:
                 log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt,
                          shown(action.reason, MESSAGE_LIMIT))
         self._rearm()
+
+    def _why_silent(self, link: Link | None) -> str:
+        """What a timed-out call's message adds when the peer did answer on
+        its link, but with messages whose signature did not verify: they
+        were dropped, and the reply may have been among them."""
+        if link is None or not link.unverified:
+            return ""
+        count = link.unverified
+        why = (f"; {count} message{'s' if count > 1 else ''} from the peer failed signature verification (1002) "
+               f"and {'were' if count > 1 else 'was'} dropped")
+        if link.verifies_under is Profile.RUST_EXAMPLE:
+            why += (": they verify under the public Rust example's Sig_Input, so the peer signs like it; "
+                    "use its profile too (--compat rust-example)")
+        elif link.verifies_under is Profile.RFC:
+            why += (": they verify under the RFC's Sig_Input, so the peer does not sign like the Rust example; "
+                    "drop --compat rust-example")
+        return why
 
     # ================================================================ timers
 

@@ -526,7 +526,8 @@ class Remote:
 
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
                      negotiate: Negotiate | None = None, params: Any = None, timeout: float = 60.0,
-                     on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False) -> Any:
+                     on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False,
+                     encrypt: bool = False) -> Any:
         """CAP_INVOKE and wait for the one outcome; returns the result.
 
         ``capability`` is a full id (``name:version``) or a name combined
@@ -537,13 +538,15 @@ class Remote:
         peer closed it). ``on_progress(pct, text)``
         (plain or async) sees every PROGRESS. ``retry=True`` resends the same
         message after a local timeout or a retryable ERROR (RFC 001 §16.3; the
-        provider runs it once; a CAP_RESULT error is final).
+        provider runs it once; a CAP_RESULT error is final). ``encrypt=True``
+        sends the invoke authcrypted (RFC 001 §8.5) to the peer's X25519 key
+        (did:key, or the keyring); an ampcap daemon encrypts its replies back.
         """
         target = _target(capability, version, range, negotiate)
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
-                                               to=self._to)
+                                               to=self._to, encrypt=encrypt)
 
     async def aclose(self) -> None:
         self._link.driver.close()

@@ -172,8 +172,9 @@ class ConnectionDriver:
         """Bytes queued in the Connection plus bytes handed to ``send_all``."""
         return self.conn.pending_bytes + self._in_flight
 
-    def send_nowait(self, out: Outbound) -> Envelope:
-        """Seal and queue ``out`` now (LocalProtocolError if not allowed)."""
+    def send_nowait(self, out: Outbound) -> Envelope | None:
+        """Seal and queue ``out`` now (LocalProtocolError if not allowed); its
+        envelope, or ``None`` when ``out`` came sealed (``out.wire``)."""
         env = self.conn.send(out, self._clock())
         if self._write_next_send and self._fd >= 0 and not self._delivering:
             self._write_next_send = False
@@ -182,7 +183,7 @@ class ConnectionDriver:
         self._charge()
         return env
 
-    async def send(self, out: Outbound) -> Envelope:
+    async def send(self, out: Outbound) -> Envelope | None:
         """Like :meth:`send_nowait`, but first wait while the backlog is full."""
         while self.backlog > self.conn.config.max_send_buffer and self.conn.state is not ConnState.CLOSED:
             await self._wait_space()

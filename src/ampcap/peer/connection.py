@@ -51,6 +51,7 @@ from ..wire.transport import (
     TransportError,
     effective_max,
 )
+from .sealing import seal_outbound
 from .config import UNKNOWN_PEER_DID, ConnectionConfig, major_of
 from .events import (
     ConnectionTerminated,
@@ -253,8 +254,9 @@ class Connection:
     def next_event(self) -> Event | None:
         return self._events.popleft() if self._events else None
 
-    def send(self, out: Outbound, now_ms: int) -> Envelope:
-        """Seal (sign) ``out``, frame it and queue it; return the envelope.
+    def send(self, out: Outbound, now_ms: int) -> Envelope | None:
+        """Seal (sign) ``out``, frame it and queue it; return the envelope
+        (``None`` when ``out`` came sealed already: ``out.wire`` is sent as is).
 
         Raises ``LocalProtocolError`` unless the connection is OPEN, or
         DRAINING and ``out`` is a reply (``reply_to`` set).
@@ -265,17 +267,17 @@ class Connection:
             self.state = advance(self.state, ConnInput.SEND_MESSAGE)
         except StateViolation as exc:
             raise LocalProtocolError(1001, exc.message, path="state") from None
-        to = out.to if out.to is not None else self.peer_did
-        if to is None:
-            raise LocalProtocolError(1001, "no recipient: the peer's DID is not known", path="to")
-        ttl = out.ttl_ms if out.ttl_ms is not None else self.config.default_ttl_ms
-        # A retry reuses the original id *and* timestamp (RFC 001 §16.3), so the
-        # signed content is identical and the receiver treats it as a duplicate (R8).
-        stamp = out.ts_ms if out.ts_ms is not None else now_ms
-        env, wire = seal(self.identity, typ=out.typ, to=to, body=out.body, now_ms=stamp,
-                         entropy=self._entropy, ttl=ttl, reply_to=out.reply_to, thread_id=out.thread_id,
-                         v=self._major, profile=self.config.profile, message_id=out.msg_id,
-                         body_bytes=out.body_cbor, ext=out.ext)
+        env: Envelope | None = None
+        wire = out.wire
+        if wire is None:
+            to = out.to if out.to is not None else self.peer_did
+            if to is None:
+                raise LocalProtocolError(1001, "no recipient: the peer's DID is not known", path="to")
+            # A retry reuses the original id *and* timestamp (RFC 001 §16.3), so the
+            # signed content is identical and the receiver treats it as a duplicate (R8).
+            env, wire = seal_outbound(self.identity, out, now_ms, entropy=self._entropy, to=to,
+                                      default_ttl_ms=self.config.default_ttl_ms, v=self._major,
+                                      profile=self.config.profile, resolver=self.pipeline.resolver)
         if len(wire) > self.max_msg_size:
             raise MessageTooLarge(len(wire), self.max_msg_size)
         self._queue_frame(FrameType.AMP_MESSAGE, wire)

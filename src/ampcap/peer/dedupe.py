@@ -6,8 +6,12 @@ covers every signed header and the body) and one of three things:
 
 * RUNNING: the invocation is executing; the set of connections waiting for
   its outcome (the first delivery's, plus any connection a retry arrived on);
-* DONE: the one terminal message (CAP_RESULT, or the ERROR of a rejection),
-  to be sent again, unchanged, to any later retry;
+* DONE: the one terminal message (CAP_RESULT, or the ERROR of a rejection)
+  as a :class:`Terminal`: its wire bytes, exactly as first sent, and when
+  that message expires. A later retry gets those bytes again (ruling R8 as
+  amended: same id, ``ts`` and signature, so a client deduplicating by
+  message id, RFC 006 §7.2, sees one terminal reply); once the message has
+  expired, :meth:`lookup` says EXPIRED and the executor answers 4001;
 * FORGOTTEN: it finished, but its terminal message was dropped to stay within
   the memory budget. Only the fingerprint is left, so a retry is still
   recognised and never runs the invocation a second time; it is told the
@@ -30,24 +34,27 @@ twice. That costs nothing until the cache overflows, and afterwards only
 touches a sender's messages older than ones it had forgotten, which a
 sender's own retries are and its new messages normally are not.
 
-Memory is bounded twice. Terminal bodies are kept encoded (deterministic
-CBOR, the bytes that were signed) and their sizes add up to at most
-``max_bytes``: beyond it the terminal that expires soonest is dropped and
-its entry becomes FORGOTTEN. Without that bound a caller could make the
+Memory is bounded twice. Terminal messages are kept as their wire bytes
+and their sizes add up to at most ``max_bytes``: beyond it the terminal
+that expires soonest is dropped and its entry becomes FORGOTTEN. Without that bound a caller could make the
 daemon hold ``max_entries`` results of up to a message's size each (echo a
-1 MiB params a hundred thousand times); keeping the bodies encoded rather
-than decoded also makes the budget mean what it says, since a decoded body
-can take many times its encoded size. Entries of any kind beyond
+1 MiB params a hundred thousand times); keeping bytes rather than decoded
+values also makes the budget mean what it says. Entries of any kind beyond
 ``max_entries`` are evicted soonest-expiry first (they were about to go
 anyway). RUNNING entries are never evicted: the executor's in-flight limits
 bound them, and forgetting one would let a retry run the same invocation
 twice. Waiters per entry are bounded too.
 
-A finished entry is a plain ``(fingerprint, expires_at, terminal or None)``
+A finished entry is a plain ``(fingerprint, expires_at, Terminal or None)``
 tuple and the key an untracked struct: a full cache holds one entry per
 invoke served, and none of it needs the garbage collector's attention
-(CPython stops tracking tuples of untracked values; an Outbound is never
+(CPython stops tracking tuples of untracked values; a Terminal is never
 tracked).
+
+The interface a durable journal (ruling R19) builds on is narrow: the
+executor calls :meth:`InvokeCache.lookup`, :meth:`start`, :meth:`finish` and
+:meth:`remember`, and what is stored per finished invoke is ``(key,
+fingerprint, expires_at, Terminal(wire, expires_at))``: bytes and integers.
 """
 
 from __future__ import annotations
@@ -59,20 +66,14 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from ..wire.cbor import DecodeLimits, dumps, loads
 from ..wire.envelope import id_timestamp
 from .limits import DeadlineQueue
-from .outbound import Outbound
 
-__all__ = ["InvokeKey", "CacheStatus", "Lookup", "Horizon", "InvokeCache", "ENTRY_OVERHEAD"]
+__all__ = ["InvokeKey", "Terminal", "CacheStatus", "Lookup", "Horizon", "InvokeCache", "ENTRY_OVERHEAD"]
 
-# What a kept terminal costs besides its encoded body: key, entry tuple,
-# Outbound, dict slot and expiry-heap items, rounded up.
+# What a kept terminal costs besides its wire bytes: key, entry tuple,
+# Terminal, dict slot and expiry-heap items, rounded up.
 ENTRY_OVERHEAD = 512
-# Reading back bytes we encoded ourselves: a result may be bigger or deeper
-# than what we accept from a peer (dumps nests only as deep as Python's
-# recursion limit allows, well under this), and it must come back all the same.
-_OWN_BYTES = DecodeLimits(max_depth=1024, max_items=1 << 62, max_bytes=1 << 62)
 
 
 class InvokeKey(msgspec.Struct, frozen=True, gc=False):
@@ -82,10 +83,20 @@ class InvokeKey(msgspec.Struct, frozen=True, gc=False):
     msg_id: bytes
 
 
+class Terminal(msgspec.Struct, frozen=True, gc=False):
+    """An invoke's terminal message as it was first sent."""
+
+    wire: bytes
+    """The signed message (unframed), to be sent again byte for byte."""
+    expires_at: int
+    """Its ``ts + ttl`` (Unix ms): after that it is no longer resent (4001)."""
+
+
 class CacheStatus(enum.Enum):
     NEW = "new"  # never seen (or forgotten after expiry)
     RUNNING = "running"  # same content, still executing: wait for its outcome
     DONE = "done"  # same content, finished: resend the cached terminal
+    EXPIRED = "expired"  # same content, finished, but the terminal message has expired: 4001
     FORGOTTEN = "forgotten"  # same content, finished, terminal dropped for memory: never run again
     CONFLICT = "conflict"  # same (from, id), different content: 4001, reveal nothing
     UNCERTAIN = "uncertain"  # not remembered, but may retry an evicted invoke: never run
@@ -94,7 +105,7 @@ class CacheStatus(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Lookup:
     status: CacheStatus
-    terminal: Outbound | None = None  # only for DONE
+    terminal: Terminal | None = None  # only for DONE
 
 
 @dataclass(slots=True)
@@ -104,10 +115,11 @@ class _Running:
     waiters: list[Hashable] = field(default_factory=list)  # ordered, no repeats
 
 
-# (fingerprint, expires_at, terminal with its body only encoded, or None once forgotten)
-_Finished = tuple[bytes, int, Outbound | None]
+# (fingerprint, expires_at, the terminal as sent, or None once forgotten)
+_Finished = tuple[bytes, int, Terminal | None]
 _NEW, _RUNNING, _CONFLICT = Lookup(CacheStatus.NEW), Lookup(CacheStatus.RUNNING), Lookup(CacheStatus.CONFLICT)
 _FORGOTTEN, _UNCERTAIN = Lookup(CacheStatus.FORGOTTEN), Lookup(CacheStatus.UNCERTAIN)
+_EXPIRED = Lookup(CacheStatus.EXPIRED)
 
 
 class Horizon:
@@ -197,9 +209,9 @@ class InvokeCache:
             return _CONFLICT
         if kept is None:
             return _FORGOTTEN
-        # The body was kept encoded only; hand out the same message as first sent.
-        assert kept.body_cbor is not None
-        return Lookup(CacheStatus.DONE, msgspec.structs.replace(kept, body=loads(kept.body_cbor, _OWN_BYTES)))
+        if now_ms > kept.expires_at:  # the same rule as the receiver's 1003
+            return _EXPIRED
+        return Lookup(CacheStatus.DONE, kept)
 
     def start(self, key: InvokeKey, fingerprint: bytes, conn: Hashable, *, expires_at: int) -> None:
         """Record an accepted invocation as RUNNING, with ``conn`` waiting."""
@@ -232,7 +244,7 @@ class InvokeCache:
             if isinstance(entry, _Running) and conn in entry.waiters:
                 entry.waiters.remove(conn)
 
-    def finish(self, key: InvokeKey, terminal: Outbound, now_ms: int) -> tuple[Hashable, ...]:
+    def finish(self, key: InvokeKey, terminal: Terminal, now_ms: int) -> tuple[Hashable, ...]:
         """RUNNING → DONE; return the connections to send ``terminal`` to."""
         entry = self._entries[key]
         if not isinstance(entry, _Running):
@@ -242,7 +254,7 @@ class InvokeCache:
         self._keep(key, entry.fingerprint, max(entry.expires_at, now_ms), terminal, now_ms)
         return tuple(entry.waiters)
 
-    def remember(self, key: InvokeKey, fingerprint: bytes, terminal: Outbound, *, expires_at: int,
+    def remember(self, key: InvokeKey, fingerprint: bytes, terminal: Terminal, *, expires_at: int,
                  now_ms: int) -> None:
         """Store the terminal ERROR of an invocation rejected before execution."""
         self._purge(now_ms)
@@ -250,11 +262,9 @@ class InvokeCache:
             return
         self._keep(key, fingerprint, expires_at, terminal, now_ms)
 
-    def _keep(self, key: InvokeKey, fingerprint: bytes, expires_at: int, terminal: Outbound, now_ms: int) -> None:
-        encoded = terminal.body_cbor if terminal.body_cbor is not None else dumps(terminal.body)
-        self._entries[key] = (fingerprint, expires_at,
-                              msgspec.structs.replace(terminal, body=None, body_cbor=encoded))
-        self._bytes += ENTRY_OVERHEAD + len(encoded)
+    def _keep(self, key: InvokeKey, fingerprint: bytes, expires_at: int, terminal: Terminal, now_ms: int) -> None:
+        self._entries[key] = (fingerprint, expires_at, terminal)
+        self._bytes += ENTRY_OVERHEAD + len(terminal.wire)
         self._expiry.set(key, expires_at)
         self._kept.set(key, expires_at)
         self._bound(now_ms)
@@ -269,10 +279,9 @@ class InvokeCache:
         if entry is not None and not isinstance(entry, _Running):
             self._unkeep(key, entry[2])
 
-    def _unkeep(self, key: InvokeKey, kept: Outbound | None) -> None:
+    def _unkeep(self, key: InvokeKey, kept: Terminal | None) -> None:
         if kept is not None:
-            assert kept.body_cbor is not None
-            self._bytes -= ENTRY_OVERHEAD + len(kept.body_cbor)
+            self._bytes -= ENTRY_OVERHEAD + len(kept.wire)
             self._kept.discard(key)
 
     def _bound(self, now_ms: int) -> None:

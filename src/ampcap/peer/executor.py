@@ -31,7 +31,8 @@ names no namespace, and 3001 for a known alias against 4002 for an unknown
 one would map the aliases of the namespaces it may not use.
 
 What is cached for retries: every CAP_RESULT, and every rejection whose
-code is not retryable, within a memory budget (``cache_bytes``; past it a
+code is not retryable, as the message first sent (sealed here, through the
+injected ``seal``, so that a retry gets the same bytes: ruling R8), within a memory budget (``cache_bytes``; past it a
 retry still never runs twice, but is told that the result is gone: 4001).
 Retryable rejections (3005, 5002, 5004) are not cached: the invocation
 never started, so a retry with the same message id (RFC 001 §16.3) is
@@ -44,8 +45,6 @@ import logging
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-import msgspec
 
 from ..caps.bodies import (
     BAD_REQUEST,
@@ -63,12 +62,12 @@ from ..caps.bodies import (
 )
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, LocalProtocolError, ReportedFailure
-from ..wire.cbor import UINT64_MAX, dumps
-from ..wire.envelope import BODY_MAX_DEPTH, Envelope
+from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
+from ..wire.envelope import BODY_MAX_DEPTH, Envelope, decode_envelope
 from ..wire.receive import Inbound
 from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
-from .dedupe import CacheStatus, InvokeCache, InvokeKey
+from .dedupe import CacheStatus, InvokeCache, InvokeKey, Terminal
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
@@ -103,6 +102,9 @@ _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 
 # One denial, always the same bytes: no detail, no path (R10, A.9).
 DENIED = "not authorized"
+# Reading back a message we sealed ourselves: a result may be bigger or deeper
+# than what we accept from a peer, and it must come back all the same.
+_OWN_BYTES = DecodeLimits(max_depth=1024, max_items=1 << 62, max_bytes=1 << 62)
 
 
 def _denied() -> AmpError:
@@ -193,6 +195,7 @@ class Job:
     thread_id: bytes | None
     session: Mapping[str, Any] | None
     adapt_result: Callable[[Any], Any] | None = None  # see Resolved
+    encrypted: bool = False  # the invoke came authcrypted: so do its replies
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -273,11 +276,16 @@ class _Running:
 
 class Executor:
     def __init__(self, *, registry: CapabilityDirectory | None, resolver: CapabilityResolver,
-                 params: ParamsChecker, policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
+                 params: ParamsChecker, seal: Callable[[Outbound, int], Outbound],
+                 policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
                  config: ExecutorConfig = ExecutorConfig()) -> None:
+        """``seal`` signs a terminal reply the way its connection would
+        (:class:`~ampcap.peer.sealing.Sealer`): the result carries its wire
+        bytes, kept for retries (R8)."""
         self._registry = registry
         self._resolver = resolver
         self._params = params
+        self._seal = seal
         self._policy = policy
         self._rates = policy.new_rate_limiter()
         self._limits = limits if limits is not None else InFlightLimits()
@@ -310,16 +318,21 @@ class Executor:
             # replay cache knows the id too when its first use was refused
             # with a retryable code, which the invoke cache does not keep.)
             err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
-            return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {shown(env.sender)}", "id reuse")]
+            return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted)), Log(logging.WARNING, f"id reuse by {shown(env.sender)}", "id reuse")]
         if seen.status is CacheStatus.DONE:
             assert seen.terminal is not None
-            return [Send(conn, seen.terminal)]
+            return [Send(conn, _as_sent(seen.terminal))]
+        if seen.status is CacheStatus.EXPIRED:
+            # R8: never re-signed as a new message (a second terminal reply to
+            # a client that deduplicates by id), and the first one is dead.
+            err = AmpError(BAD_REQUEST, "this invocation already completed; its result has expired", path="id")
+            return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted))]
         if seen.status is CacheStatus.FORGOTTEN:
             # R8: it ran once and must not run again, but its reply was dropped
             # to keep the cache within its memory budget.
             err = AmpError(BAD_REQUEST, "this invocation already completed; its result is no longer available",
                            path="id")
-            return [Send(conn, error_reply(env, err))]
+            return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted))]
         if seen.status is CacheStatus.RUNNING:
             if self._cache.add_waiter(key, conn):
                 return [Log(logging.DEBUG, "retry of a running invoke waits for its outcome")]
@@ -327,19 +340,20 @@ class Executor:
             # answer per invoke message (R5): a retryable refusal, after
             # which a retry finds the cached result.
             err = AmpError(OVERLOADED, "too many retries of this invocation are waiting; retry later")
-            return [Send(conn, error_reply(env, err))]
+            return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted))]
         if seen.status is CacheStatus.UNCERTAIN:
             # Under load the cache evicted invokes of this sender at least this
             # old before they expired: this may retry one that already ran (R8).
             err = AmpError(BAD_REQUEST, "this daemon can no longer tell whether this invoke already ran (under load "
                                         "it forgot earlier invokes of this sender); send it with a new message id",
                            path="id")
-            return [Send(conn, error_reply(env, err))]
+            return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted))]
 
         actions: list[Action] = []
         if self.config.ack_on_receipt:
             actions.append(Send(conn, reply_to(env, int(MessageType.ACK),
-                                               {"ack_source": "recipient", "received_at": now_ms})))
+                                               {"ack_source": "recipient", "received_at": now_ms},
+                                               encrypt=inbound.decrypted)))
         state = advance(InvokeState.RECEIVED, InvokeInput.VALIDATE)
         try:
             if self._closing:
@@ -358,7 +372,8 @@ class Executor:
         job = Job(key=key, conn=conn, capability_id=str(resolved.descriptor.id), descriptor=resolved.descriptor,
                   params=resolved.params, binding=resolved.binding,
                   deadline_ms=now_ms + min(timeout, self.config.max_timeout_ms),
-                  thread_id=env.thread_id, session=request.session, adapt_result=resolved.adapt_result)
+                  thread_id=env.thread_id, session=request.session, adapt_result=resolved.adapt_result,
+                  encrypted=inbound.decrypted)
         self._limits.acquire(conn)  # room was checked in step 2, nothing ran since
         self._cache.start(key, inbound.fingerprint, conn, expires_at=env.ts + env.ttl)
         self._running[key] = _Running(job, state)
@@ -416,16 +431,16 @@ class Executor:
 
     def _reject(self, inbound: Inbound, conn: Hashable, err: AmpError, now_ms: int) -> list[Action]:
         env = inbound.envelope
-        out = error_reply(env, err)
+        out = error_reply(env, err, encrypt=inbound.decrypted)
         # The message may quote the peer's values (a version, a name): a
         # rejection is not throttled, so it must not be as long as they are.
         note = Log(logging.INFO, f"invoke rejected id={env.id.hex()} from={shown(env.sender)} code={err.code} "
                                  f"{error_info(err.code).name}: {shown(err.message, MESSAGE_LIMIT)}")
         if not error_info(err.code).retry:
-            # Encoded once here: the cache keeps only these bytes, and a retry
-            # gets exactly the message sent now.
-            out = msgspec.structs.replace(out, body_cbor=dumps(out.body))
-            self._cache.remember(InvokeKey(env.sender, env.id), inbound.fingerprint, out,
+            # Sealed once here: the cache keeps these bytes, and a retry gets
+            # exactly the message sent now (R8).
+            out = self._seal(out, now_ms)
+            self._cache.remember(InvokeKey(env.sender, env.id), inbound.fingerprint, _terminal(out),
                                  expires_at=env.ts + env.ttl, now_ms=now_ms)
         return [Send(conn, out), note]
 
@@ -454,11 +469,11 @@ class Executor:
             if page.next_cursor is not None:
                 body["next_cursor"] = page.next_cursor
         except AmpError as err:
-            return [Send(conn, error_reply(env, err))]
+            return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted))]
         except Exception as exc:
             return [Log(logging.ERROR, f"query crashed: {shown(repr(exc))}", "query crash"),
-                    Send(conn, error_reply(env, AmpError(INTERNAL_ERROR, "internal error")))]
-        return [Send(conn, reply_to(env, int(MessageType.CAP_DECLARE), body))]
+                    Send(conn, error_reply(env, AmpError(INTERNAL_ERROR, "internal error"), encrypt=inbound.decrypted))]
+        return [Send(conn, reply_to(env, int(MessageType.CAP_DECLARE), body, encrypt=inbound.decrypted))]
 
     # ----------------------------------------------------------- executing
 
@@ -566,10 +581,25 @@ class Executor:
         run.state = advance(run.state, InvokeInput.FINISH)
         self._deadlines.discard(key)
         self._limits.release(run.job.conn)
-        terminal = self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded)
-        return [Send(conn, terminal) for conn in self._cache.finish(key, terminal, now_ms)]
+        # Sealed once, here: every waiter, and every later retry, gets these bytes (R8).
+        terminal = self._seal(self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded), now_ms)
+        return [Send(conn, terminal) for conn in self._cache.finish(key, _terminal(terminal), now_ms)]
 
     @staticmethod
     def _reply(job: Job, typ: int, body: dict[str, Any], encoded: bytes | None = None) -> Outbound:
         return Outbound(typ=typ, body=body, reply_to=job.key.msg_id, thread_id=job.thread_id, to=job.key.sender,
-                        body_cbor=encoded)
+                        body_cbor=encoded, encrypt=job.encrypted)
+
+
+def _terminal(out: Outbound) -> Terminal:
+    """What the cache keeps of a sealed terminal reply."""
+    assert out.wire is not None and out.ts_ms is not None and out.ttl_ms is not None
+    return Terminal(out.wire, out.ts_ms + out.ttl_ms)
+
+
+def _as_sent(terminal: Terminal) -> Outbound:
+    """A cached terminal, to send again as it is (decoded only to describe it:
+    the connection needs its type and ``reply_to``, a log its body)."""
+    env = decode_envelope(terminal.wire, _OWN_BYTES)
+    return Outbound(typ=env.typ, body=env.body, reply_to=env.reply_to, thread_id=env.thread_id, to=env.to,
+                    msg_id=env.id, ts_ms=env.ts, ttl_ms=env.ttl, encrypt=env.enc is not None, wire=terminal.wire)

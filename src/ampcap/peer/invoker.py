@@ -268,13 +268,15 @@ class Invoker:
 
     def start_invoke(self, conn: Hashable, target: Target, params: Any, *, timeout_ms: int | None = None,
                      retry: RetryPolicy | None = None, to: str | None = None,
-                     thread_id: bytes | None = None, now_ms: int) -> tuple[Handle, Outbound]:
+                     thread_id: bytes | None = None, encrypt: bool = False,
+                     now_ms: int) -> tuple[Handle, Outbound]:
         """Begin a CAP_INVOKE. ``timeout_ms`` is the local deadline per attempt
-        and is also sent in the body, so the provider gives up no later."""
+        and is also sent in the body, so the provider gives up no later.
+        ``encrypt`` sends it authcrypted to ``to`` (RFC 001 §8.5)."""
         timeout = timeout_ms if timeout_ms is not None else self.config.default_timeout_ms
         body = invoke_body(target, params, timeout)
         return self._start(_Kind.INVOKE, conn, int(_T.CAP_INVOKE), body, timeout, retry, to, thread_id,
-                           target if isinstance(target, str) else None, now_ms)
+                           target if isinstance(target, str) else None, now_ms, encrypt)
 
     def start_query(self, conn: Hashable, filter: Mapping[str, Any], *, limit: int | None = None,
                     cursor: str | None = None, order: str | None = None, timeout_ms: int | None = None,
@@ -292,7 +294,7 @@ class Invoker:
 
     def _start(self, kind: _Kind, conn: Hashable, typ: int, body: dict[str, Any], timeout_ms: int,
                retry: RetryPolicy | None, to: str | None, thread_id: bytes | None, capability_id: str | None,
-               now_ms: int) -> tuple[Handle, Outbound]:
+               now_ms: int, encrypt: bool = False) -> tuple[Handle, Outbound]:
         if len(self._calls) >= self.config.max_pending:
             raise LocalProtocolError(5004, "too many calls pending")
         if timeout_ms < 1:
@@ -301,7 +303,7 @@ class Invoker:
         while handle in self._calls:  # only a broken entropy source repeats itself
             handle = new_message_id(now_ms, self._entropy)
         out = Outbound(typ=typ, body=body, to=to, thread_id=thread_id, msg_id=handle, ts_ms=now_ms,
-                       ttl_ms=self.config.message_ttl_ms)
+                       ttl_ms=self.config.message_ttl_ms, encrypt=encrypt)
         self._calls[handle] = _Call(kind=kind, conn=conn, out=out, timeout_ms=timeout_ms, retry=retry,
                                     peer=to, capability_id=capability_id)
         self._timers.set(handle, now_ms + timeout_ms)

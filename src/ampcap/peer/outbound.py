@@ -60,6 +60,12 @@ class Outbound(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     had to check that the body encodes at all); saves encoding it twice."""
     ext: dict[str, Any] | None = None
     """The envelope's ``ext`` map (RFC 001 §4.6), signed with the rest."""
+    encrypt: bool = False
+    """Authcrypt the body to the recipient (RFC 001 §8.5): set on replies to
+    an encrypted request, so what was private stays private."""
+    wire: bytes | None = None
+    """The message already sealed (a terminal reply, ruling R8): these bytes
+    are sent as they are, and every field above only describes them."""
 
     def __post_init__(self) -> None:
         if self.msg_id is not None and len(self.msg_id) != 16:
@@ -70,16 +76,17 @@ class Outbound(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             raise ValueError("ttl_ms must not be negative")
 
 
-def reply_to(request: Envelope, typ: int, body: Any) -> Outbound:
+def reply_to(request: Envelope, typ: int, body: Any, *, encrypt: bool = False) -> Outbound:
     """A reply to ``request``: ``reply_to`` = its id, same thread, addressed
-    to its sender (not merely "the peer": over a relay they differ)."""
+    to its sender (not merely "the peer": over a relay they differ);
+    ``encrypt`` when the request came encrypted."""
     return Outbound(typ=typ, body=body, reply_to=request.id, thread_id=request.thread_id,
-                    to=request.sender)
+                    to=request.sender, encrypt=encrypt)
 
 
-def error_reply(request: Envelope, error: AmpError) -> Outbound:
+def error_reply(request: Envelope, error: AmpError, *, encrypt: bool = False) -> Outbound:
     """The AMP ERROR answering ``request`` (RFC 001 §15.1)."""
-    return reply_to(request, int(MessageType.ERROR), error.to_body())
+    return reply_to(request, int(MessageType.ERROR), error.to_body(), encrypt=encrypt)
 
 
 # Replies that are not the last word: dropped when too large, nothing stands in.
@@ -101,7 +108,8 @@ def stand_in_for_oversize(out: Outbound, size: int, limit: int) -> Outbound | No
         typ = out.typ
     else:
         body, typ = error.to_body(), int(MessageType.ERROR)
-    return Outbound(typ=typ, body=body, reply_to=out.reply_to, thread_id=out.thread_id, to=out.to)
+    return Outbound(typ=typ, body=body, reply_to=out.reply_to, thread_id=out.thread_id, to=out.to,
+                    encrypt=out.encrypt)
 
 
 @dataclass(frozen=True, slots=True)

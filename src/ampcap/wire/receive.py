@@ -108,6 +108,9 @@ class Inspection:
     decrypted: bool = False
     signature: SignatureVerdict = SignatureVerdict.INVALID
     signature_profile: Profile | None = None  # which Sig_Input variant verified
+    # UNKNOWN_KEY although the sender's key is known: the message is
+    # authcrypted, and without the recipient's secret its signed plaintext is not.
+    needs_secret: bool = False
     time: TimeVerdict = TimeVerdict.UNKNOWN
     replay: ReplayStatus | None = None  # what check() would say; None when not reached
     findings: list[Finding] = field(default_factory=list)
@@ -271,6 +274,7 @@ class ReceivePipeline:
                     raise
                 report.signature = (SignatureVerdict.UNKNOWN_KEY if not self.decrypt_secrets
                                     else SignatureVerdict.INVALID)
+                report.needs_secret = not self.decrypt_secrets
                 report.findings.append(Finding.of(exc))
                 return None
         else:
@@ -334,22 +338,36 @@ class ReceivePipeline:
     def _decrypt(self, env: Envelope) -> bytes:
         assert env.enc is not None
         if not self.decrypt_secrets:
-            raise AmpError(3001, "message could not be decrypted (no local key agreement key)")
+            # Sign-then-encrypt (§8.6): the signature covers the plaintext, so
+            # without the recipient's secret it cannot be checked at all.
+            raise AmpError(3001, "message could not be decrypted (no local key agreement key): it is authcrypted, "
+                                 "and its signature covers the plaintext, so it cannot be checked without the "
+                                 "recipient's X25519 secret (the sender's key is known)")
         sender_x25519 = self.resolver.x25519_for(env.sender)
         return decrypt(env.enc.ciphertext, env.enc.nonce, recipient_secrets=self.decrypt_secrets,
                        sender_public=sender_x25519)
 
     def _try_other_profiles(self, env: Envelope, headers: SignedHeaders, body_bytes: bytes, public_key: bytes,
                             report: Inspection) -> None:
-        for profile in Profile:
-            if profile is self.profile:
-                continue
-            other = sig_input_of(headers, body_bytes, profile)
-            if verify_signature(public_key, other, env.sig):
-                # Still a failure under the configured profile, but the dump can
-                # name the profile under which it would verify (ruling R15).
-                report.signature_profile = profile
-                return
+        # Still a failure under the configured profile, but the dump can
+        # name the profile under which it would verify (ruling R15).
+        report.signature_profile = _other_profile(self.profile, env, headers, body_bytes, public_key)
+
+    def verifies_under(self, env: Envelope) -> Profile | None:
+        """The other Sig_Input profile under which ``env``'s signature
+        verifies, if one does (why a peer's replies fail: it signs like the
+        public Rust example and we do not, or the reverse; R15). ``None`` for
+        an encrypted message, whose signed plaintext we may not have."""
+        if env.enc is not None:
+            return None
+        try:
+            public_key = self.resolver.ed25519_for(env.sender)
+            headers = signed_headers(env.id, env.typ, env.ts, env.ttl, env.sender, env.to, env.reply_to,
+                                     env.thread_id)
+            body_bytes = dumps(env.body)
+        except AmpError:
+            return None
+        return _other_profile(self.profile, env, headers, body_bytes, public_key)
 
     def _schema_failures(self, typ: int, body: Any) -> list[AmpError]:
         assert self.schemas is not None
@@ -365,6 +383,14 @@ class ReceivePipeline:
                                      f"body does not match its schema: expected {expected}, found {found}",
                                      path=full_path))
         return failures
+
+
+def _other_profile(ours: Profile, env: Envelope, headers: SignedHeaders, body_bytes: bytes,
+                   public_key: bytes) -> Profile | None:
+    for profile in Profile:
+        if profile is not ours and verify_signature(public_key, sig_input_of(headers, body_bytes, profile), env.sig):
+            return profile
+    return None
 
 
 _TIME_MESSAGES = {
