@@ -1,7 +1,7 @@
 """The benchmarks in tools/ still run (a short ``--quick`` pass each).
 
 They measure speed against baselines in the same run; these tests only keep
-them from rotting, and check that they print the figures the README quotes.
+them from rotting, and check that they print the figures docs/performance.md quotes.
 """
 
 from __future__ import annotations

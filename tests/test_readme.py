@@ -1,6 +1,9 @@
-"""The README's test command is the one CI runs, so the two must not drift."""
+"""The README: its set-up commands (the test command is the one CI runs, so the
+two must not drift), its Python example and its links."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,3 +29,22 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert pytest_part in ci
     assert "pip install --quiet -e '.[test]'" in ci
+
+
+def test_readme_python_example_runs() -> None:
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.+?)```", text, re.S)
+    assert len(blocks) == 1
+    done = subprocess.run([sys.executable, "-c", blocks[0]], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "{'greeting': 'Hello, Ada'}\n"
+    assert done.stderr == ""
+
+
+def test_readme_links_resolve() -> None:
+    text = (ROOT / "README.md").read_text()
+    targets = set(re.findall(r"\]\(((?:docs|examples)/[^)#]+)", text))
+    assert {"docs/cli.md", "docs/python-api.md", "docs/performance.md", "docs/conformance.md"} <= targets
+    for target in targets:
+        assert (ROOT / target).is_file(), target
+    assert "https://github.com/agentries/rfcs" in text
