@@ -671,3 +671,26 @@ def test_a_bad_policy_or_manifest_file_fails_when_the_peer_is_made(tmp_path: Pat
     assert bad_manifest.value.code == 4001 and "no_such_module_here" in bad_manifest.value.message
     with pytest.raises(AmpError, match="cannot read"):
         Peer(new_identity(), manifest=tmp_path / "missing.toml")
+
+
+@pytest.mark.trio
+async def test_connecting_to_a_peer_with_our_own_did_is_refused_before_any_request() -> None:
+    """Issue 26: one identity on both sides is one agent calling itself."""
+    from ampcap.net.peer import CallsItself
+
+    me = new_identity()
+    server_peer = Peer(me)
+    async with server_peer.serve("amp://127.0.0.1:0") as server:
+        # Named up front (relay_to, peer_did): refused before dialling, so a
+        # URL nobody listens at makes no difference.
+        for kwargs in ({"relay_to": me.did}, {"peer_did": me.did}):
+            with pytest.raises(CallsItself, match="own DID"):
+                async with Peer(me).connect("amp://127.0.0.1:9", **kwargs):
+                    pass
+        # Learned from the peer's HELLO: refused before any request is sent.
+        with pytest.raises(CallsItself) as caught:
+            async with connect(server.url, identity=me):
+                pass
+        assert caught.value.did == me.did and isinstance(caught.value, ValueError)
+        async with connect(server.url, identity=new_identity()):  # another identity is fine
+            pass

@@ -147,8 +147,12 @@ def _run(args: argparse.Namespace, call: Any) -> int:
                                                          timeout=connect_s) as remote:
             return await call(remote)
 
+    from ..net.peer import CallsItself
+
     try:
         output = trio.run(main)
+    except CallsItself as exc:
+        raise UsageError(_calls_itself(args, exc.did)) from None
     except AmpError as exc:
         advised = tls_advice(exc.message, given_ca=args.ca_file is not None)
         return _fail(exc if advised == exc.message else AmpError(exc.code, advised, details=exc.details), args.json)
@@ -158,6 +162,17 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     # main's to report as such, not mistaken for an unreachable peer.
     print(output)
     return EXIT_OK
+
+
+def _calls_itself(args: argparse.Namespace, did: str) -> str:
+    """Why a call to our own DID is refused, and what to do instead."""
+    target = (f"--to {did}" if args.to == did else f"--peer-did {did}" if args.peer_did == did
+              else f"the agent at {args.url} ({did})")
+    key = f"from --identity {args.identity}" if args.identity else "from the default identity file"
+    why = ("at the relay, the caller would take the target's place and its call would come back to itself"
+           if args.to == did else "an agent does not call itself")
+    return (f"{target} is this caller's own DID ({key}): caller and target share one identity, and {why}. "
+            f"Give the caller a key of its own: `ampcap keygen --out caller.key`, then --identity caller.key")
 
 
 def run_query(args: argparse.Namespace) -> int:

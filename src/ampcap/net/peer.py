@@ -261,6 +261,22 @@ def _local_only(params: Any) -> Any:  # pragma: no cover - never called: the dae
     raise AmpError(5001, "capability registered through the Python API has no importable binding")
 
 
+class CallsItself(ValueError):
+    """The peer a call would go to has the caller's own DID.
+
+    Two programs with one identity (``ampcap serve`` and a caller that both
+    use the default identity file) are one agent to everybody else: through
+    a relay, the caller registers under the daemon's DID and its calls come
+    back to itself. Raised by :meth:`Peer.connect` before any request is
+    sent; give the caller an identity of its own.
+    """
+
+    def __init__(self, did: str) -> None:
+        super().__init__(f"the peer to call has this caller's own DID ({did}): the caller would call itself; "
+                         f"give the caller an identity of its own")
+        self.did = did
+
+
 class Peer:
     """An agent: an identity, the capabilities it offers, and its connections.
 
@@ -452,13 +468,22 @@ class Peer:
         at ``url`` (refused, unknown host; :class:`ampcap.errors.Unreachable`,
         also an ``OSError``) or TLS fails, 5003 when the handshake takes
         longer than ``timeout`` seconds, 3001 when ``peer_did`` does not
-        match. A malformed URL is a ``ValueError``.
+        match. A malformed URL is a ``ValueError``; so is a target whose DID
+        (``relay_to``, ``peer_did``, or the one the peer's HELLO names) is
+        this peer's own (:class:`CallsItself`, raised before any request is
+        sent).
         """
+        for named in (relay_to, peer_did):
+            if named == self.did:  # before anything is sent: see CallsItself
+                raise CallsItself(self.did)
         async with self._running() as daemon:
             if relay_to is not None:
                 link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout, ssl_context=ssl_context)
             else:
                 link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout, ssl_context=ssl_context)
+                if link.peer_did == self.did:  # its HELLO named our own DID: no request goes out
+                    link.driver.close()
+                    raise CallsItself(self.did)
             try:
                 yield Remote(daemon, link, to=relay_to)
             finally:
