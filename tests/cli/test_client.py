@@ -188,3 +188,26 @@ def test_a_caller_with_the_daemons_own_identity_is_told_so_before_any_request(da
     out = ampcap(shared, "invoke", daemon.url, "org.ampcap.demo.math.add:1.0.0", "--params", '{"a": 1, "b": 2}',
                  "--identity", str(tmp_path / "caller.key"))
     assert out.returncode == 0 and json.loads(out.stdout) == {"sum": 3}
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["invoke", "org.x.y", "--version", "1.0"], "argument --version: '1.0' is not a SemVer 2.0.0 version"),
+    (["invoke", "org.x.y", "--version", "01.0.0"], "argument --version: "),
+    (["invoke", "org.x.y", "--range", "^1.2.0"], "argument --range: '^1.2.0': caret ranges"),
+    (["invoke", "org.x.y", "--range", "1.x"], "argument --range: '1.x': partial and wildcard versions"),
+    (["query", "org.x.y", "--range", ""], "argument --range: empty version range"),
+    (["invoke", "ossa:demo/add@1"], "'ossa:demo/add@1' is not a valid capability URI"),
+])
+def test_malformed_versions_ranges_and_uris_are_usage_errors(tmp_path: Path, args: list[str], says: str) -> None:
+    """Issue 26: checked while parsing, exit 2 and nothing sent (nobody listens
+    at the URL: a sent request would have been exit 1, 5002)."""
+    command, *rest = args
+    out = ampcap(tmp_path, command, "amp://127.0.0.1:9", *rest)
+    assert out.returncode == 2, out.stderr
+    assert says in out.stderr.splitlines()[-1], out.stderr
+    assert "5002" not in out.stderr
+
+
+def test_an_ossa_uri_alone_invokes_its_compatible_versions(daemon: ServeProcess, tmp_path: Path) -> None:
+    out = ampcap(tmp_path, "invoke", daemon.url, "ossa:demo/add@1.0", "--params", '{"a": 2, "b": 40}')
+    assert out.returncode == 0 and json.loads(out.stdout) == {"sum": 42}, out.stderr

@@ -46,7 +46,7 @@ from ..caps.bindings import InvocationContext as _ContextProtocol
 from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
 from ..caps.manifest import Manifest, ManifestError, manifest_from_data
-from ..caps.names import is_full_id
+from ..caps.names import OssaRef, is_full_id, parse_ossa_uri
 from ..caps.order import ORDERS, Order
 from ..caps.params import ParamsValidator
 from ..errors import AmpError
@@ -555,7 +555,10 @@ class Remote:
         """CAP_INVOKE and wait for the one outcome; returns the result.
 
         ``capability`` is a full id (``name:version``) or a name combined
-        with exactly one of ``version``, ``range`` or ``negotiate``. Raises
+        with exactly one of ``version``, ``range`` or ``negotiate``; an OSSA
+        or MCP URI (``ossa:demo/add@1.0``) alone asks for OSSA's compatible
+        versions, the range ``>=1.0.0 <2.0.0`` (same major, minor at least
+        the URI's). Raises
         :class:`AmpError` with the remote code, 5003 when ``timeout``
         seconds pass without a terminal reply, or, when the connection ends
         first, the code and reason that ended it (5002 without a code: the
@@ -608,6 +611,9 @@ def _target(capability: str, version: str | None, range: str | None, negotiate: 
         raise ValueError(f"{capability!r} is a full id (name:version): drop the ':version' part, or the "
                          "version=/range=/negotiate= argument")
     if chosen == 0:
+        ref = _uri(capability)
+        if ref is not None:  # ossa:d/n@M.m carries OSSA's rule: same major, minor at least m
+            return (capability, {"range": str(ref.compatible)})
         if not is_full_id(capability):
             raise ValueError("pass a full id 'name:version', or version=/range=/negotiate=")
         return capability
@@ -617,6 +623,14 @@ def _target(capability: str, version: str | None, range: str | None, negotiate: 
         return (capability, {"range": range})
     assert negotiate is not None
     return (capability, negotiate.to_wire())
+
+
+def _uri(capability: str) -> OssaRef | None:
+    """The OSSA/MCP URI ``capability`` is, if it is one (``ValueError`` if malformed)."""
+    try:
+        return parse_ossa_uri(capability)
+    except AmpError as exc:
+        raise ValueError(exc.message) from None
 
 
 def _sole_error(group: BaseExceptionGroup[Any]) -> BaseException | None:
