@@ -37,7 +37,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 import msgspec
 import trio
@@ -45,22 +45,25 @@ import trio
 from ..caps.bindings import InvocationContext as _ContextProtocol
 from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
-from ..caps.manifest import Manifest, ManifestError, manifest_from_data
 from ..caps.names import OssaRef, is_full_id, parse_ossa_uri
 from ..caps.order import ORDERS, Order
-from ..caps.params import ParamsValidator
 from ..errors import AmpError
 from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
 from ..files.identity import load_or_create
-from ..files.manifest import load_manifest
-from ..files.policy import load_policy
 from ..wire.identity import Identity, KeyResolver
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
 from .url import AmpUrl, parse_url
+
+if TYPE_CHECKING:
+    from ..caps.manifest import Manifest
+
+# The manifest model, its loaders and the JSON Schema compilers are imported
+# where capabilities are offered: a caller (`ampcap invoke`, `ampcap.connect`)
+# never needs them, and they are a good part of a one-shot command's start-up.
 
 __all__ = ["Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationContext", "capability", "connect"]
 
@@ -199,6 +202,8 @@ _API_BUNDLE = "ampcap.local.api"
 def _check_registration(reg: _Registered, registered: Sequence[_Registered]) -> None:
     """ValueError naming every problem with one capability (name, version,
     schemas, aliases), or a second registration of the same id."""
+    from ..caps.manifest import ManifestError, manifest_from_data
+
     ident = f"{reg.name}:{reg.version}"
     if any(r.name == reg.name and r.version == reg.version for r in registered):
         raise ValueError(f"capability {ident} is already registered on this peer")
@@ -303,8 +308,14 @@ class Peer:
         self.identity = _load_identity(identity)
         self.tls = tls
         # Files are read now, so a mistake in one fails here, not at serve().
-        self.policy = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
+        if isinstance(policy, (str, os.PathLike)):
+            from ..files.policy import load_policy
+
+            policy = load_policy(policy)
+        self.policy = policy
         if isinstance(manifest, (str, os.PathLike)):
+            from ..files.manifest import load_manifest
+
             manifest = load_manifest(manifest, check_bindings=True)
         self.resolver = resolver
         self.config = config
@@ -358,6 +369,8 @@ class Peer:
         bundles = []
         handlers: dict[str, Callable[[Any, RunnerContext], Awaitable[Any]]] = {}
         if self._registered:
+            from ..caps.manifest import manifest_from_data
+
             data = {"bundle_id": _API_BUNDLE, "capability": [r.manifest_entry() for r in self._registered]}
             local = manifest_from_data(data, source="<python api>")
             specs.extend(local.capabilities)
@@ -368,6 +381,7 @@ class Peer:
             specs.extend(self._manifest.capabilities)
             bundles.append(self._manifest.bundle)
         from ..caps.bundle import SchemaStore
+        from ..caps.params import ParamsValidator
 
         catalog = Catalog(specs, cursor_key=os.urandom(32))
         return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
