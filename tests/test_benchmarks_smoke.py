@@ -1,7 +1,7 @@
 """The benchmarks in tools/ still run (a short ``--quick`` pass each).
 
 They measure speed against baselines in the same run; these tests only keep
-them from rotting, and check that they print the figures the README quotes.
+them from rotting, and check that they print the figures docs/performance.md quotes.
 """
 
 from __future__ import annotations
@@ -71,3 +71,8 @@ def test_flood_large_frames_short() -> None:
 def test_bench_conformance_quick() -> None:
     out = run_tool("bench_conformance.py", "--quick", "--batch", "8")
     assert "plain invoke" in out and "authcrypt invoke" in out and "exact resend (R8)" in out
+
+
+def test_bench_startup_quick() -> None:
+    out = run_tool("bench_startup.py", "--quick")
+    assert "ampcap invoke (demo math.add)" in out and "invoke / baseline: wall" in out

@@ -1,4 +1,4 @@
-"""The README's Python API example runs and does what it says."""
+"""The Python API example (docs/python-api.md) runs and does what it says."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def test_hello_agent_example() -> None:
     assert lines[-1].startswith("as expected: 4003 VERSION_MISMATCH")
 
 
-def test_the_readme_shows_the_example_as_it_is() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_api_docs_show_the_example_as_it_is() -> None:
+    readme = (ROOT / "docs" / "python-api.md").read_text()
     marker = "`examples/hello_agent.py` (the tests run it"
     block = readme[readme.index("```python\n", readme.index(marker)) + len("```python\n"):]
     block = block[:block.index("```\n")]

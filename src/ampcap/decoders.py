@@ -10,7 +10,6 @@ traceback. These wrappers turn it into that decode error.
 from __future__ import annotations
 
 import json
-import tomllib
 from typing import Any
 
 __all__ = ["json_loads", "toml_loads"]
@@ -28,6 +27,8 @@ def json_loads(text: str | bytes) -> Any:
 
 def toml_loads(text: str) -> dict[str, Any]:
     """``tomllib.loads``; ``tomllib.TOMLDecodeError`` for any input it cannot take."""
+    import tomllib  # here: every command imports this module, few read TOML
+
     try:
         return tomllib.loads(text)
     except RecursionError:

@@ -139,7 +139,8 @@ def test_unreachable_or_bad_url(tmp_path: Path, url: str) -> None:
 
 def test_query_and_invoke_over_amps_with_a_self_signed_daemon(tmp_path: Path) -> None:
     cert, key = self_signed_cert(tmp_path)
-    with serve_process(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key)) as tls_daemon:
+    (tmp_path / "server").mkdir()  # the daemon's identity, not the caller's
+    with serve_process(tmp_path / "server", "--tls-cert", str(cert), "--tls-key", str(key)) as tls_daemon:
         assert tls_daemon.url.startswith("amps://127.0.0.1:")
         # Verified against the system store by default: a self-signed daemon is refused, in one line.
         out = ampcap(tmp_path, "query", tls_daemon.url, "echo")
@@ -147,7 +148,7 @@ def test_query_and_invoke_over_amps_with_a_self_signed_daemon(tmp_path: Path) ->
         assert out.stderr.strip().endswith("TLS failed: the server's certificate is not trusted (self-signed "
                                            "certificate); trust its CA with --ca-file FILE (or, while "
                                            "developing, skip the check with --insecure)"), out.stderr
-        assert out.stderr.startswith("error 5002 UNAVAILABLE: ")
+        assert out.stderr.splitlines()[-1].startswith("error 5002 UNAVAILABLE: ")  # after "created identity …"
         # --ca-file names the certificate to trust; --insecure skips the check.
         out = ampcap(tmp_path, "query", tls_daemon.url, "echo", "--ca-file", str(cert))
         assert out.returncode == 0 and out.stdout.startswith("org.ampcap.demo.echo:2.0.0"), out.stderr
@@ -172,3 +173,50 @@ def test_serve_dials_an_amps_peer_it_trusts_with_ca_file(tmp_path: Path) -> None
                               "--connect", tls_daemon.url], capture_output=True, text=True, env=env, timeout=60)
         assert out.returncode == 1 and out.stdout == "" and "Traceback" not in out.stderr
         assert "certificate is not trusted" in out.stderr.strip().splitlines()[-1]
+
+
+def test_a_caller_with_the_daemons_own_identity_is_told_so_before_any_request(daemon: ServeProcess,
+                                                                                 tmp_path: Path) -> None:
+    """Issue 26: serve and query/invoke on one machine share the default
+    identity; the caller is refused (exit 2) and told what to do."""
+    shared = daemon.stderr_path.parent  # the daemon's XDG_CONFIG_HOME lives there
+    out = ampcap(shared, "query", daemon.url, "org.ampcap.demo.echo")
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"the agent at {daemon.url} ({daemon.did}) is this caller's own DID" in out.stderr
+    assert "ampcap keygen --out caller.key" in out.stderr and "--identity caller.key" in out.stderr
+    # Named by --peer-did or --to, it is refused before anything is dialled: the
+    # URL below has nobody listening, and the answer is still the usage error.
+    for flag in ("--peer-did", "--to"):
+        out = ampcap(shared, "invoke", "amp://127.0.0.1:9", "org.ampcap.demo.math.add:1.0.0", "--params",
+                     '{"a": 1, "b": 2}', flag, daemon.did)
+        assert out.returncode == 2, out.stderr
+        assert f"{flag} {daemon.did} is this caller's own DID (from the default identity file)" in out.stderr
+    assert "at the relay, the caller would take the target's place" in out.stderr
+    # A key of its own, as the message says, and the call goes through.
+    assert ampcap(tmp_path, "keygen", "--out", str(tmp_path / "caller.key")).returncode == 0
+    out = ampcap(shared, "invoke", daemon.url, "org.ampcap.demo.math.add:1.0.0", "--params", '{"a": 1, "b": 2}',
+                 "--identity", str(tmp_path / "caller.key"))
+    assert out.returncode == 0 and json.loads(out.stdout) == {"sum": 3}
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["invoke", "org.x.y", "--version", "1.0"], "argument --version: '1.0' is not a SemVer 2.0.0 version"),
+    (["invoke", "org.x.y", "--version", "01.0.0"], "argument --version: "),
+    (["invoke", "org.x.y", "--range", "^1.2.0"], "argument --range: '^1.2.0': caret ranges"),
+    (["invoke", "org.x.y", "--range", "1.x"], "argument --range: '1.x': partial and wildcard versions"),
+    (["query", "org.x.y", "--range", ""], "argument --range: empty version range"),
+    (["invoke", "ossa:demo/add@1"], "'ossa:demo/add@1' is not a valid capability URI"),
+])
+def test_malformed_versions_ranges_and_uris_are_usage_errors(tmp_path: Path, args: list[str], says: str) -> None:
+    """Issue 26: checked while parsing, exit 2 and nothing sent (nobody listens
+    at the URL: a sent request would have been exit 1, 5002)."""
+    command, *rest = args
+    out = ampcap(tmp_path, command, "amp://127.0.0.1:9", *rest)
+    assert out.returncode == 2, out.stderr
+    assert says in out.stderr.splitlines()[-1], out.stderr
+    assert "5002" not in out.stderr
+
+
+def test_an_ossa_uri_alone_invokes_its_compatible_versions(daemon: ServeProcess, tmp_path: Path) -> None:
+    out = ampcap(tmp_path, "invoke", daemon.url, "ossa:demo/add@1.0", "--params", '{"a": 2, "b": 40}')
+    assert out.returncode == 0 and json.loads(out.stdout) == {"sum": 42}, out.stderr

@@ -303,7 +303,7 @@ def test_an_endless_input_that_cannot_be_decoded_is_not_read_forever(argv: list[
     args = parser.parse_args(["dump", "--json", *argv])
     endless = _Endless(fill)
     out = io.StringIO()
-    assert dump_cli.run(args, stdin=io.BufferedReader(endless), stdout=out) == 0
+    assert dump_cli.run(args, stdin=io.BufferedReader(endless), stdout=out) == 1  # not one frame decoded
     (record,) = jrecords(out.getvalue())
     assert record["errors"][0]["code"] == 1001, record
     assert endless.served <= (16 << 20) + (1 << 20)  # at most one maximum-size message, then it stopped

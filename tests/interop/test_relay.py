@@ -273,3 +273,54 @@ def test_the_relay_forward_endpoint_checks_the_path_before_the_hop_budget() -> N
     assert answer(from_did="did:web:someone.else")[1]["error_code"] == 1001
     assert answer()[1] == {"accepted": False, "error_code": 2003,
                            "error_message": "no custody transfers: this stand-in relay accepts no handoffs"}
+
+
+@pytest.mark.trio
+async def test_a_daemon_registered_at_a_relay_heals_after_a_caller_with_its_own_did_came_and_went() -> None:
+    """Issue 26: a caller run with the daemon's own key registers at the relay
+    under the daemon's DID, and when it leaves the relay forgets that DID while
+    the daemon's link stays open and silent. The daemon's self-addressed probe
+    notices; its keeper (`serve --relay`) dials again, and callers reach it."""
+    from ampcap.caps.catalog import Catalog
+    from ampcap.caps.demo import demo_manifest
+    from ampcap.caps.params import ParamsValidator
+    from ampcap.cli.serve import _keep_linked
+    from ampcap.errors import AmpError
+    from ampcap.net.daemon import Daemon
+
+    manifest = demo_manifest()
+    provider = Daemon(Identity.generate(os.urandom), Catalog(list(manifest.capabilities), cursor_key=os.urandom(32)),
+                      params=ParamsValidator(manifest.schema_store()))
+    same_key = Daemon(provider.identity, Catalog([], cursor_key=os.urandom(32)))
+    caller = Daemon(Identity.generate(os.urandom), Catalog([], cursor_key=os.urandom(32)))
+    relay = stand_in_relay.StandInRelay()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(relay.serve, "127.0.0.1", 0)
+            for daemon in (provider, same_key, caller):
+                await nursery.start(daemon.run)
+            url = f"amp://127.0.0.1:{port}"
+
+            async def dial() -> object:
+                return await provider.join_relay(url, timeout_s=1.0, probe_s=0.3)
+
+            nursery.start_soon(_keep_linked, provider, "--relay", dial, await dial())
+            await trio.sleep(0.1)
+            impostor = await same_key.join_relay(url, timeout_s=1.0)  # takes the registration over
+            await trio.sleep(0.1)
+            impostor.driver.close()
+            await impostor.driver.closed.wait()
+            await trio.sleep(0.1)
+            assert provider.identity.did not in relay.online  # the relay forgot the daemon...
+            link = await caller.join_relay(url, timeout_s=1.0)
+            with trio.move_on_after(15):
+                while True:  # ...until its probe notices and its keeper registers it again
+                    try:
+                        result = await caller.calls.invoke(link, ("org.ampcap.demo.math.add", "1.0.0"),
+                                                           {"a": 2, "b": 40}, timeout_ms=500,
+                                                           to=provider.identity.did)
+                        break
+                    except AmpError as exc:
+                        assert exc.code == 5003
+            nursery.cancel_scope.cancel()
+    assert result == {"sum": 42}

@@ -671,3 +671,49 @@ def test_a_bad_policy_or_manifest_file_fails_when_the_peer_is_made(tmp_path: Pat
     assert bad_manifest.value.code == 4001 and "no_such_module_here" in bad_manifest.value.message
     with pytest.raises(AmpError, match="cannot read"):
         Peer(new_identity(), manifest=tmp_path / "missing.toml")
+
+
+@pytest.mark.trio
+async def test_connecting_to_a_peer_with_our_own_did_is_refused_before_any_request() -> None:
+    """Issue 26: one identity on both sides is one agent calling itself."""
+    from ampcap.net.peer import CallsItself
+
+    me = new_identity()
+    server_peer = Peer(me)
+    async with server_peer.serve("amp://127.0.0.1:0") as server:
+        # Named up front (relay_to, peer_did): refused before dialling, so a
+        # URL nobody listens at makes no difference.
+        for kwargs in ({"relay_to": me.did}, {"peer_did": me.did}):
+            with pytest.raises(CallsItself, match="own DID"):
+                async with Peer(me).connect("amp://127.0.0.1:9", **kwargs):
+                    pass
+        # Learned from the peer's HELLO: refused before any request is sent.
+        with pytest.raises(CallsItself) as caught:
+            async with connect(server.url, identity=me):
+                pass
+        assert caught.value.did == me.did and isinstance(caught.value, ValueError)
+        async with connect(server.url, identity=new_identity()):  # another identity is fine
+            pass
+
+
+@pytest.mark.trio
+async def test_an_ossa_uri_alone_invokes_ossas_compatible_range(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 26: ossa:d/n@M.m names MAJOR.MINOR; OSSA's rule (same major,
+    minor at least m) is the range >=M.m.0 <M+1.0.0, asked for as such."""
+    provider = Peer(new_identity())
+
+    for version in ("1.1.0", "1.3.0", "2.0.0"):
+        @provider.capability("org.example.add", version=version, aliases=["ossa:example/add@1.2"])
+        async def add(a: int, b: int, _v: str = version) -> dict[str, Any]:
+            return {"sum": a + b, "version": _v}
+
+    async with provider.serve("amp://127.0.0.1:0") as server:
+        async with connect(server.url, identity=new_identity()) as remote:
+            with caplog.at_level(logging.INFO, logger="ampcap"):
+                assert await remote.invoke("ossa:example/add@1.2", params={"a": 2, "b": 40}) == \
+                    {"sum": 42, "version": "1.3.0"}
+            with pytest.raises(ValueError, match="not a valid capability URI"):
+                await remote.invoke("ossa:example/add@1.x", params={})
+    # The URI is how OSSA names it, not a deprecated alias: no warning.
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.records
+    assert any("capability URI 'ossa:example/add@1.2' resolves to" in r.getMessage() for r in caplog.records)

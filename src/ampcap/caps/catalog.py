@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..display import quoted
 from ..errors import AmpError
 from .bodies import InvokeRequest, QueryPage, QueryRequest, Resolved
 from .bindings import resolve_callable
 from .cursor import CURSOR_TTL_MS
-from .manifest import CapabilitySpec
 from .negotiate import adapt_params, adapt_result, select_for
 from .registry import DEFAULT_PAGE_LIMIT, Registry
+
+if TYPE_CHECKING:  # the manifest model (and what it imports) is not needed to serve specs
+    from .manifest import CapabilitySpec
 
 __all__ = ["Catalog", "CURSOR_TTL_MS", "DEFAULT_PAGE_LIMIT"]
 

@@ -148,7 +148,8 @@ class AliasTable:
     def resolve(self, name: str) -> str:
         """The canonical name for ``name`` (itself when unknown: the caller
         then answers 4002). Resolving through an alias logs a deprecation
-        warning the first time each alias is used."""
+        warning the first time each alias is used (an OSSA/MCP URI alias: one
+        INFO line, since it is no legacy name)."""
         if name in self._canonical:
             return name
         canonical = self._aliases.get(name)
@@ -162,5 +163,10 @@ class AliasTable:
             return ref.name if ref is not None and ref.name in self._canonical else name
         if name not in self._warned:
             self._warned.add(name)
-            log.warning("capability alias %r is deprecated: use %r", name, canonical)
+            if name.startswith(URI_SCHEMES):
+                # An OSSA/MCP URI is how that ecosystem names the capability,
+                # not a name kept for old callers: nothing to deprecate.
+                log.info("capability URI %r resolves to %r", name, canonical)
+            else:
+                log.warning("capability alias %r is deprecated: use %r", name, canonical)
         return canonical

@@ -29,15 +29,13 @@ Error mapping:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import fastjsonschema
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AmpError
 from .bundle import SchemaStore
@@ -53,7 +51,18 @@ _MAX_MESSAGE = 160
 _MODERN_DRAFTS = ("draft/2019-09", "draft/2020-12")
 
 
+if TYPE_CHECKING:
+    import jsonschema
+
+# fastjsonschema and jsonschema (≈60 ms to import, jsonschema's referencing
+# machinery most of it) are imported when a schema is first compiled: a
+# client call, `ampcap --help` and everything else that imports the
+# capability model without checking params never pays for them.
+
+
 def _refuse_remote(uri: str) -> Any:
+    import fastjsonschema
+
     raise fastjsonschema.JsonSchemaDefinitionException(f"remote $ref not allowed offline: {uri}")
 
 
@@ -92,15 +101,18 @@ class CompiledSchema:
 
 
 def _fast(schema: Any, what: str) -> Callable[[Any, str], None]:
+    import fastjsonschema
+
     try:
         fn = fastjsonschema.compile(schema, handlers=_NO_NETWORK, use_default=False)
     except Exception as exc:  # any failure of a foreign schema: unusable
         raise AmpError(UNAVAILABLE, _shorten(f"{what} does not compile: {exc}")) from None
+    value_error = fastjsonschema.JsonSchemaValueException
 
     def check(value: Any, root: str) -> None:
         try:
             fn(value)
-        except fastjsonschema.JsonSchemaValueException as exc:
+        except value_error as exc:
             # exc.name is "data.a" / "data.items[1]" and prefixes the message.
             name = exc.name or "data"
             where = root + name[4:] if name.startswith("data") else root
@@ -141,6 +153,8 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> An
     # jsonschema compares items pairwise (equal() on each pair) whenever they
     # do not sort, which is any array of objects or of mixed types: 5,000
     # small objects took 67 s. Hashing a JSON-equality stand-in is linear.
+    import jsonschema
+
     if unique and validator.is_type(instance, "array"):
         seen = set()
         for item in instance:
@@ -160,6 +174,8 @@ def _linear_unevaluated() -> dict[str, Any]:
     finders (private helpers, hence the guard: without them the library's
     own keywords stay) and a set.
     """
+    import jsonschema
+
     try:
         from jsonschema._utils import (find_evaluated_item_indexes_by_schema,
                                        find_evaluated_property_keys_by_schema)
@@ -185,8 +201,12 @@ def _linear_unevaluated() -> dict[str, Any]:
     return {"unevaluatedItems": unevaluated_items, "unevaluatedProperties": unevaluated_properties}
 
 
-_Draft202012 = jsonschema.validators.extend(jsonschema.Draft202012Validator,
-                                            {"uniqueItems": _unique_items, **_linear_unevaluated()})
+@functools.lru_cache(maxsize=1)
+def _draft202012() -> Any:
+    import jsonschema
+
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator,
+                                        {"uniqueItems": _unique_items, **_linear_unevaluated()})
 # best_match ranks the errors it is given; taking the first few bounds the
 # work on a large invalid instance (iter_errors is lazy) while still
 # preferring a deep, specific error over its wrapper.
@@ -194,9 +214,11 @@ _ERRORS_RANKED = 16
 
 
 def _modern(schema: Any, what: str) -> Callable[[Any, str], None]:
+    import jsonschema
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
-        validator = _Draft202012(schema)
+        validator = _draft202012()(schema)
     except Exception as exc:
         raise AmpError(UNAVAILABLE, _shorten(f"{what} does not compile: {exc}")) from None
 

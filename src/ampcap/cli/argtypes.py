@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ..wire.didkey import is_did
 
-__all__ = ["MAX_SECONDS", "seconds", "did"]
+__all__ = ["MAX_SECONDS", "seconds", "did", "semver", "semver_range"]
 
 # A week: longer than any wait a person means to type, far below what
 # becomes a problem (milliseconds past 2**64 on the wire, trio deadlines).
@@ -47,4 +47,29 @@ def did(text: str) -> str:
     """A ``type=`` for an option naming a DID."""
     if not is_did(text):
         raise ArgumentTypeError(f"{text!r} is not a DID (did:METHOD:ID, e.g. did:key:z6Mk… or did:web:example.com)")
+    return text
+
+
+def semver(text: str) -> str:
+    """A ``type=`` for ``--version``: a SemVer 2.0.0 version, checked here
+    rather than sent for the peer to refuse (4001)."""
+    from ..caps.semver import Version
+    from ..errors import AmpError
+
+    try:
+        Version.parse(text)
+    except AmpError as exc:
+        raise ArgumentTypeError(exc.message) from None
+    return text
+
+
+def semver_range(text: str) -> str:
+    """A ``type=`` for ``--range``: an RFC 004 §4.4 version range."""
+    from ..caps.semver import Range
+    from ..errors import AmpError
+
+    try:
+        Range.parse(text)
+    except AmpError as exc:
+        raise ArgumentTypeError(exc.message) from None
     return text

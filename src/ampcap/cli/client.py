@@ -29,7 +29,7 @@ from ..decoders import json_loads
 from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.cbor import MAX_BIGNUM_BYTES, UINT64_MAX
 from ..files.identity import default_identity_path
-from .argtypes import MAX_SECONDS, did, seconds
+from .argtypes import MAX_SECONDS, did, seconds, semver, semver_range
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
 from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
@@ -71,7 +71,8 @@ def register(subparsers: Any) -> None:
     q = subparsers.add_parser("query", parents=[common], help="CAP_QUERY: list a capability's versions",
                               description="Ask a daemon which versions of a capability it offers (CAP_QUERY).")
     q.add_argument("name", metavar="NAME", help="capability name, alias or legacy type")
-    q.add_argument("--range", default=None, metavar="R", help="version range, e.g. '>=1.0.0 <2.0.0'")
+    q.add_argument("--range", default=None, metavar="R", type=semver_range,
+                   help="version range, e.g. '>=1.0.0 <2.0.0'")
     q.add_argument("--limit", type=int, default=None, metavar="N",
                    help=f"versions per page (0 or omitted: the daemon's default, {DEFAULT_PAGE_LIMIT} for ampcap; "
                         f"ampcap serves at most {MAX_PAGE_LIMIT} per page, whatever is asked)")
@@ -83,10 +84,13 @@ def register(subparsers: Any) -> None:
     i = subparsers.add_parser("invoke", parents=[common], help="CAP_INVOKE: run a capability",
                               description="Invoke a capability by id (name:version) or by name with "
                                           "--version or --range (CAP_INVOKE).")
-    i.add_argument("target", metavar="ID|NAME", help="org.x.y:1.0.0, or a name with --version/--range")
+    i.add_argument("target", metavar="ID|NAME",
+                   help="org.x.y:1.0.0, a name with --version/--range, or an OSSA/MCP URI alone (ossa:demo/add@1.0 "
+                        "asks for its compatible versions, >=1.0.0 <2.0.0)")
     which = i.add_mutually_exclusive_group()
-    which.add_argument("--version", default=None, metavar="V", help="exact version")
-    which.add_argument("--range", default=None, metavar="R", help="negotiate within this range")
+    which.add_argument("--version", default=None, metavar="V", type=semver, help="exact version (SemVer 2.0.0)")
+    which.add_argument("--range", default=None, metavar="R", type=semver_range,
+                       help="negotiate within this range, e.g. '>=1.0.0 <2.0.0'")
     i.add_argument("--params", default="{}", metavar="JSON", help="params as JSON (default {})")
     i.add_argument("--retry", action="store_true",
                    help="resend the same message (same id, RFC 001 §16.3 back-off) after a local timeout or a "
@@ -150,8 +154,12 @@ def _run(args: argparse.Namespace, call: Any) -> int:
                                                          timeout=connect_s) as remote:
             return await call(remote)
 
+    from ..net.peer import CallsItself
+
     try:
         output = trio.run(main)
+    except CallsItself as exc:
+        raise UsageError(_calls_itself(args, exc.did)) from None
     except AmpError as exc:
         advised = tls_advice(exc.message, given_ca=args.ca_file is not None)
         return _fail(exc if advised == exc.message else AmpError(exc.code, advised, details=exc.details), args.json)
@@ -161,6 +169,17 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     # main's to report as such, not mistaken for an unreachable peer.
     print(output)
     return EXIT_OK
+
+
+def _calls_itself(args: argparse.Namespace, did: str) -> str:
+    """Why a call to our own DID is refused, and what to do instead."""
+    target = (f"--to {did}" if args.to == did else f"--peer-did {did}" if args.peer_did == did
+              else f"the agent at {args.url} ({did})")
+    key = f"from --identity {args.identity}" if args.identity else "from the default identity file"
+    why = ("at the relay, the caller would take the target's place and its call would come back to itself"
+           if args.to == did else "an agent does not call itself")
+    return (f"{target} is this caller's own DID ({key}): caller and target share one identity, and {why}. "
+            f"Give the caller a key of its own: `ampcap keygen --out caller.key`, then --identity caller.key")
 
 
 def run_query(args: argparse.Namespace) -> int:
@@ -240,11 +259,19 @@ def run_invoke(args: argparse.Namespace) -> int:
     params = local_params(args.params)
     from ..caps.names import is_full_id
 
+    from ..caps.names import parse_ossa_uri
+
     full_id = is_full_id(args.target)
     if full_id and (args.version is not None or args.range is not None):
         raise UsageError(f"{args.target!r} is a full id (name:version) already: drop --version/--range, "
                          "or give the bare name with them")
-    if args.version is None and args.range is None and not full_id:
+    try:
+        # An OSSA/MCP URI alone carries MAJOR.MINOR: the API asks for OSSA's
+        # compatible range (same major, minor at least that).
+        uri = parse_ossa_uri(args.target)
+    except AmpError as exc:
+        raise UsageError(exc.message) from None
+    if args.version is None and args.range is None and not full_id and uri is None:
         raise UsageError(f"{args.target!r} names no version: give a full id (name:version), --version V or "
                          f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")
 

@@ -74,10 +74,14 @@ Input that ends early (a frame, a capture record or header cut short) shows
 everything before the cut and one finding saying where it was cut.
 
 Exit status: 0 when the input was read, findings included (they are output,
-not failures); 1 with --strict when anything was reported, or when the
-input cannot be read (a missing file, no capture, bad hex, a port in use, a
---write-pcap file that cannot be written); 2 for a usage error (options
-that do not go together, a value out of range)."""
+not failures); 1 with --strict when anything was reported, when the input
+cannot be read (a missing file, no capture, bad hex, a port in use, a
+--write-pcap file that cannot be written), or when not one frame could be
+decoded from it: then one line on stderr says what the input looks like
+(hex text, another framing, text, compressed data, not AMP at all) and
+which option reads it; 2 for a usage error (options that do not go
+together, a value out of range). At a terminal, a bare `ampcap dump` says
+on stderr that it reads stdin."""
 
 
 def register(subparsers: Any) -> None:
@@ -139,6 +143,10 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None, stdout: TextIO 
             stdin = io.BytesIO()
         else:
             stdin = sys.stdin.buffer
+            if args.input in (None, "-") and not args.listen and sys.stdin.isatty():
+                # Otherwise a bare `ampcap dump` just sits there, waiting.
+                print("ampcap dump: reading AMP frames from stdin (raw bytes; --hex for hex text); end with "
+                      "Ctrl-D, or give an INPUT file (see --help)", file=sys.stderr)
     try:
         return _run(args, stdin, out)
     except UsageError as exc:
@@ -189,14 +197,42 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
             out.write(render_text(rec, style, max_bytes=args.max_bytes) + "\n")
         out.flush()
 
+    seen = _Seen()
     if args.listen:
         _run_tap(args, framing, session, emit)
     else:
-        events = _file_events(args, stdin, framing)
+        events = _file_events(args, stdin, framing, seen)
         session.run_all(events, emit)
     if show_summary:
         out.write(session.summary.render(style) + "\n")
+    if session.records and not session.framed and not args.listen and not seen.capture:
+        # Not one frame: the finding above describes one bogus "frame header"
+        # (a capture's own findings, a cut or a gap, are not about its kind);
+        # what the input is and which option reads it says more.
+        out.flush()
+        print(f"ampcap dump: {_shown(args.input)}: not one AMP frame could be decoded: "
+              f"{seen.diagnosis(args, framing)}", file=sys.stderr)
+        return 1
     return 1 if args.strict and session.any_findings else 0
+
+
+class _Seen:
+    """What reading INPUT met: its first bytes, and whether it is a capture."""
+
+    def __init__(self) -> None:
+        self.head = b""
+        self.capture = False
+
+    def keep(self, chunk: bytes) -> None:
+        from ..dump.sniff import SNIFF_BYTES
+
+        if len(self.head) < SNIFF_BYTES:
+            self.head += chunk[:SNIFF_BYTES - len(self.head)]
+
+    def diagnosis(self, args: argparse.Namespace, framing: Framing | None) -> str:
+        from ..dump.sniff import describe_undecodable
+
+        return describe_undecodable(self.head, framing=framing, hex_given=args.hex)
 
 
 def _check_usage(args: argparse.Namespace) -> None:
@@ -235,7 +271,8 @@ def _open_input(path: str | None, stdin: BinaryIO) -> BinaryIO:
     return open(path, "rb")  # OSError → one line from cli.main
 
 
-def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | None) -> Iterator[StreamEvent]:
+def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | None,
+                 seen: _Seen) -> Iterator[StreamEvent]:
     from ..dump.streams import FramedStream, PrefixedReader, Where, read_fully
 
     source = _open_input(args.input, stdin)
@@ -248,9 +285,12 @@ def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | N
             fp.seek(0)
         else:
             fp = PrefixedReader(head, fp)
+        if not head:
+            return  # empty (at a terminal, Ctrl-D: reading on would wait for a second one)
         if head in _PCAP_MAGICS:
             from ..dump.pcap import read_capture  # dpkt only when a capture is read
 
+            seen.capture = True
             yield from read_capture(fp, framing=framing, max_size=args.max_size, port=args.port)
             return
         if args.port is not None:
@@ -258,6 +298,7 @@ def _file_events(args: argparse.Namespace, stdin: BinaryIO, framing: Framing | N
                              "is not one: drop --port")
         stream = FramedStream(Where(), framing, args.max_size)
         for chunk in iter(functools.partial(fp.read, _CHUNK), b""):
+            seen.keep(chunk)
             yield from stream.feed(chunk, None)
             if stream.dead:
                 # A broken frame leaves nothing decodable after it: reading on

@@ -283,7 +283,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                 bound = listeners[0].socket.getsockname()
                 url_line = f"{AmpUrl('amps' if tls else 'amp', bound[0], bound[1])} {daemon.identity.did}"
                 for flag, url in [*(("--relay", u) for u in relays), *(("--connect", u) for u in peers)]:
-                    dial = (functools.partial(daemon.join_relay, url, relay_did=relay_did, ssl_context=dial_tls)
+                    dial = (functools.partial(daemon.join_relay, url, relay_did=relay_did, ssl_context=dial_tls,
+                                              probe_s=RELAY_PROBE_S)
                             if flag == "--relay" else functools.partial(daemon.connect, url, ssl_context=dial_tls))
                     try:
                         link = await dial()
@@ -312,6 +313,11 @@ def _stopped_during_startup() -> bool:
         log.info("%s during start-up: stopping before serving (nothing to drain)", name)
     return name is not None
 
+
+# How often a --relay link checks that the relay still forwards our DID to it
+# (Daemon.join_relay): a caller that registered there with this daemon's key
+# makes the relay forget us when it leaves; the link is then dialled again.
+RELAY_PROBE_S = 30.0
 
 # How long a redialled --connect/--relay link must stay up to count as back:
 # only then does the backoff start again from 1 s. A peer that accepts and

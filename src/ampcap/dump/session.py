@@ -114,6 +114,8 @@ class DumpSession:
         self.correlator = Correlator()
         self.summary = Summary()
         self.any_findings = False
+        self.records = 0  # every record, shown or not
+        self.framed = 0  # of which a frame (not a framing failure before one could be cut out)
         self._matched_ids: dict[bytes, None] = {}  # insertion-ordered: the oldest is forgotten first
 
     def record(self, event: StreamEvent) -> Record:
@@ -125,6 +127,9 @@ class DumpSession:
             rec = self.inspector.stream_error(event.error, direction=w.direction, src=w.src, dst=w.dst,
                                               at=event.at)
         self.correlator.add(rec)
+        self.records += 1
+        if rec.frame_type is not None:
+            self.framed += 1
         return rec
 
     def shown(self, rec: Record) -> bool:

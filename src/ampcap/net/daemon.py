@@ -135,6 +135,7 @@ class Link:
     goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
     unverified: int = 0  # messages on it whose signature did not verify (1002): why a reply may never come
     verifies_under: Profile | None = None  # the other Sig_Input profile one of them verified under
+    relay_probe: trio.Event | None = None  # a relay link's pending self-addressed probe (_watch_relay)
 
     @property
     def peer_closing(self) -> str:
@@ -317,7 +318,7 @@ class Daemon:
             self._link_gone(link)
 
     async def join_relay(self, url: str | AmpUrl, *, relay_did: str = RELAY_DID, timeout_s: float = 10.0,
-                         ssl_context: ssl.SSLContext | None = None) -> Link:
+                         ssl_context: ssl.SSLContext | None = None, probe_s: float | None = None) -> Link:
         """Dial a relay like the public Rust example's and register there.
 
         Such a relay frames with a bare 4-byte length, registers a connection
@@ -329,6 +330,15 @@ class Daemon:
         DID as the example's clients send (nobody is registered under it, so
         the relay drops it). Invokes reaching us through the link are served
         like any others; calls through it name their recipient (``to=``).
+
+        Such a relay keeps one connection per DID: another connection whose
+        first frame comes ``from`` our DID (a caller run with our key, say)
+        takes the registration over, and when that one ends the relay
+        forgets our DID, while our link stays open and silent. With
+        ``probe_s``, every ``probe_s`` seconds a PING addressed to ourselves
+        checks that the relay still forwards to this link; when it does not
+        come back the link is closed, so whoever keeps it (``serve --relay``)
+        dials again and registers anew.
         """
         config = replace(self._conn_config, framing=Framing.RAW, strict_principal=False,
                          keepalive_interval_ms=None, max_msg_size=min(self._conn_config.max_msg_size,
@@ -338,7 +348,34 @@ class Daemon:
         link.driver.send_nowait(Outbound(typ=int(MessageType.HELLO), body={"versions": [RELAY_HELLO_VERSION]},
                                          to=relay_did))
         log.info("registered at relay %s as %s", url, self.identity.did)
+        if probe_s is not None:
+            link.relay_probe = trio.Event()
+            assert self._nursery is not None
+            self._nursery.start_soon(self._watch_relay, link, str(url), probe_s)
         return link
+
+    async def _watch_relay(self, link: Link, url: str, probe_s: float) -> None:
+        """Close a relay link once the relay stops forwarding our own DID to it
+        (see :meth:`join_relay`): a probe that has not come back after a third
+        of ``probe_s`` (at least 1 s) means so."""
+        wait_s = max(probe_s / 3, 1.0)
+        while True:
+            with trio.move_on_after(probe_s):
+                await link.driver.closed.wait()
+            if link.driver.closed.is_set() or self._closing:
+                return
+            link.relay_probe = probe = trio.Event()
+            self._send(link, Outbound(typ=_PING, body=None, to=self.identity.did))
+            with trio.move_on_after(wait_s):
+                await probe.wait()
+            if link.driver.closed.is_set() or self._closing:
+                return
+            if not probe.is_set():
+                log.warning("relay %s no longer forwards messages for %s to this link (did another connection "
+                            "register under this DID, e.g. a caller using this daemon's identity?): closing it",
+                            url, self.identity.did)
+                link.driver.close("the relay no longer forwards our messages to this link")
+                return
 
     async def connect(self, url: str | AmpUrl, *, peer_did: str | None = None,
                       ssl_context: ssl.SSLContext | None = None, timeout_s: float = 10.0,
@@ -483,6 +520,9 @@ class Daemon:
         if typ in _REPLIES:
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
+            if link.relay_probe is not None and env.sender == self.identity.did:
+                link.relay_probe.set()  # our own probe, back through the relay: it still forwards to us
+                return
             self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
         elif typ == _PONG:  # liveness answer: nothing to say back
             log.debug("PONG from %s", shown(env.sender))

@@ -37,7 +37,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 import msgspec
 import trio
@@ -45,22 +45,25 @@ import trio
 from ..caps.bindings import InvocationContext as _ContextProtocol
 from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
-from ..caps.manifest import Manifest, ManifestError, manifest_from_data
-from ..caps.names import is_full_id
+from ..caps.names import OssaRef, is_full_id, parse_ossa_uri
 from ..caps.order import ORDERS, Order
-from ..caps.params import ParamsValidator
 from ..errors import AmpError
 from ..peer.invoker import RetryPolicy, Target
 from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
 from ..files.identity import load_or_create
-from ..files.manifest import load_manifest
-from ..files.policy import load_policy
 from ..wire.identity import Identity, KeyResolver
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
 from .url import AmpUrl, parse_url
+
+if TYPE_CHECKING:
+    from ..caps.manifest import Manifest
+
+# The manifest model, its loaders and the JSON Schema compilers are imported
+# where capabilities are offered: a caller (`ampcap invoke`, `ampcap.connect`)
+# never needs them, and they are a good part of a one-shot command's start-up.
 
 __all__ = ["Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationContext", "capability", "connect"]
 
@@ -199,6 +202,8 @@ _API_BUNDLE = "ampcap.local.api"
 def _check_registration(reg: _Registered, registered: Sequence[_Registered]) -> None:
     """ValueError naming every problem with one capability (name, version,
     schemas, aliases), or a second registration of the same id."""
+    from ..caps.manifest import ManifestError, manifest_from_data
+
     ident = f"{reg.name}:{reg.version}"
     if any(r.name == reg.name and r.version == reg.version for r in registered):
         raise ValueError(f"capability {ident} is already registered on this peer")
@@ -261,6 +266,22 @@ def _local_only(params: Any) -> Any:  # pragma: no cover - never called: the dae
     raise AmpError(5001, "capability registered through the Python API has no importable binding")
 
 
+class CallsItself(ValueError):
+    """The peer a call would go to has the caller's own DID.
+
+    Two programs with one identity (``ampcap serve`` and a caller that both
+    use the default identity file) are one agent to everybody else: through
+    a relay, the caller registers under the daemon's DID and its calls come
+    back to itself. Raised by :meth:`Peer.connect` before any request is
+    sent; give the caller an identity of its own.
+    """
+
+    def __init__(self, did: str) -> None:
+        super().__init__(f"the peer to call has this caller's own DID ({did}): the caller would call itself; "
+                         f"give the caller an identity of its own")
+        self.did = did
+
+
 class Peer:
     """An agent: an identity, the capabilities it offers, and its connections.
 
@@ -287,8 +308,14 @@ class Peer:
         self.identity = _load_identity(identity)
         self.tls = tls
         # Files are read now, so a mistake in one fails here, not at serve().
-        self.policy = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
+        if isinstance(policy, (str, os.PathLike)):
+            from ..files.policy import load_policy
+
+            policy = load_policy(policy)
+        self.policy = policy
         if isinstance(manifest, (str, os.PathLike)):
+            from ..files.manifest import load_manifest
+
             manifest = load_manifest(manifest, check_bindings=True)
         self.resolver = resolver
         self.config = config
@@ -342,6 +369,8 @@ class Peer:
         bundles = []
         handlers: dict[str, Callable[[Any, RunnerContext], Awaitable[Any]]] = {}
         if self._registered:
+            from ..caps.manifest import manifest_from_data
+
             data = {"bundle_id": _API_BUNDLE, "capability": [r.manifest_entry() for r in self._registered]}
             local = manifest_from_data(data, source="<python api>")
             specs.extend(local.capabilities)
@@ -352,6 +381,7 @@ class Peer:
             specs.extend(self._manifest.capabilities)
             bundles.append(self._manifest.bundle)
         from ..caps.bundle import SchemaStore
+        from ..caps.params import ParamsValidator
 
         catalog = Catalog(specs, cursor_key=os.urandom(32))
         return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
@@ -452,13 +482,22 @@ class Peer:
         at ``url`` (refused, unknown host; :class:`ampcap.errors.Unreachable`,
         also an ``OSError``) or TLS fails, 5003 when the handshake takes
         longer than ``timeout`` seconds, 3001 when ``peer_did`` does not
-        match. A malformed URL is a ``ValueError``.
+        match. A malformed URL is a ``ValueError``; so is a target whose DID
+        (``relay_to``, ``peer_did``, or the one the peer's HELLO names) is
+        this peer's own (:class:`CallsItself`, raised before any request is
+        sent).
         """
+        for named in (relay_to, peer_did):
+            if named == self.did:  # before anything is sent: see CallsItself
+                raise CallsItself(self.did)
         async with self._running() as daemon:
             if relay_to is not None:
                 link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout, ssl_context=ssl_context)
             else:
                 link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout, ssl_context=ssl_context)
+                if link.peer_did == self.did:  # its HELLO named our own DID: no request goes out
+                    link.driver.close()
+                    raise CallsItself(self.did)
             try:
                 yield Remote(daemon, link, to=relay_to)
             finally:
@@ -531,7 +570,10 @@ class Remote:
         """CAP_INVOKE and wait for the one outcome; returns the result.
 
         ``capability`` is a full id (``name:version``) or a name combined
-        with exactly one of ``version``, ``range`` or ``negotiate``. Raises
+        with exactly one of ``version``, ``range`` or ``negotiate``; an OSSA
+        or MCP URI (``ossa:demo/add@1.0``) alone asks for OSSA's compatible
+        versions, the range ``>=1.0.0 <2.0.0`` (same major, minor at least
+        the URI's). Raises
         :class:`AmpError` with the remote code, 5003 when ``timeout``
         seconds pass without a terminal reply, or, when the connection ends
         first, the code and reason that ended it (5002 without a code: the
@@ -586,6 +628,9 @@ def _target(capability: str, version: str | None, range: str | None, negotiate: 
         raise ValueError(f"{capability!r} is a full id (name:version): drop the ':version' part, or the "
                          "version=/range=/negotiate= argument")
     if chosen == 0:
+        ref = _uri(capability)
+        if ref is not None:  # ossa:d/n@M.m carries OSSA's rule: same major, minor at least m
+            return (capability, {"range": str(ref.compatible)})
         if not is_full_id(capability):
             raise ValueError("pass a full id 'name:version', or version=/range=/negotiate=")
         return capability
@@ -595,6 +640,14 @@ def _target(capability: str, version: str | None, range: str | None, negotiate: 
         return (capability, {"range": range})
     assert negotiate is not None
     return (capability, negotiate.to_wire())
+
+
+def _uri(capability: str) -> OssaRef | None:
+    """The OSSA/MCP URI ``capability`` is, if it is one (``ValueError`` if malformed)."""
+    try:
+        return parse_ossa_uri(capability)
+    except AmpError as exc:
+        raise ValueError(exc.message) from None
 
 
 def _sole_error(group: BaseExceptionGroup[Any]) -> BaseException | None:

@@ -108,7 +108,7 @@ def compile_sources(sources: Iterable[tuple[str, str]]) -> CompiledRules:
 class _Compiler:
     def __init__(self, sources: Sequence[tuple[str, str]]) -> None:
         self.sources = sources
-        self.lines: dict[int, int] = {}
+        self._lines: dict[int, int] | None = None  # node id -> line, worked out for the first error
         self.file_of: dict[int, str] = {}  # id(rule) -> file
         self.defs: dict[str, _RuleDef] = {}
         self.types: dict[str, TypeNode] = {}
@@ -147,7 +147,6 @@ class _Compiler:
         except Exception as exc:  # cddlparser has internal asserts and may raise other errors
             raise SchemaError(file, None, f"syntax error: {exc}") from None
         self._trees.append(tree)
-        self.lines.update(_node_lines(tree))
         for rule in tree.rules:
             name = rule.name.name
             here = _RuleDef(name, file, rule, None)
@@ -168,7 +167,13 @@ class _Compiler:
     # ------------------------------------------------------------ errors
 
     def _line(self, node: ast.CDDLNode) -> int | None:
-        line = self.lines.get(id(node))
+        if self._lines is None:
+            # Only an error needs a line number, and finding them means
+            # serializing every tree (a fifth of compiling a valid set).
+            self._lines = {}
+            for tree in self._trees:
+                self._lines.update(_node_lines(tree))
+        line = self._lines.get(id(node))
         if line is not None:
             return line
         for child in node.getChildren():

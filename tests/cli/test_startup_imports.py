@@ -1,0 +1,64 @@
+"""What a one-shot command imports (issue 26): each CLI call pays for its
+imports, so `ampcap --help` and a client call (`query`, `invoke`) must not
+load what only serving, manifests, params checking or capture reading use.
+Behaviour, not a timing: the modules present in ``sys.modules`` afterwards,
+in a fresh interpreter. (tools/bench_startup.py measures the time.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
+from amp_helpers import serve_process  # noqa: E402
+
+# Imported only by serve, manifests and params checks, dump's capture
+# reader and the interop harness; none of them by a client call.
+NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap.caps.demo", "ampcap.interop",
+                      "ampcap.dump.pcap", "ampcap.files.manifest", "ampcap.files.policy")
+# --help builds the parser only: no event loop, no codec, no schemas either.
+NEVER_FOR_HELP = (*NEVER_FOR_A_CLIENT, "trio", "ampcap.net.daemon", "ampcap.schema.engine", "cddlparser",
+                  "ampcap.caps.manifest")
+
+_PROBE = """
+import contextlib, io, json, sys
+import ampcap.cli.main as main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        status = main.main(sys.argv[1:])
+    except SystemExit as exc:
+        status = exc.code
+print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
+"""
+
+
+def _modules_after(tmp: Path, *argv: str) -> tuple[int, set[str]]:
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp / "caller-config"))
+    done = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, env=env, timeout=60)
+    report = json.loads(done.stdout.splitlines()[-1])
+    return report["status"], set(report["modules"])
+
+
+def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def test_help_imports_no_event_loop_schemas_or_servers(tmp_path: Path) -> None:
+    for argv in (["--help"], ["invoke", "--help"], ["query", "--help"], ["dump", "--help"]):
+        status, modules = _modules_after(tmp_path, *argv)
+        assert status in (0, None), argv
+        assert _loaded(modules, NEVER_FOR_HELP) == [], argv
+
+
+def test_a_client_call_imports_only_what_it_uses(tmp_path: Path) -> None:
+    (tmp_path / "server").mkdir()
+    with serve_process(tmp_path / "server") as daemon:
+        for argv in (["invoke", daemon.url, "org.ampcap.demo.math.add:1.0.0", "--params", '{"a": 1, "b": 2}'],
+                     ["query", daemon.url, "org.ampcap.demo.echo", "--json"]):
+            status, modules = _modules_after(tmp_path, *argv)
+            assert status == 0, argv
+            assert "trio" in modules and "ampcap.net.daemon" in modules  # it did run the call
+            assert _loaded(modules, NEVER_FOR_A_CLIENT) == [], argv
