@@ -136,8 +136,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found", file=sys.stdout)
             return 1
     names = {c.name for c in manifest.capabilities}
+    servers = f", {len(manifest.mcp_servers)} MCP servers" if manifest.mcp_servers else ""
     print(f"OK {manifest.source}: {len(manifest.capabilities)} capabilities, {len(names)} names, "
-          f"bundle {manifest.bundle.bundle_id}")
+          f"bundle {manifest.bundle.bundle_id}{servers}")
     return 0
 
 
@@ -151,9 +152,21 @@ def _row(spec: CapabilitySpec) -> dict[str, Any]:
         "stability": d.stability.value,
         "deprecated_by": d.deprecated_by,
         "sunset_date": d.sunset_date.isoformat() if d.sunset_date else None,
-        "binding": spec.binding.kind,
+        # Several bindings (R17 fallback): "mcp,http", tried in that order.
+        "binding": ",".join(_kinds(spec)),
         "target": spec.binding.describe(),
+        "bindings": [{"kind": b.kind, "target": b.describe()} for b in _each(spec)],
     }
+
+
+def _each(spec: CapabilitySpec) -> tuple[Any, ...]:
+    from ..caps.remote import Fallback
+
+    return spec.binding.bindings if isinstance(spec.binding, Fallback) else (spec.binding,)
+
+
+def _kinds(spec: CapabilitySpec) -> list[str]:
+    return [b.kind for b in _each(spec)]
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -226,7 +239,7 @@ def _print_detail(info: dict[str, Any]) -> None:
         ("stability", info["stability"]),
         ("deprecated_by", info["deprecated_by"] or "-"),
         ("sunset_date", info["sunset_date"] or "-"),
-        ("binding", f"{info['binding']}: {info['target']}"),
+        *(("binding", f"{b['kind']}: {b['target']}") for b in info["bindings"]),
         ("notes", info["notes"] or "-"),
     ]
     for which in ("input_schema", "output_schema"):

@@ -209,7 +209,9 @@ class BindingRunner:
     async def _dispatch(self, binding: Binding, params: Any, context: InvocationContext) -> Any:
         if isinstance(binding, CommandBinding):
             return await self._run_command(binding, params, context)
-        return await self._run_python(binding, params, context)
+        if isinstance(binding, PythonBinding):
+            return await self._run_python(binding, params, context)
+        raise AmpError(5002, f"{binding.kind} bindings cannot run yet")
 
     def _resolve(self, binding: PythonBinding) -> tuple[Callable[..., Any], bool, bool]:
         """The callable, whether it takes the context, whether it is async:
