@@ -69,7 +69,12 @@ class RemoteBindings:
             from .mcp import run_mcp
 
             return await run_mcp(self.mcp(), binding, params, context)
-        # HTTP_PLACEHOLDER
+        if isinstance(binding, HttpBinding):
+            from .http import HttpRunner
+
+            if self._http is None:
+                self._http = HttpRunner(self._environ)
+            return await self._http.run(binding, params, context)
         raise TypeError(f"not a remote binding: {binding!r}")
 
     async def aclose(self) -> None:

@@ -161,6 +161,9 @@ class McpClient:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        for name in ("httpx", "httpcore", "httpx2", "httpcore2"):
+            # They log each request's full URL at INFO: a ${NAME} secret's value may be in it.
+            logging.getLogger(name).setLevel(logging.WARNING)
         url = expand_env(self.server.url, self._environ, what=f"MCP server {self.server.name}'s url")
         headers = {k: expand_env(v, self._environ, what=f"MCP server {self.server.name}'s header {k}")
                    for k, v in self.server.headers}
