@@ -75,6 +75,12 @@ class RemoteBindings:
             if self._http is None:
                 self._http = HttpRunner(self._environ)
             return await self._http.run(binding, params, context)
+        if isinstance(binding, GrpcBinding):
+            from .grpc import GrpcRunner
+
+            if self._grpc is None:
+                self._grpc = GrpcRunner()
+            return await self._grpc.run(binding, params, context)
         raise TypeError(f"not a remote binding: {binding!r}")
 
     async def aclose(self) -> None:
