@@ -3,14 +3,16 @@ when the one before failed before its implementation could have run."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from ampcap.errors import AmpError
 
-from .conftest import PYTHON, build, capability, free_port, serving, stdio_server
-from .http_server import http_server
+sys.path.insert(0, str(Path(__file__).parent))
+from binding_helpers import PYTHON, build, capability, free_port, serving, stdio_server  # noqa: E402
+from http_server import http_server  # noqa: E402
 
 BROKEN_SERVER = '[mcp_server.tools]\ncommand = ["python3", "-c", "import sys; sys.exit(2)"]\n'
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from ampcap.errors import AmpError
 
-from .conftest import build, capability, free_port, serving
-from .grpc_server import grpc_server
+sys.path.insert(0, str(Path(__file__).parent))
+from binding_helpers import build, capability, free_port, serving  # noqa: E402
+from grpc_server import grpc_server  # noqa: E402
 
 
 def grpc_cap(name: str, table: str) -> str:

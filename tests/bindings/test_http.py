@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import logging
 from pathlib import Path
 
@@ -9,8 +10,9 @@ import pytest
 
 from ampcap.errors import AmpError
 
-from .conftest import build, capability, free_port, serving
-from .http_server import http_server
+sys.path.insert(0, str(Path(__file__).parent))
+from binding_helpers import build, capability, free_port, serving  # noqa: E402
+from http_server import http_server  # noqa: E402
 
 SECRET = "s3cr3t-value-123"
 

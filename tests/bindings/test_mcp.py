@@ -3,6 +3,7 @@ and streamable HTTP), end to end through an ampcap daemon and client."""
 
 from __future__ import annotations
 
+import sys
 import logging
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import trio
 
 from ampcap.errors import AmpError
 
-from .conftest import build, capability, serving, stdio_server
+sys.path.insert(0, str(Path(__file__).parent))
+from binding_helpers import build, capability, serving, stdio_server  # noqa: E402
 
 SCAN = capability("scan", """
 [capability.binding.mcp]

@@ -37,7 +37,7 @@ from ..display import shown
 from ..errors import AmpError
 from . import sdk
 
-__all__ = ["McpClient", "McpClients", "Progress"]
+__all__ = ["McpClient", "McpClients", "Progress", "list_server_tools"]
 
 log = logging.getLogger("ampcap.mcp")
 
@@ -53,8 +53,10 @@ class McpClient:
     """One MCP server and its one session (see the module docstring)."""
 
     def __init__(self, server: McpServer, *, environ: Mapping[str, str] | None = None,
-                 connect_timeout_s: float = 10.0, first_delay_s: float = 0.5, max_delay_s: float = 30.0) -> None:
+                 connect_timeout_s: float = 10.0, first_delay_s: float = 0.5, max_delay_s: float = 30.0,
+                 log_failures: bool = True) -> None:
         self.server = server
+        self._log_failures = log_failures
         self._environ = os.environ if environ is None else environ
         self._connect_timeout_s = connect_timeout_s
         self._first_delay_s = first_delay_s
@@ -92,9 +94,13 @@ class McpClient:
                 if _is_cancel(exc):
                     raise
                 why = _reason(exc)
+                if self.starts == up_before and self._lost.is_set():
+                    # The SDK says only "Connection closed": say what closed it.
+                    why = ("the connection closed during the MCP handshake" if self.server.url else
+                           "the process exited (or closed its output) before the MCP handshake")
                 self._lost = trio.Event()  # processed: a call now waits only while starting
                 self._set_state(starting=False, why=why)
-                if not self._closed:
+                if not self._closed and self._log_failures:
                     log.warning("MCP server %s (%s) %s: %s", self.server.name, self.server.describe(),
                                 "stopped" if self.starts > up_before else "cannot be started or reached", why)
             announce()
@@ -110,6 +116,11 @@ class McpClient:
                     while not self._closed:
                         await self._wait_change()
         self._set_state(starting=False, why="stopped")
+
+    @property
+    def why_down(self) -> str:
+        """Why there is no session now ("" while one is up)."""
+        return self._why_down
 
     def close(self) -> None:
         """Stop the session (calls in flight end with 5002) and the supervisor."""
@@ -155,7 +166,7 @@ class McpClient:
             command, *args = self.server.command
             params = StdioServerParameters(command=command, args=args, env=dict(self.server.env) or None,
                                            cwd=self.server.cwd)
-            async with stdio_client(params, errlog=sys.stderr) as (read, write):
+            async with stdio_client(params, errlog=_errlog()) as (read, write):
                 yield read, write
             return
         from mcp.client.streamable_http import streamable_http_client
@@ -255,6 +266,20 @@ async def _relay(read: Any, lost: trio.Event) -> AsyncIterator[Any]:
             nursery.cancel_scope.cancel()
 
 
+def _errlog() -> Any:
+    """Where a stdio server's stderr goes: ours, when it is a real file (a
+    stream replaced by one without a descriptor, as under a test's capture,
+    cannot be handed to a process)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (OSError, ValueError, AttributeError):
+            continue
+    return open(os.devnull, "w")  # noqa: SIM115 - the process's stderr for as long as it runs
+
+
 def _is_cancel(exc: BaseException) -> bool:
     """Cancellation from outside (the daemon stopping), perhaps in a group."""
     if isinstance(exc, (trio.Cancelled, KeyboardInterrupt)):
@@ -310,3 +335,28 @@ class McpClients:
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
+
+
+async def list_server_tools(server: McpServer, *, connect_timeout_s: float = 10.0) -> list[sdk.ToolInfo]:
+    """Start (or connect to) ``server`` once, list its tools, stop it. A
+    server that cannot be started or reached is ``AmpError(5002)`` with the
+    reason."""
+    client = McpClient(server, connect_timeout_s=connect_timeout_s, log_failures=False)
+    tools: list[sdk.ToolInfo] | None = None
+    failure: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        why = client.why_down  # before close() makes it "stopped"
+        try:
+            if client.starts:
+                tools = await client.list_tools()
+        except Exception as exc:  # raised out here, not wrapped in the nursery's group
+            failure = exc
+        finally:
+            client.close()
+    if failure is not None:
+        raise AmpError(UNAVAILABLE, f"MCP server {server.name} cannot list its tools: {_reason(failure)}")
+    if tools is None:
+        raise AmpError(UNAVAILABLE, f"MCP server {server.name} ({server.describe()}) cannot be started or "
+                                    f"reached: {why}")
+    return tools

@@ -19,7 +19,8 @@ from typing import Any
 from ..decoders import json_loads
 from ..errors import AmpError
 
-__all__ = ["require", "tool_result_json", "tool_error", "ToolError", "ToolInfo", "tool_infos"]
+__all__ = ["require", "tool_result_json", "tool_error", "ToolError", "ToolInfo", "tool_infos", "capability_name",
+           "tools_manifest"]
 
 INTERNAL = 5001
 _CODE_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.-]*)\s*[:\s]")
@@ -106,3 +107,52 @@ def tool_infos(tools: Iterable[Any]) -> list[ToolInfo]:
         out.append(ToolInfo(name=tool.name, description=tool.description, input_schema=dict(schema),
                             output_schema=dict(output) if output is not None else None))
     return out
+
+
+_TOOL_SEGMENT_BAD = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def capability_name(server: str, tool: str) -> str:
+    """``mcp.SERVER.TOOL``, the RFC 004 name of a server's tool: a dot in
+    the tool name starts a segment; characters a name cannot hold become
+    ``-``, and a segment that would not start with a letter or digit gets
+    an ``x`` in front."""
+    segments = []
+    for part in [server, *tool.split(".")]:
+        part = _TOOL_SEGMENT_BAD.sub("-", part)
+        if not part or not part[0].isalnum():
+            part = "x" + part
+        segments.append(part)
+    return "mcp." + ".".join(segments)
+
+
+def tools_manifest(server: str, server_table: dict[str, Any], tools: Iterable[ToolInfo]) -> dict[str, Any]:
+    """A manifest (parsed-TOML shape) offering every tool of one MCP server:
+    ``mcp.SERVER.TOOL`` at 1.0.0 with the alias ``mcp:SERVER/TOOL@1.0``
+    (when the tool's name fits that URI), the tool's schemas (an output
+    schema of ``{}``, anything, when it declares none) and its description
+    as notes. ``caps import-mcp`` prints it as TOML; ``serve --mcp`` serves
+    it as it is."""
+    from ..caps.names import parse_ossa_uri
+
+    capabilities = []
+    seen: set[str] = set()
+    for tool in tools:
+        name = capability_name(server, tool.name)
+        if name in seen:  # two tools that differ only in characters a name cannot hold
+            continue
+        seen.add(name)
+        entry: dict[str, Any] = {"name": name, "version": "1.0.0"}
+        alias = f"mcp:{server}/{tool.name}@1.0"
+        try:
+            if parse_ossa_uri(alias) is not None:
+                entry["aliases"] = [alias]
+        except AmpError:
+            pass
+        if tool.description:
+            entry["notes"] = tool.description
+        entry["input_schema"] = tool.input_schema
+        entry["output_schema"] = tool.output_schema if tool.output_schema is not None else {}
+        entry["binding"] = {"mcp": {"server": server, "tool": tool.name}}
+        capabilities.append(entry)
+    return {"bundle_id": f"mcp.{server}", "mcp_server": {server: server_table}, "capability": capabilities}
