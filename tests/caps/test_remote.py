@@ -112,7 +112,7 @@ def test_a_single_remote_binding_is_itself(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("edit", "key", "words"), [
     (('server = "tools"', 'server = "nope"'), "binding.mcp.server", "no [mcp_server.nope]"),
     (('tool = "scan"', 'tool = ""'), "binding.mcp.tool", "tool's name"),
-    (("NOT_FOUND = 4004", "NOT_FOUND = 42"), "binding.mcp.error_mapping", "AMP error code"),
+    (("NOT_FOUND = 4004", "NOT_FOUND = 4999"), "binding.mcp.error_mapping", "AMP error code"),
     (('method = "post"', 'method = "BREW"'), "binding.http.method", "one of GET"),
     (('url = "https://api', 'url = "ftp://api'), "binding.http.url", "http:// or https://"),
     (("'{\"target\": \"{target}\"", "'{\"target\": {target}"), "binding.http.body_template", "must be JSON"),

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..decoders import json_loads
 from ..errors import AmpError
+from ..wire.registry import ErrorCode
 from .remote import (
     BINDING_KINDS,
     GrpcBinding,
@@ -34,6 +35,7 @@ __all__ = ["REMOTE_KINDS", "read_mcp_servers", "read_remote_binding", "binding_o
 REMOTE_KINDS = ("mcp", "http", "grpc")
 Problem = Callable[[str, str | None], None]
 
+_ERROR_CODES = frozenset(int(code) for code in ErrorCode)
 _SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _GRPC_METHOD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*/[A-Za-z_][A-Za-z0-9_]*$")
 _HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -160,7 +162,8 @@ def _timeout(raw: Mapping[str, Any], key: str, problem: Problem) -> dict[str, in
 
 
 def _amp_code(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 1000 <= value <= 9999
+    """One of the AMP error codes (RFC 001 §15.3): what a caller can read."""
+    return isinstance(value, int) and not isinstance(value, bool) and value in _ERROR_CODES
 
 
 def read_remote_binding(kind: str, raw: Any, problem: Problem, servers: Mapping[str, McpServer],
@@ -202,7 +205,7 @@ def _mcp(raw: Mapping[str, Any], key: str, problem: Problem, servers: Mapping[st
     mapping = _mapping(raw.get("mapping"), f"{key}.mapping", problem)
     errors = raw.get("error_mapping", {})
     if not isinstance(errors, dict) or not all(_amp_code(v) for v in errors.values()):
-        problem("must map a tool error's code to an AMP error code (1000..9999), e.g. NOT_FOUND = 4004",
+        problem("must map a tool error's code to an AMP error code, e.g. NOT_FOUND = 4001, RATE_LIMIT = 3005",
                 f"{key}.error_mapping")
         return None
     if mapping is None:
@@ -256,11 +259,11 @@ def _http(raw: Mapping[str, Any], key: str, problem: Problem, timeout: dict[str,
     errors: dict[int, int] = {}
     raw_errors = raw.get("error_mapping", {})
     if not isinstance(raw_errors, dict):
-        problem("must map HTTP statuses to AMP error codes, e.g. 404 = 4004", f"{key}.error_mapping")
+        problem("must map HTTP statuses to AMP error codes, e.g. 404 = 4001", f"{key}.error_mapping")
         return None
     for status, code in raw_errors.items():
         if not (isinstance(status, str) and status.isdigit() and 100 <= int(status) <= 599) or not _amp_code(code):
-            problem(f"must map HTTP statuses to AMP error codes, e.g. 404 = 4004 (found {status} = {code!r})",
+            problem(f"must map HTTP statuses to AMP error codes, e.g. 404 = 4001, 429 = 3005 (found {status} = {code!r})",
                     f"{key}.error_mapping")
             return None
         errors[int(status)] = code
