@@ -66,3 +66,8 @@ def test_flood_large_frames_short() -> None:
     ratios = [float(part.split("peak growth / bound = ")[1].split()[0]) for part in (before, after)]
     assert ratios[0] < 1.0 and ratios[1] < 1.0, out
     assert "3 connections were still open" in after  # admitted, not refused
+
+
+def test_bench_bindings_quick() -> None:
+    out = run_tool("bench_bindings.py", "--quick")
+    assert "binding / direct, 1 in flight" in out and "a plain invoke" in out

@@ -15,9 +15,9 @@ A call cancelled from outside (the binding's timeout, the invoke's deadline,
 a drain) is abandoned by the SDK with a ``notifications/cancelled`` to the
 server. Progress notifications reach the caller's callback.
 
-The session sees the transport through a relay (:func:`_relay`): when the
-server's side ends, the relay notices, and that is how the supervisor knows
-to restart without polling the SDK's internals.
+The session reads the transport through a watcher (:class:`_Watched`):
+when the server's side ends, the watcher notices, and that is how the
+supervisor knows to restart without polling the SDK's internals.
 """
 
 from __future__ import annotations
@@ -138,8 +138,8 @@ class McpClient:
             self._scope = scope
             if self._closed:
                 scope.cancel()
-            async with self._transport() as (read, write), _relay(read, self._lost) as relayed:
-                async with ClientSession(relayed, write) as session:
+            async with self._transport() as (read, write):
+                async with ClientSession(_Watched(read, self._lost), write) as session:
                     await session.initialize()
                     scope.deadline = math.inf
                     self.starts += 1
@@ -240,30 +240,38 @@ class McpClient:
         return sdk.tool_infos(tools)
 
 
-@asynccontextmanager
-async def _relay(read: Any, lost: trio.Event) -> AsyncIterator[Any]:
-    """The transport's read stream passed on to the session, with ``lost``
-    set when the transport's side ends (the server is gone)."""
-    import anyio
+class _Watched:
+    """The transport's read stream as the session's dispatcher reads it,
+    with ``lost`` set when it ends (the server is gone): no task and no
+    extra hop per message, every other attribute passed through."""
 
-    send, receive = anyio.create_memory_object_stream[Any](0)
+    def __init__(self, inner: Any, lost: trio.Event) -> None:
+        self._inner = inner
+        self._lost = lost
 
-    async def pump() -> None:
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)  # last_context, close, receive...
+
+    async def __aenter__(self) -> _Watched:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
         try:
-            async with send:
-                async for item in read:
-                    await send.send(item)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-            pass
+            return await self._inner.__aexit__(*exc)
         finally:
-            lost.set()
+            self._lost.set()
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pump)
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
         try:
-            yield receive
-        finally:
-            nursery.cancel_scope.cancel()
+            return await self._inner.__anext__()
+        except BaseException as exc:
+            if not isinstance(exc, trio.Cancelled):
+                self._lost.set()  # the end of the stream, or it broke
+            raise
 
 
 def _errlog() -> Any:
