@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import sys
@@ -57,20 +58,25 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_import_mcp)
 
 
-def _server_table(name: str, command: list[str] | None, url: str | None) -> dict[str, Any]:
-    return {"url": url} if url is not None else {"command": list(command or [])}
+def _server_table(command: list[str] | None, url: str | None, cwd: str | None) -> dict[str, Any]:
+    if url is not None:
+        return {"url": url}
+    return {"command": list(command or []), **({"cwd": cwd} if cwd is not None else {})}
 
 
 def mcp_manifest(name: str, command: list[str] | None, url: str | None, *, timeout_s: float = 20.0,
-                 ) -> dict[str, Any]:
-    """The manifest data offering every tool of the server (see module)."""
+                 cwd: str | None = None) -> dict[str, Any]:
+    """The manifest data offering every tool of the server (see module);
+    ``cwd``, when given, is where the server runs (import-mcp writes the
+    directory it ran in, so relative paths in the command keep working
+    wherever the manifest is saved)."""
     import trio
 
     from ..caps.binding_tables import read_mcp_servers
     from ..mcp.client import list_server_tools
     from ..mcp.sdk import require, tools_manifest
 
-    table = _server_table(name, command, url)
+    table = _server_table(command, url, cwd)
     problems: list[str] = []
     servers = read_mcp_servers({name: table}, lambda message, key: problems.append(f"{key}: {message}"), None, None)
     if problems:
@@ -93,7 +99,8 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
         raise UsageError("--command needs the server's command line")
     if not args.timeout > 0:
         raise UsageError("--timeout must be positive")
-    data = mcp_manifest(args.name, command, args.url, timeout_s=args.timeout)
+    data = mcp_manifest(args.name, command, args.url, timeout_s=args.timeout,
+                        cwd=os.getcwd() if command is not None else None)
     source = " ".join(shlex.quote(a) for a in (["--url", args.url] if args.url else ["--command", *(command or [])]))
     sys.stdout.write(f"# The tools of MCP server {args.name} as AMP capabilities (docs/bindings.md).\n"
                      f"# Made by: ampcap caps import-mcp --name {shlex.quote(args.name)} {source}\n"
