@@ -156,3 +156,28 @@ async def test_drain_ends_a_call_in_flight_with_one_reply_and_stops_the_server(t
             await server.daemon.drain(0.3)
     assert outcome == [5002]
     await _wait_mark(marks, "cancelled-d")
+
+
+@pytest.mark.trio
+async def test_a_stdio_servers_env_reads_the_daemons_environment(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("AMPCAP_TEST_MARKS_DIR", str(marks))
+    server = stdio_server().rstrip("\n") + '\nenv = { AMPCAP_TEST_MARKS = "${AMPCAP_TEST_MARKS_DIR}" }\n'
+    async with serving(build(tmp_path, server + ADD)) as (_, remote):
+        assert await remote.invoke("org.example.add:1.0.0", params={"a": 1, "b": 2}) == {"total": 3}
+    assert len(_marks(marks, "pid-")) == 1
+
+
+@pytest.mark.trio
+async def test_a_binding_whose_library_is_missing_does_not_run(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from ampcap.caps import binding_tables
+
+    manifest = build(tmp_path, stdio_server() + ADD)
+    monkeypatch.setitem(binding_tables._LIBRARIES, "mcp", (("ampcap_no_such_library",), "mcp"))
+    async with serving(manifest) as (_, remote):
+        with pytest.raises(AmpError) as err:
+            await remote.invoke("org.example.add:1.0.0", params={"a": 1, "b": 2})
+        assert err.value.code == 5002 and "pip install 'ampcap[mcp]'" in err.value.message

@@ -210,3 +210,14 @@ def test_env_expansion_names_a_missing_variable_never_a_value() -> None:
     with pytest.raises(NotRun) as err:
         expand_env("${T} ${U}", {"T": "s3cr3t"}, what="header X-K")
     assert err.value.code == 5002 and "U" in err.value.message and "s3cr3t" not in err.value.message
+
+
+def test_a_library_that_is_not_installed_is_a_problem_when_checking(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from ampcap.caps import binding_tables
+
+    monkeypatch.setitem(binding_tables._LIBRARIES, "http", (("ampcap_no_such_library",), "http"))
+    assert load(tmp_path, ALL)[1] == []  # not checked: loads
+    _, problems = load(tmp_path, ALL, check=True)
+    assert [(p.key, p.message) for p in problems if p.key == "binding.http"] == [
+        ("binding.http", "http bindings need ampcap_no_such_library: pip install 'ampcap[http]'")]

@@ -20,7 +20,8 @@ from typing import Any
 import trio
 
 from ..caps.bindings import InvocationContext
-from ..caps.remote import Fallback, GrpcBinding, HttpBinding, McpBinding, McpServer
+from ..caps.binding_tables import missing_library
+from ..caps.remote import Fallback, GrpcBinding, HttpBinding, McpBinding, McpServer, NotRun
 
 __all__ = ["RemoteBindings", "servers_of"]
 
@@ -48,6 +49,7 @@ class RemoteBindings:
         self._mcp: Any = None
         self._http: Any = None
         self._grpc: Any = None
+        self._checked: set[str] = set()
 
     def mcp(self) -> Any:
         if self._mcp is None:
@@ -65,6 +67,13 @@ class RemoteBindings:
             await self.mcp().start(servers)
 
     async def run(self, binding: Any, params: Any, context: InvocationContext) -> Any:
+        kind = getattr(binding, "kind", "")
+        if kind not in self._checked:
+            # Once per kind: a library that is not installed means the binding
+            # cannot run (the next one may), said in words, not an ImportError.
+            if kind in ("mcp", "http", "grpc") and (missing := missing_library(kind)):
+                raise NotRun(5002, missing)
+            self._checked.add(kind)
         if isinstance(binding, McpBinding):
             from .mcp import run_mcp
 

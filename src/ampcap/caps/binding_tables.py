@@ -11,6 +11,7 @@ reader's ``problem(message, key)`` with the key that holds it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import urllib.parse
@@ -39,6 +40,9 @@ _ERROR_CODES = frozenset(int(code) for code in ErrorCode)
 _SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _GRPC_METHOD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*/[A-Za-z_][A-Za-z0-9_]*$")
 _HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+# What each kind needs installed (looked up, not imported), and the extra that brings it.
+_LIBRARIES = {"mcp": (("mcp",), "mcp"), "http": (("httpx",), "http"),
+              "grpc": (("grpc", "grpc_reflection", "google.protobuf"), "grpc")}
 _SERVER_KEYS = frozenset({"command", "cwd", "env", "url", "headers"})
 _KEYS = {
     "mcp": frozenset({"server", "tool", "mapping", "output_mapping", "error_mapping", "timeout_ms"}),
@@ -166,10 +170,28 @@ def _amp_code(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value in _ERROR_CODES
 
 
+def missing_library(kind: str) -> str | None:
+    """Why a binding of ``kind`` cannot run here (its library is not
+    installed), or None. Looks the modules up without importing them."""
+    modules, extra = _LIBRARIES[kind]
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return f"{kind} bindings need {module.split('.')[0]}: pip install 'ampcap[{extra}]'"
+    return None
+
+
 def read_remote_binding(kind: str, raw: Any, problem: Problem, servers: Mapping[str, McpServer],
-                        base_dir: Path | None) -> Any:
-    """One ``[capability.binding.KIND]`` table, or None after reporting why."""
+                        base_dir: Path | None, check: bool = False) -> Any:
+    """One ``[capability.binding.KIND]`` table, or None after reporting why.
+    ``check`` (the manifest's bindings are checked) also reports a library
+    that is not installed."""
     key = f"binding.{kind}"
+    if check and (missing := missing_library(kind)):
+        problem(missing, key)
     if not isinstance(raw, dict):
         problem("must be a table", key)
         return None

@@ -560,7 +560,7 @@ class _CapabilityReader:
         for kind in REMOTE_KINDS:
             if kind in raw:
                 base = self.files.base_dir if self.files else None
-                one = read_remote_binding(kind, raw[kind], self.problem, self.servers, base)
+                one = read_remote_binding(kind, raw[kind], self.problem, self.servers, base, self.check_bindings)
                 failed |= one is None
                 found[kind] = one
         local = {k: v for k, v in raw.items() if k in _LOCAL_BINDING_KEYS}

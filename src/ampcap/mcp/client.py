@@ -164,8 +164,9 @@ class McpClient:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             command, *args = self.server.command
-            params = StdioServerParameters(command=command, args=args, env=dict(self.server.env) or None,
-                                           cwd=self.server.cwd)
+            env = {k: expand_env(v, self._environ, what=f"MCP server {self.server.name}'s env {k}")
+                   for k, v in self.server.env}
+            params = StdioServerParameters(command=command, args=args, env=env or None, cwd=self.server.cwd)
             async with stdio_client(params, errlog=_errlog()) as (read, write):
                 yield read, write
             return
