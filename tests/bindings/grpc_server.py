@@ -61,7 +61,8 @@ class Recorder:
 
 
 @contextmanager
-def grpc_server() -> Iterator[tuple[str, Recorder]]:
+def grpc_server(tls: tuple[bytes, bytes] | None = None) -> Iterator[tuple[str, Recorder]]:
+    """A running server; ``tls`` = (key PEM, certificate PEM) serves TLS."""
     request_class, reply_class = _classes()
     rec = Recorder()
 
@@ -90,7 +91,10 @@ def grpc_server() -> Iterator[tuple[str, Recorder]]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
     reflection.enable_server_reflection((SERVICE, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    if tls is None:
+        port = server.add_insecure_port("127.0.0.1:0")
+    else:
+        port = server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([tls]))
     server.start()
     try:
         yield f"127.0.0.1:{port}", rec

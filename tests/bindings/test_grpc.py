@@ -56,3 +56,24 @@ async def test_grpc_end_to_end(tmp_path: Path) -> None:
             assert err.value.code == 5002
             stats = server.daemon.jobs.stats
             assert stats["invokes"] == stats["completed"]
+
+
+@pytest.mark.trio
+async def test_grpc_over_tls_with_a_ca_file(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
+    from amp_helpers import self_signed_cert
+
+    cert, key = self_signed_cert(tmp_path)
+    with grpc_server(tls=(key.read_bytes(), cert.read_bytes())) as (target, _):
+        port = target.rsplit(":", 1)[1]
+        text = grpc_cap("scan", f'target = "localhost:{port}"\nmethod = "scan.v1.Scanner/Scan"\ntls = true\n'
+                                f'ca_file = "{cert.name}"\n')
+        text += grpc_cap("untrusted", f'target = "localhost:{port}"\nmethod = "scan.v1.Scanner/Scan"\ntls = true\n')
+        manifest = build(tmp_path, text)  # ca_file is relative to the manifest (tmp_path)
+        async with serving(manifest) as (_, remote):
+            got = await remote.invoke("org.example.scan:1.0.0", params={"path": "p"})
+            assert got["findings"] == ["p:low"]
+            # The system's roots do not know this certificate: nothing ran, 5002.
+            with pytest.raises(AmpError) as err:
+                await remote.invoke("org.example.untrusted:1.0.0", params={"path": "p"})
+            assert err.value.code == 5002
