@@ -13,7 +13,7 @@ import trio
 from ampcap.errors import AmpError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from binding_helpers import build, capability, serving, stdio_server  # noqa: E402
+from binding_helpers import MCP_SERVER, PYTHON, build, capability, serving, stdio_server  # noqa: E402
 
 SCAN = capability("scan", """
 [capability.binding.mcp]
@@ -181,3 +181,35 @@ async def test_a_binding_whose_library_is_missing_does_not_run(tmp_path: Path,
         with pytest.raises(AmpError) as err:
             await remote.invoke("org.example.add:1.0.0", params={"a": 1, "b": 2})
         assert err.value.code == 5002 and "pip install 'ampcap[mcp]'" in err.value.message
+
+
+@pytest.mark.trio
+async def test_a_server_that_keeps_crashing_is_restarted_with_backoff(tmp_path: Path) -> None:
+    from ampcap.caps.remote import McpServer
+    from ampcap.mcp.client import McpClient
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    server = McpServer(name="t", command=(PYTHON, str(MCP_SERVER), "stdio"),
+                       env=(("AMPCAP_TEST_MARKS", str(marks)),))
+    client = McpClient(server, first_delay_s=0.4)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        for _ in range(2):  # crash it twice in a row, right after each start
+            with pytest.raises(AmpError) as err:
+                await client.call_tool("crash", {})
+            assert err.value.code == 5001
+        # Restarted at once after the first quick crash; after the second it
+        # backs off: a call now finds it down (5002, nothing sent)...
+        began = trio.current_time()
+        with pytest.raises(AmpError) as err:
+            await client.call_tool("add", {"a": 1, "b": 1})
+        assert err.value.code == 5002 and "not running" in err.value.message
+        # ...until it is back, 0.4 s later.
+        with trio.fail_after(20):
+            while client.why_down:
+                await trio.sleep(0.02)
+        assert trio.current_time() - began >= 0.3
+        assert (await client.call_tool("add", {"a": 1, "b": 1})).structured_content == {"total": 2}
+        client.close()
+    assert len(_marks(marks, "pid-")) == 3

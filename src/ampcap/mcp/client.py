@@ -5,8 +5,9 @@ connects to a streamable HTTP one), initializes one ``ClientSession`` and
 keeps it while it lives; every call of every capability bound to that
 server goes over it, concurrently (the SDK correlates the JSON-RPC ids).
 When the session ends (the process exits, the stream closes) the calls in
-flight get their one failure, and the supervisor starts it again at once,
-then with doubling delays while it keeps failing. A server that cannot be
+flight get their one failure, and the supervisor starts it again at once
+(a server that keeps dying within seconds of starting, and one that cannot
+be started at all, with doubling delays from 0.5 s to 30 s). A server that cannot be
 started or reached never stops the daemon: it is logged and retried, and
 meanwhile a call fails at once with :class:`~ampcap.caps.remote.NotRun`
 (5002), so a capability's next binding may take over (R17).
@@ -43,6 +44,7 @@ log = logging.getLogger("ampcap.mcp")
 
 UNAVAILABLE = 5002
 INTERNAL = 5001
+STABLE_S = 10.0  # a session that lived this long had started fine: its end is restarted at once
 CONNECTION_CLOSED = -32000  # the SDK's code for "the connection closed under a request"
 
 # (progress, total, message) as the SDK reports it.
@@ -69,6 +71,7 @@ class McpClient:
         self._closed = False
         self._scope: trio.CancelScope | None = None
         self.starts = 0  # sessions that came up (a restart counts)
+        self._up_at = math.inf
 
     # ------------------------------------------------------------ life
 
@@ -84,9 +87,11 @@ class McpClient:
                 task_status.started()
 
         delay = 0.0
+        quick_deaths = 0  # sessions in a row that died within STABLE_S of coming up
         while not self._closed:
             self._set_state(starting=True, why="starting")
             up_before = self.starts
+            self._up_at = math.inf
             try:
                 sdk.require()
                 await self._one_session(announce)
@@ -107,7 +112,12 @@ class McpClient:
             if self._closed:
                 break
             if self.starts > up_before:
-                delay = 0.0  # it had come up: restart at once
+                # It had come up: restart at once, unless it keeps dying soon
+                # after starting (a crash loop), which backs off like a failure.
+                lived = trio.current_time() - self._up_at
+                quick_deaths = quick_deaths + 1 if lived < STABLE_S else 0
+                delay = 0.0 if quick_deaths <= 1 else min(self._max_delay_s,
+                                                          self._first_delay_s * 2 ** (quick_deaths - 2))
             else:
                 delay = self._first_delay_s if delay == 0 else min(self._max_delay_s, delay * 2)
             if delay:
@@ -143,6 +153,7 @@ class McpClient:
                     await session.initialize()
                     scope.deadline = math.inf
                     self.starts += 1
+                    self._up_at = trio.current_time()
                     self._session = session
                     self._set_state(starting=False, why="")
                     log.info("MCP server %s up (%s)%s", self.server.name, self.server.describe(),
