@@ -213,3 +213,48 @@ async def test_a_server_that_keeps_crashing_is_restarted_with_backoff(tmp_path: 
         assert (await client.call_tool("add", {"a": 1, "b": 1})).structured_content == {"total": 2}
         client.close()
     assert len(_marks(marks, "pid-")) == 3
+
+
+@pytest.mark.trio
+async def test_an_http_server_that_goes_away_is_down_until_it_is_back(tmp_path: Path) -> None:
+    import subprocess
+
+    from binding_helpers import free_port, wait_for_port
+
+    port = free_port()
+
+    def start() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([PYTHON, str(MCP_SERVER), "http", str(port)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        wait_for_port(port, process)
+        return process
+
+    process = await trio.to_thread.run_sync(start)
+    try:
+        manifest = build(tmp_path, f'[mcp_server.tools]\nurl = "http://127.0.0.1:{port}/mcp"\n' + ADD)
+        async with serving(manifest) as (_, remote):
+            assert await remote.invoke("org.example.add:1.0.0", params={"a": 1, "b": 2}) == {"total": 3}
+            process.kill()
+            process.wait()
+            # The call that finds it gone: one reply, 5001 when the request was
+            # under way as the session broke, 5002 when the session was seen
+            # gone first (nothing sent); never a retry...
+            with pytest.raises(AmpError) as err:
+                await remote.invoke("org.example.add:1.0.0", params={"a": 1, "b": 2})
+            assert err.value.code in (5001, 5002)
+            # ...then it is down (5002 at once) until it is back, when the next call works.
+            with pytest.raises(AmpError) as err:
+                await remote.invoke("org.example.add:1.0.0", params={"a": 1, "b": 2})
+            assert err.value.code == 5002 and "not running" in err.value.message
+            process = await trio.to_thread.run_sync(start)
+            with trio.fail_after(20):
+                while True:
+                    try:
+                        assert await remote.invoke("org.example.add:1.0.0", params={"a": 2, "b": 2}) == {"total": 4}
+                        break
+                    except AmpError as exc:
+                        assert exc.code == 5002
+                        await trio.sleep(0.2)
+    finally:
+        process.kill()
+        process.wait()

@@ -99,7 +99,7 @@ class McpClient:
                 if _is_cancel(exc):
                     raise
                 why = _reason(exc)
-                if self.starts == up_before and self._lost.is_set():
+                if self.starts == up_before and self._lost.is_set() and why == "Connection closed":
                     # The SDK says only "Connection closed": say what closed it.
                     why = ("the connection closed during the MCP handshake" if self.server.url else
                            "the process exited (or closed its output) before the MCP handshake")
