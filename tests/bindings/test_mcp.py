@@ -31,7 +31,9 @@ server = "tools"
 tool = "fail"
 error_mapping = { NOT_FOUND = 4004 }
 """)
-SLOW = capability("slow", '[capability.binding.mcp]\nserver = "tools"\ntool = "slow"\ntimeout_ms = 1500\n')
+SLOW = capability("slow", '[capability.binding.mcp]\nserver = "tools"\ntool = "slow"\ntimeout_ms = 3000\n')
+# The same tool with room for 64 calls at once on a slow machine.
+SLOW64 = capability("slow64", '[capability.binding.mcp]\nserver = "tools"\ntool = "slow"\ntimeout_ms = 60000\n')
 CRASH = capability("crash", '[capability.binding.mcp]\nserver = "tools"\ntool = "crash"\n')
 
 
@@ -49,7 +51,7 @@ async def _wait_mark(path: Path, name: str, timeout: float = 10) -> None:
 async def test_mcp_stdio_end_to_end(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-    manifest = build(tmp_path, stdio_server(marks=marks) + SCAN + ADD + ECHO + ECHO_JSON + FAIL + SLOW + CRASH)
+    manifest = build(tmp_path, stdio_server(marks=marks) + SCAN + ADD + ECHO + ECHO_JSON + FAIL + SLOW + SLOW64 + CRASH)
     async with serving(manifest) as (server, remote):
         # Mappings both ways; fields not named pass through.
         got = await remote.invoke("org.example.scan:1.0.0", params={"target": "src", "min_severity": "high"})
@@ -91,7 +93,7 @@ async def test_mcp_stdio_end_to_end(tmp_path: Path) -> None:
         results: list[object] = []
 
         async def one(i: int) -> None:
-            results.append(await remote.invoke("org.example.slow:1.0.0", params={"ms": 200, "tag": f"m{i}"}))
+            results.append(await remote.invoke("org.example.slow64:1.0.0", params={"ms": 200, "tag": f"m{i}"}))
 
         async with trio.open_nursery() as nursery:
             for i in range(64):
@@ -141,7 +143,7 @@ async def test_a_server_that_cannot_start_does_not_stop_serve(tmp_path: Path,
 async def test_drain_ends_a_call_in_flight_with_one_reply_and_stops_the_server(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-    manifest = build(tmp_path, stdio_server(marks=marks) + SLOW.replace("timeout_ms = 1500", "timeout_ms = 60000"))
+    manifest = build(tmp_path, stdio_server(marks=marks) + SLOW.replace("timeout_ms = 3000", "timeout_ms = 60000"))
     outcome: list[object] = []
     async with serving(manifest, drain_timeout=0.3) as (server, remote):
         async def call() -> None:
