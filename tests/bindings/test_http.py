@@ -42,7 +42,8 @@ output_mapping = {{ body = "sent" }}
             + http_cap("text", f'method = "GET"\nurl = "{base}/text"\n')
             + http_cap("empty", f'method = "GET"\nurl = "{base}/empty"\n',)
             + http_cap("refused", f'method = "GET"\nurl = "http://127.0.0.1:{free_port()}/x"\n')
-            + http_cap("unset", f'method = "GET"\nurl = "{base}/echo/x"\nheaders = {{ A = "${{AMPCAP_NO_SUCH_VAR}}" }}\n')
+            + http_cap("unset", f'method = "GET"\nurl = "{base}/echo/x"\n'
+                                'headers = { A = "${AMPCAP_NO_SUCH_VAR}" }\n')
         )
         text = text.replace('id = "org.example.empty:1.0.0"\ninput_schema = { type = "object" }\n'
                             'output_schema = { type = "object" }',

@@ -285,7 +285,8 @@ def _http(raw: Mapping[str, Any], key: str, problem: Problem, timeout: dict[str,
         return None
     for status, code in raw_errors.items():
         if not (isinstance(status, str) and status.isdigit() and 100 <= int(status) <= 599) or not _amp_code(code):
-            problem(f"must map HTTP statuses to AMP error codes, e.g. 404 = 4001, 429 = 3005 (found {status} = {code!r})",
+            problem(f"must map HTTP statuses to AMP error codes, e.g. 404 = 4001, 429 = 3005 "
+                    f"(found {status} = {code!r})",
                     f"{key}.error_mapping")
             return None
         errors[int(status)] = code
