@@ -77,3 +77,28 @@ async def test_grpc_over_tls_with_a_ca_file(tmp_path: Path) -> None:
             with pytest.raises(AmpError) as err:
                 await remote.invoke("org.example.untrusted:1.0.0", params={"path": "p"})
             assert err.value.code == 5002
+
+
+@pytest.mark.trio
+async def test_a_drain_cancels_a_grpc_call_in_flight_with_one_reply(tmp_path: Path) -> None:
+    import trio
+
+    with grpc_server() as (target, rec):
+        manifest = build(tmp_path, grpc_cap("scan", f'target = "{target}"\nmethod = "scan.v1.Scanner/Scan"\n'
+                                                    'timeout_ms = 60000\n'))
+        outcome: list[object] = []
+        async with serving(manifest) as (server, remote):
+            async def call() -> None:
+                try:
+                    outcome.append(await remote.invoke("org.example.scan:1.0.0", params={"delay_ms": 20_000}))
+                except AmpError as exc:
+                    outcome.append(exc.code)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call)
+                with trio.fail_after(10):
+                    while not rec.calls:
+                        await trio.sleep(0.02)
+                await server.daemon.drain(0.2)
+        assert outcome == [5002]
+        assert rec.cancelled.wait(5)

@@ -97,3 +97,27 @@ output_mapping = {{ body = "sent" }}
             stats = server.daemon.jobs.stats
             assert stats["invokes"] == stats["completed"]
     assert all(SECRET not in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.trio
+async def test_a_drain_ends_a_request_in_flight_with_one_reply_and_aborts_it(tmp_path: Path) -> None:
+    import trio
+
+    with http_server() as (base, rec):
+        manifest = build(tmp_path, http_cap("slow", f'method = "GET"\nurl = "{base}/slow"\ntimeout_ms = 60000\n'))
+        outcome: list[object] = []
+        async with serving(manifest) as (server, remote):
+            async def call() -> None:
+                try:
+                    outcome.append(await remote.invoke("org.example.slow:1.0.0", params={}))
+                except AmpError as exc:
+                    outcome.append(exc.code)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call)
+                with trio.fail_after(10):
+                    while not rec.hits["slow"]:
+                        await trio.sleep(0.02)
+                await server.daemon.drain(0.2)
+        assert outcome == [5002]
+        assert rec.aborted.wait(5)
