@@ -76,3 +76,8 @@ def test_bench_conformance_quick() -> None:
 def test_bench_startup_quick() -> None:
     out = run_tool("bench_startup.py", "--quick")
     assert "ampcap invoke (demo math.add)" in out and "invoke / baseline: wall" in out
+
+
+def test_bench_bindings_quick() -> None:
+    out = run_tool("bench_bindings.py", "--quick")
+    assert "binding / direct, 1 in flight" in out and "a plain invoke" in out

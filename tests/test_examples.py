@@ -34,3 +34,24 @@ def test_top_level_api_is_lazy() -> None:
     code = "import sys, ampcap.wire.cbor; assert 'trio' not in sys.modules; import ampcap; ampcap.Peer; " \
            "assert 'trio' in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_the_binding_examples_run() -> None:
+    """examples/bindings/: an MCP, an HTTP and a gRPC binding, each served
+    and invoked (run.py starts the example servers it needs)."""
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "bindings" / "run.py")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "mcp:  {'words': 6, 'longest': 'not'} progress 33% 67% 100%",
+        "http: {'lang': 'fr', 'text': 'bonjour'}",
+        "http: 4001 BAD_REQUEST: 127.0.0.1:${TRANSLATE_PORT} answered HTTP 404",
+        "grpc: {'sum': '42'}",
+    ]
+
+
+def test_the_binding_manifests_validate() -> None:
+    for name in ("mcp.toml", "http.toml", "grpc.toml"):
+        done = subprocess.run([sys.executable, "-m", "ampcap.cli.main", "caps", "validate", "--no-connect",
+                               str(ROOT / "examples" / "bindings" / name)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith("OK "), done.stdout + done.stderr

@@ -73,6 +73,45 @@ FILE_CALLS = {"open", "read_bytes", "read_text", "write_bytes", "write_text", "e
 FILE_EXCEPTIONS = {"schema/__init__.py": {"read_text"}}
 
 
+# The edge packages that speak other protocols (R17) sit beside net/, never
+# above it: the bindings and the MCP client are used by net/, so importing
+# net/, the CLI or the interop harness would make a cycle. (mcp/gateway.py,
+# the MCP server side, sits above net/ and is not held to this.)
+EDGE_RULES = {
+    "bindings": ("bindings/*.py", {"net", "cli", "interop"}),
+    "mcp": ("mcp/[!g]*.py", {"net", "cli", "interop", "bindings"}),
+}
+
+
+@pytest.mark.parametrize("package", sorted(EDGE_RULES))
+def test_the_binding_packages_never_import_net_cli_or_interop(package: str) -> None:
+    pattern, forbidden = EDGE_RULES[package]
+    wrong = []
+    paths = sorted(SRC.glob(pattern))
+    assert paths
+    for path in paths:
+        for module, line in _imports(path):
+            parts = module.split(".")
+            if parts[0] == "ampcap" and len(parts) > 1 and parts[1] in forbidden:
+                wrong.append(f"{path.relative_to(SRC)}:{line} imports {module}")
+    assert wrong == []
+
+
+def test_mcp_libraries_load_lazily() -> None:
+    """``ampcap --help``, ``serve --demo`` and the sans-I/O layers never import
+    the MCP SDK, httpx or grpc (the packages import them inside functions)."""
+    heavy = {"mcp", "httpx", "httpx2", "grpc", "google", "pydantic", "anyio"}
+    wrong = []
+    for path in sorted([*SRC.glob("bindings/*.py"), *SRC.glob("mcp/*.py"), *SRC.glob("net/*.py"),
+                        *SRC.glob("cli/*.py"), *SRC.glob("caps/*.py")]):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:  # module level only
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            wrong += [f"{path.relative_to(SRC)}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in heavy]
+    assert wrong == []
+
+
 @pytest.mark.parametrize("package", SANS_IO)
 def test_the_sans_io_packages_touch_no_files(package: str) -> None:
     wrong = []

@@ -1,7 +1,7 @@
 """What implements a capability: binding *descriptions* and the context API.
 
-Two binding kinds (the OSSA seed lists MCP/CLI/HTTP; ampcap runs the two a
-local daemon can run without extra services):
+The two local binding kinds are here (MCP, HTTP and gRPC bindings, and the
+fallback set of several, are in :mod:`ampcap.caps.remote`):
 
 - :class:`PythonBinding`: ``module:function``, sync or ``async def``;
 - :class:`CommandBinding`: an argv list; params go to stdin as JSON, the
@@ -26,9 +26,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from ..errors import AmpError
+
+if TYPE_CHECKING:
+    from .remote import Fallback, GrpcBinding, HttpBinding, McpBinding
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT_MS",
@@ -124,7 +127,9 @@ class CommandBinding:
         return " ".join(self.argv)
 
 
-Binding = PythonBinding | CommandBinding
+# The bindings to other protocols (R17) are described in .remote, which
+# builds on this module; a capability with several bindings has a Fallback.
+Binding = Union[PythonBinding, CommandBinding, "McpBinding", "HttpBinding", "GrpcBinding", "Fallback"]
 
 
 def _check_timeout(ms: int | None) -> None:

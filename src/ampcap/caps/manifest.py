@@ -37,13 +37,16 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from ..errors import AmpError
 from ..decoders import json_loads
+from .binding_tables import REMOTE_KINDS, binding_order, read_mcp_servers, read_remote_binding
 from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
+from .remote import Fallback, McpServer
 from .names import URI_SCHEMES, parse_ossa_uri
 from .bundle import SchemaBundle, SchemaStore
 from .descriptor import Descriptor, SchemaRef, Stability
@@ -67,9 +70,11 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+
 _CAP_KEYS = frozenset({
     "id", "name", "version", "aliases", "notes", "stability", "deprecated_by", "sunset_date",
     "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding", "bridge",
+    "binding_order",
 })
-_TOP_KEYS = frozenset({"bundle_id", "python_path", "capability"})
-_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd", "inline", "stderr_to_caller"})
+_TOP_KEYS = frozenset({"bundle_id", "python_path", "capability", "mcp_server"})
+_LOCAL_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd", "inline", "stderr_to_caller"})
+_BINDING_KEYS = _LOCAL_BINDING_KEYS | set(REMOTE_KINDS)
 
 
 class Policy(enum.Enum):
@@ -174,6 +179,8 @@ class Manifest:
     source: str
     bundle: SchemaBundle
     capabilities: tuple[CapabilitySpec, ...]
+    # [mcp_server.NAME] tables (the bindings that use one carry it too).
+    mcp_servers: Mapping[str, McpServer] = field(default_factory=lambda: MappingProxyType({}))
 
     def schema_store(self) -> SchemaStore:
         """An offline store that resolves every schema this manifest declares."""
@@ -205,6 +212,18 @@ class _LineFinder:
     def find(self, index: int | None, key: str | None) -> int | None:
         if not self.lines:
             return None
+        if index is None and key is not None and key.startswith("mcp_server."):
+            # [mcp_server.NAME] tables may stand anywhere: find the table, then the key in it.
+            name = key.split(".")[1]
+            header = re.compile(rf"^\s*\[\s*mcp_server\.{re.escape(name)}\s*\]")
+            top = next((i for i, line in enumerate(self.lines) if header.match(line)), None)
+            if top is None:
+                return None
+            leaf = key.split(".")[-1]
+            end = next((i for i in range(top + 1, len(self.lines)) if self.lines[i].lstrip().startswith("[")),
+                       len(self.lines))
+            assign = re.compile(rf"^\s*{re.escape(leaf)}\s*=")
+            return next((i + 1 for i in range(top, end) if assign.match(self.lines[i])), top + 1)
         if index is None:
             lo, hi = 0, (self.starts[0] if self.starts else len(self.lines))
         elif index < len(self.starts):
@@ -217,7 +236,7 @@ class _LineFinder:
         # The key's own line, else its table's ('binding.command' inside an
         # inline table `binding = { command = [...] }` is on the binding line).
         for leaf in reversed(key.split(".")):
-            pattern = re.compile(rf"^\s*(?:{re.escape(leaf)}\s*=|\[\s*capability\.{re.escape(leaf)}\s*\])")
+            pattern = re.compile(rf"^\s*(?:{re.escape(leaf)}\s*=|\[\s*capability\.(?:[\w.]+\.)?{re.escape(leaf)}\s*\])")
             for i in range(lo, hi):
                 if pattern.match(self.lines[i]):
                     return i + 1
@@ -248,8 +267,9 @@ class _CapabilityReader:
 
     def __init__(self, out: _Collector, files: ManifestFiles | None, bundle_id: str,
                  artifacts: dict[str, bytes], check_bindings: bool,
-                 search_path: tuple[Path, ...] = ()) -> None:
+                 search_path: tuple[Path, ...] = (), servers: Mapping[str, McpServer] | None = None) -> None:
         self.out = out
+        self.servers = servers or {}
         self.search_path = search_path
         self.files = files
         self.bundle_id = bundle_id
@@ -281,7 +301,7 @@ class _CapabilityReader:
         schemas = {}
         for which in ("input_schema", "output_schema"):
             schemas[which] = self._schema(table, which, name, version)
-        binding = self._binding(table.get("binding"))
+        binding = self._bindings(table.get("binding"), table.get("binding_order"))
         bridge, bridge_result = self._bridge(table, policy)
         in_schema, out_schema = schemas["input_schema"], schemas["output_schema"]
         if (len(self.out.problems) != before or name is None or version is None or binding is None
@@ -522,18 +542,45 @@ class _CapabilityReader:
             return None
         return data
 
-    def _binding(self, raw: Any) -> Binding | None:
+    def _bindings(self, raw: Any, order: Any) -> Binding | None:
+        """The capability's binding, or a :class:`Fallback` of several in
+        the order they are tried (R17, or ``binding_order``)."""
         if raw is None:
-            self.problem("missing: binding = { python = \"module:function\" } or { command = [...] }", "binding")
+            self.problem("missing: binding = { python = \"module:function\" }, { command = [...] } or a "
+                         "[capability.binding.mcp|http|grpc] table", "binding")
             return None
         if not isinstance(raw, dict):
             self.problem("must be a table", "binding")
             return None
         for key in sorted(set(raw) - _BINDING_KEYS):
-            self.problem("unknown key (expected python, command, timeout_ms, env, cwd, inline, stderr_to_caller)",
-                         f"binding.{key}")
+            self.problem("unknown key (expected python, command, timeout_ms, env, cwd, inline, stderr_to_caller, "
+                         "or a table mcp, http, grpc)", f"binding.{key}")
+        found: dict[str, Any] = {}
+        failed = False
+        for kind in REMOTE_KINDS:
+            if kind in raw:
+                base = self.files.base_dir if self.files else None
+                one = read_remote_binding(kind, raw[kind], self.problem, self.servers, base, self.check_bindings)
+                failed |= one is None
+                found[kind] = one
+        local = {k: v for k, v in raw.items() if k in _LOCAL_BINDING_KEYS}
+        if local or not found:
+            one = self._binding(local)
+            failed |= one is None
+            if one is not None:
+                found[one.kind] = one
+        kinds = binding_order(order, list(found), self.problem)
+        if failed or kinds is None:
+            return None
+        if len(kinds) == 1:
+            chosen: Binding = found[kinds[0]]
+            return chosen
+        return Fallback(bindings=tuple(found[k] for k in kinds))
+
+    def _binding(self, raw: Mapping[str, Any]) -> Binding | None:
         if ("python" in raw) == ("command" in raw):
-            self.problem("needs exactly one of 'python' or 'command'", "binding")
+            self.problem("needs exactly one of 'python' or 'command' (or a [capability.binding.mcp|http|grpc] "
+                         "table)", "binding")
             return None
         timeout = raw.get("timeout_ms")
         try:
@@ -646,7 +693,8 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
         out.add("a manifest must be a table")
         return None, out.problems
     for key in sorted(set(data) - _TOP_KEYS):
-        out.add("unknown top-level key (expected bundle_id and [[capability]] tables)", key=key)
+        out.add("unknown top-level key (expected bundle_id, python_path, [[capability]] and [mcp_server.NAME] "
+                "tables)", key=key)
     bundle_id = data.get("bundle_id", f"local.manifest.{Path(source).stem or 'inline'}")
     if not isinstance(bundle_id, str) or not bundle_id:
         out.add("must be a non-empty string", key="bundle_id")
@@ -666,7 +714,10 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
     elif files is not None:
         search_path = tuple(files.resolve(files.base_dir / d) for d in raw_path)
     artifacts: dict[str, bytes] = {}
-    reader = _CapabilityReader(out, files, bundle_id, artifacts, check_bindings, search_path)
+    servers = read_mcp_servers(data.get("mcp_server"), lambda message, key: out.add(message, key=key),
+                               files.base_dir if files else None,
+                               files.missing_program if check_bindings and files is not None else None)
+    reader = _CapabilityReader(out, files, bundle_id, artifacts, check_bindings, search_path, servers)
     specs = []
     for index, table in enumerate(tables):
         spec = reader.read(index, table)
@@ -678,7 +729,8 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
         # without a line (the file as a whole) first.
         return None, sorted(out.problems, key=lambda p: p.line or 0)
     bundle = SchemaBundle(bundle_id, artifacts=artifacts, source=source)
-    return Manifest(source=source, bundle=bundle, capabilities=tuple(s for _, s in specs)), []
+    return Manifest(source=source, bundle=bundle, capabilities=tuple(s for _, s in specs),
+                    mcp_servers=MappingProxyType(servers)), []
 
 
 def manifest_from_data(data: Mapping[str, Any], *, source: str = "<data>", files: ManifestFiles | None = None,

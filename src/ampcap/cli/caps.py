@@ -41,7 +41,9 @@ _VALIDATE = f"""\
 Check a manifest as 'ampcap serve --manifest' would load it: its syntax,
 every capability's keys, versions and ranges, its schemas (read and
 compiled), its bindings (Python ones imported, command ones looked up on
-PATH) and the checks across capabilities (duplicate ids, clashing aliases).
+PATH, MCP servers started or connected to and their tools listed, unless
+--no-connect) and the checks across capabilities (duplicate ids, clashing
+aliases).
 Prints 'OK …' with the counts, or every problem on stdout, one per line as
 FILE:LINE: capability[N] (ID): key 'KEY': what is wrong, then their number.
 
@@ -86,9 +88,15 @@ def register(subparsers: Any) -> None:
         group.add_argument("manifest", nargs="?", metavar="MANIFEST", help="TOML manifest file")
         group.add_argument("--demo", action="store_true", help="use the built-in demo capabilities")
 
+    from .import_mcp import add_parser as add_import_mcp
+
+    add_import_mcp(sub)
+
     p = sub.add_parser("validate", help="check a manifest and report every problem", description=_VALIDATE,
                        formatter_class=raw)
     source(p)
+    p.add_argument("--no-connect", action="store_true",
+                   help="do not start or connect to the manifest's MCP servers to check their tools")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("list", help="table of the capabilities a manifest declares", description=_LIST,
@@ -135,10 +143,72 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 print(problem, file=sys.stdout)
             print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found", file=sys.stdout)
             return 1
+    if manifest.mcp_servers and not args.no_connect:
+        found = _probe_mcp_servers(manifest)
+        if found:
+            for line in found:
+                print(line, file=sys.stdout)
+            print(f"{len(found)} problem{'s' if len(found) != 1 else ''} found", file=sys.stdout)
+            return 1
     names = {c.name for c in manifest.capabilities}
+    servers = f", {len(manifest.mcp_servers)} MCP servers" if manifest.mcp_servers else ""
     print(f"OK {manifest.source}: {len(manifest.capabilities)} capabilities, {len(names)} names, "
-          f"bundle {manifest.bundle.bundle_id}")
+          f"bundle {manifest.bundle.bundle_id}{servers}")
     return 0
+
+
+def _probe_mcp_servers(manifest: Manifest) -> list[str]:
+    """Start (or connect to) each MCP server once, as serve would, and check
+    that the tools the bindings name are there: serve would keep going
+    without them (logging, retrying, falling back), validate says so."""
+    import trio
+
+    from ..bindings import servers_of
+    from ..caps.manifest import ManifestProblem
+    from ..caps.remote import Fallback, McpBinding
+    from ..errors import AmpError
+    from ..mcp.client import list_server_tools
+    from ..mcp.sdk import require
+
+    try:
+        text = open(manifest.source, encoding="utf-8").read().splitlines()  # noqa: SIM115 - read whole
+    except OSError:
+        text = []
+
+    def line_of(name: str) -> int | None:
+        return next((i + 1 for i, line in enumerate(text) if line.strip().replace(" ", "") == f"[mcp_server.{name}]"),
+                    None)
+
+    wanted: dict[str, set[str]] = {}
+    for spec in manifest.capabilities:
+        for one in spec.binding.bindings if isinstance(spec.binding, Fallback) else (spec.binding,):
+            if isinstance(one, McpBinding):
+                wanted.setdefault(one.server.name, set()).add(one.tool)
+    problems: list[ManifestProblem] = []
+    try:
+        require()
+    except AmpError as exc:
+        return [str(ManifestProblem(manifest.source, exc.message))]
+
+    async def probe(server: Any) -> None:
+        key = f"mcp_server.{server.name}"
+        try:
+            tools = {t.name for t in await list_server_tools(server)}
+        except AmpError as exc:
+            problems.append(ManifestProblem(manifest.source, exc.message, key=key, line=line_of(server.name)))
+            return
+        for tool in sorted(wanted.get(server.name, set()) - tools):
+            problems.append(ManifestProblem(manifest.source, f"server {server.name} has no tool {tool!r} (it has: "
+                                            f"{', '.join(sorted(tools)) or 'none'})", key=key,
+                                            line=line_of(server.name)))
+
+    async def probe_all() -> None:
+        async with trio.open_nursery() as nursery:
+            for server in servers_of(spec.binding for spec in manifest.capabilities):
+                nursery.start_soon(probe, server)
+
+    trio.run(probe_all)
+    return [str(p) for p in sorted(problems, key=lambda p: p.line or 0)]
 
 
 def _row(spec: CapabilitySpec) -> dict[str, Any]:
@@ -151,9 +221,21 @@ def _row(spec: CapabilitySpec) -> dict[str, Any]:
         "stability": d.stability.value,
         "deprecated_by": d.deprecated_by,
         "sunset_date": d.sunset_date.isoformat() if d.sunset_date else None,
-        "binding": spec.binding.kind,
+        # Several bindings (R17 fallback): "mcp,http", tried in that order.
+        "binding": ",".join(_kinds(spec)),
         "target": spec.binding.describe(),
+        "bindings": [{"kind": b.kind, "target": b.describe()} for b in _each(spec)],
     }
+
+
+def _each(spec: CapabilitySpec) -> tuple[Any, ...]:
+    from ..caps.remote import Fallback
+
+    return spec.binding.bindings if isinstance(spec.binding, Fallback) else (spec.binding,)
+
+
+def _kinds(spec: CapabilitySpec) -> list[str]:
+    return [b.kind for b in _each(spec)]
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -226,7 +308,7 @@ def _print_detail(info: dict[str, Any]) -> None:
         ("stability", info["stability"]),
         ("deprecated_by", info["deprecated_by"] or "-"),
         ("sunset_date", info["sunset_date"] or "-"),
-        ("binding", f"{info['binding']}: {info['target']}"),
+        *(("binding", f"{b['kind']}: {b['target']}") for b in info["bindings"]),
         ("notes", info["notes"] or "-"),
     ]
     for which in ("input_schema", "output_schema"):

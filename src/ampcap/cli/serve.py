@@ -62,6 +62,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--manifest", type=Path, action="append", default=[], metavar="FILE",
                    help="capability manifest (TOML); may be repeated")
     p.add_argument("--demo", action="store_true", help="serve the built-in demo capabilities")
+    p.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND",
+                   help="offer every tool of an MCP server as a capability mcp.NAME.TOOL, without a manifest "
+                        "(COMMAND runs it over stdio, split like a shell line; or NAME=http(s)://URL); "
+                        "may be repeated; needs pip install 'ampcap[mcp]' (docs/bindings.md)")
     p.add_argument("--policy", type=Path, default=None, metavar="FILE", help="access policy file (TOML)")
     p.add_argument("--keyring", type=Path, default=None, metavar="FILE",
                    help="keyring (JSON/TOML) resolving non-did:key senders")
@@ -165,8 +169,12 @@ def _manifests(args: argparse.Namespace) -> list[Manifest]:
     # not a 5001 on every invoke of that capability.
     with local_file_errors():
         found.extend(load_manifest(path, check_bindings=True) for path in args.manifest)
+    if args.mcp:
+        from .import_mcp import serve_mcp_manifests
+
+        found.extend(serve_mcp_manifests(args.mcp))
     if not found:
-        raise UsageError("nothing to serve: pass --demo and/or --manifest FILE")
+        raise UsageError("nothing to serve: pass --demo, --manifest FILE and/or --mcp NAME=COMMAND")
     return found
 
 

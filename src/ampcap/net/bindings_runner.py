@@ -38,6 +38,7 @@ import msgspec
 import trio
 
 from ..caps.bindings import Binding, CommandBinding, InvocationContext, PythonBinding, resolve_callable, wants_context
+from ..caps.remote import Fallback, NotRun
 from ..display import shown
 from ..errors import AmpError
 from ..decoders import json_loads
@@ -195,6 +196,32 @@ class BindingRunner:
     def __init__(self) -> None:
         self._callables: dict[tuple[str, tuple[Any, ...]], tuple[Callable[..., Any], bool, bool]] = {}
         self.crash_lines = LogThrottle()
+        self._nursery: trio.Nursery | None = None
+        self._remote: Any = None  # ampcap.bindings.RemoteBindings, once a binding needs it
+
+    # MCP, HTTP and gRPC bindings (R17) run in ampcap.bindings, imported
+    # only when a manifest has one: their libraries are heavy.
+
+    async def open(self, nursery: trio.Nursery, bindings: list[Binding]) -> None:
+        """Where remote bindings keep their sessions (the daemon's nursery);
+        start every MCP server ``bindings`` use."""
+        self._nursery = nursery
+        if any(not isinstance(b, (PythonBinding, CommandBinding)) for b in bindings):
+            await self._remote_bindings().start(bindings)
+
+    async def aclose(self) -> None:
+        """Stop the MCP servers, close connection pools (the daemon's drain)."""
+        if self._remote is not None:
+            await self._remote.aclose()
+
+    def _remote_bindings(self) -> Any:
+        if self._remote is None:
+            if self._nursery is None:
+                raise AmpError(5002, "MCP, HTTP and gRPC bindings run in a daemon (open the runner first)")
+            from ..bindings import RemoteBindings
+
+            self._remote = RemoteBindings(self._nursery)
+        return self._remote
 
     async def run(self, binding: Binding, params: Any, context: InvocationContext) -> Any:
         timeout_ms = binding.timeout_ms
@@ -209,7 +236,13 @@ class BindingRunner:
     async def _dispatch(self, binding: Binding, params: Any, context: InvocationContext) -> Any:
         if isinstance(binding, CommandBinding):
             return await self._run_command(binding, params, context)
-        return await self._run_python(binding, params, context)
+        if isinstance(binding, PythonBinding):
+            return await self._run_python(binding, params, context)
+        if isinstance(binding, Fallback):
+            from ..bindings.fallback import run_fallback
+
+            return await run_fallback(binding, lambda one: self.run(one, params, context), context.capability_id)
+        return await self._remote_bindings().run(binding, params, context)
 
     def _resolve(self, binding: PythonBinding) -> tuple[Callable[..., Any], bool, bool]:
         """The callable, whether it takes the context, whether it is async:
@@ -221,7 +254,8 @@ class BindingRunner:
                 fn = resolve_callable(binding.target, binding.search_path)
             except AmpError as exc:
                 log.error("binding %s unusable: %s", binding.target, exc.message)
-                raise AmpError(INTERNAL_ERROR, "capability implementation unavailable") from None
+                # Nothing ran: a capability's next binding may (R17).
+                raise NotRun(INTERNAL_ERROR, "capability implementation unavailable") from None
             entry = self._callables[key] = (fn, wants_context(fn), _is_async(fn))
         return entry
 
@@ -323,7 +357,7 @@ class BindingRunner:
         if start_error is not None:
             _throttled_error(self.crash_lines, f"{context.capability_id} failed", "capability %s: cannot start %r: %s",
                              context.capability_id, binding.argv[0], start_error)
-            raise AmpError(INTERNAL_ERROR, "capability command could not be started")
+            raise NotRun(INTERNAL_ERROR, "capability command could not be started")  # the next binding may run
         tail = _tail(bytes(stderr))
         details: dict[str, Any] = {"exit_status": process.returncode}
         if binding.stderr_to_caller:

@@ -229,6 +229,8 @@ class Daemon:
             # end with the daemon, not with the connection that started them.
             self._nursery = self.jobs.nursery = self.calls.nursery = nursery
             nursery.start_soon(self._timer_loop)
+            # MCP servers the bindings use start (or are connected) once, now.
+            await self.jobs.open_bindings(nursery, [spec.binding for spec in self.catalog.specs])
             task_status.started(self)
             await trio.sleep_forever()
 
@@ -281,6 +283,7 @@ class Daemon:
                             self.executor.running, code, error_info(code).name)
         self._apply(self.executor.shutdown(self.clock.wall_ms()))
         self.calls.end_all()
+        await self.jobs.close_bindings()
         for usage in self.jobs.usage.snapshot():
             log.info("usage %s", usage.summary())
         for link in list(self.links):

@@ -72,6 +72,14 @@ class Jobs:
         self.stats = {"invokes": 0, "completed": 0}
         self.usage = UsageStats()  # per capability id; logged when the daemon drains
 
+    async def open_bindings(self, nursery: trio.Nursery, bindings: list[Any]) -> None:
+        """Before serving: start the MCP servers the catalog's bindings use."""
+        await self._runner.open(nursery, bindings)
+
+    async def close_bindings(self) -> None:
+        """After the drain: stop MCP servers, close connection pools."""
+        await self._runner.aclose()
+
     def start(self, job: Job) -> None:
         """Run what the executor's ``Execute`` accepted."""
         assert self.nursery is not None

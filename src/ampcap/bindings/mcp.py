@@ -1,0 +1,50 @@
+"""An MCP binding: a capability served by a tool of an MCP server (R17).
+
+Params are renamed by ``mapping`` and sent as the tool's arguments over the
+server's one session (:mod:`ampcap.mcp.client`); the result is the tool's
+``structuredContent``, else its text as a JSON object, else ``{"text":
+…}`` (:func:`ampcap.mcp.sdk.tool_result_json`), renamed by
+``output_mapping``. ``isError`` or a JSON-RPC error is 5001, or the code
+``error_mapping`` gives the tool error's code. MCP progress becomes AMP
+PROGRESS (as a percentage when the server gives a total).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..caps.bindings import InvocationContext
+from ..caps.remote import McpBinding, map_fields
+from ..display import shown
+from ..errors import AmpError
+from ..mcp.client import McpClients
+from ..mcp.sdk import tool_error, tool_result_json
+
+__all__ = ["run_mcp"]
+
+INTERNAL = 5001
+
+
+async def run_mcp(clients: McpClients, binding: McpBinding, params: Any, context: InvocationContext) -> Any:
+    from mcp.shared.exceptions import MCPError
+
+    arguments = map_fields(params if params is not None else {}, binding.mapping)
+    if not isinstance(arguments, dict):
+        raise AmpError(INTERNAL, "an MCP tool takes an object of arguments; these params are not one")
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        percent = done * 100 / total if total else None
+        await context.progress(percent, message)
+
+    client = clients.get(binding.server)
+    try:
+        result = await client.call_tool(binding.tool, arguments, progress)
+    except MCPError as exc:
+        code = binding.error_mapping.get(str(exc.code), INTERNAL)
+        raise AmpError(code, f"MCP error {exc.code} from {binding.server.name}/{binding.tool}: "
+                             f"{shown(exc.error.message)}") from None
+    if result.is_error:
+        failure = tool_error(result)
+        code = binding.error_mapping.get(failure.code or "", INTERNAL)
+        raise AmpError(code, f"tool {binding.tool} failed: {shown(failure.text)}")
+    return map_fields(tool_result_json(result), binding.output_mapping)
