@@ -32,12 +32,12 @@ from ..errors import AmpError
 from ..wire.identity import KeyResolver
 from ..wire.registry import MessageType
 from .cose import verify_sign1
-from .credential import Credential, parse_credential, parse_envelope
+from .credential import Credential, credential_envelope, parse_credential, parse_envelope
 from .revocation import RevocationChecker
 from .scope import EffectiveScope, Target, check_target, narrow
 
 __all__ = ["Step", "STEPS", "VerifierConfig", "Evidence", "AuditRecord", "Decision", "ChainVerifier",
-           "parse_evidence"]
+           "parse_evidence", "evidence_body"]
 
 MALFORMED, BAD_REQUEST, UNAUTHORIZED, DELEGATION_INVALID, INTERNAL = 1001, 4001, 3001, 3004, 5001
 _INVOKE = int(MessageType.CAP_INVOKE)
@@ -59,7 +59,7 @@ class Step(enum.Enum):
 # §6.1, in order: the step, what it checks, the codes it may give.
 STEPS: tuple[tuple[Step, str, tuple[int, ...]], ...] = (
     (Step.MESSAGE_TYPE, "the message is a CAP_INVOKE", (BAD_REQUEST,)),
-    (Step.PARSE, "evidence and each credential envelope parse", (MALFORMED, 1004, DELEGATION_INVALID)),
+    (Step.PARSE, "evidence and each credential envelope parse", (1004, DELEGATION_INVALID)),
     (Step.CONTINUITY, "link[i].delegate == link[i+1].delegator; last delegate == caller",
      (DELEGATION_INVALID, UNAUTHORIZED)),
     (Step.SIGNATURES, "each link signed by its delegator's key (kid)", (DELEGATION_INVALID,)),
@@ -142,6 +142,30 @@ class Decision:
             raise self.error
 
 
+def evidence_body(chain: Any, *, target: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``delegation`` value of a CAP_INVOKE body: from an evidence map
+    (returned as is), or a sequence of :class:`Credential` / COSE bytes /
+    credential envelopes, first link first."""
+    if isinstance(chain, Mapping):
+        return dict(chain)
+    if isinstance(chain, (bytes, Credential)):
+        chain = [chain]
+    links: list[Any] = []
+    for item in chain:
+        if isinstance(item, Credential):
+            links.append(item.envelope())
+        elif isinstance(item, bytes):
+            links.append(credential_envelope(item))
+        elif isinstance(item, Mapping):
+            links.append(dict(item))
+        else:
+            raise TypeError(f"a delegation chain holds credentials, not {type(item).__name__}")
+    out: dict[str, Any] = {"chain": links}
+    if target:
+        out["target"] = dict(target)
+    return out
+
+
 def parse_evidence(raw: Any, max_links: int = 64) -> Evidence:
     """Step 2's outer shape: 1001 for what is no ``delegation-evidence``."""
     if not isinstance(raw, dict):
@@ -196,6 +220,16 @@ class ChainVerifier:
             raise AmpError(BAD_REQUEST, "'delegation' is only allowed on CAP_INVOKE", path="body.delegation")
 
     def _step_parse(self, run: _Run, typ: int, evidence: Any) -> None:
+        try:
+            self._parse(run, evidence)
+        except AmpError as err:
+            if err.code != MALFORMED:
+                raise
+            # RFC 004 §7.2 and its A.19/A.23: invalid evidence on a CAP_INVOKE
+            # is 3004 (RFC 005 §8's 1001 is kept for DELEG_* bodies).
+            raise AmpError(DELEGATION_INVALID, err.message, path=err.path) from None
+
+    def _parse(self, run: _Run, evidence: Any) -> None:
         parsed = parse_evidence(evidence, self.config.max_chain_depth)
         run.evidence = parsed
         links: list[Credential] = []

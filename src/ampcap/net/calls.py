@@ -80,13 +80,15 @@ class Calls:
     async def invoke(self, link: Link, target: Target, params: Any, *, timeout_ms: int,
                      retry: RetryPolicy | None = None,
                      on_progress: Callable[[int | None, str | None], Any] | None = None,
-                     to: str | None = None) -> Any:
+                     to: str | None = None, delegation: Mapping[str, Any] | None = None) -> Any:
         """Send a CAP_INVOKE on ``link`` and wait for its one outcome. ``to``
-        addresses another agent than the link's peer (through a relay)."""
+        addresses another agent than the link's peer (through a relay);
+        ``delegation`` is RFC 005 evidence carried in the body."""
         if self._refusing:
             raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
         handle, out = self._invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
-                                                 to=to or link.peer_did, now_ms=self._clock.wall_ms())
+                                                 to=to or link.peer_did, delegation=delegation,
+                                                 now_ms=self._clock.wall_ms())
         return await self._await(handle, self.register(link, handle, out, on_progress))
 
     async def query(self, link: Link, filter: Mapping[str, Any], *, limit: int | None, cursor: str | None,

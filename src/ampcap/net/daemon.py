@@ -40,6 +40,9 @@ from typing import Any
 import trio
 
 from ..caps.catalog import Catalog
+from ..deleg.chain import ChainVerifier, VerifierConfig
+from ..deleg.revocation import RevocationChecker, StatusCache
+from ..deleg.service import DelegationService
 from ..display import MESSAGE_LIMIT, printable, shown
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
 from ..schema import load_schemas
@@ -77,6 +80,8 @@ from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
+from ..store import StateStore
+from ..store.delegation import DelegationStore
 from .calls import Calls
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .jobs import Jobs, LocalHandler
@@ -92,6 +97,7 @@ log = logging.getLogger("ampcap.daemon")
 
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
+_DELEG = frozenset(int(t) for t in (MessageType.DELEG_GRANT, MessageType.DELEG_REVOKE, MessageType.DELEG_QUERY))
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
 UNAVAILABLE, TIMEOUT = 5002, 5003
@@ -118,6 +124,7 @@ class DaemonConfig:
     max_receive_buffer_total: int = 64 << 20
     drain_timeout_s: float = 10.0  # SIGTERM: how long running invokes may finish
     profile: Profile = Profile.RFC  # Sig_Input variant accepted (R15)
+    delegation: VerifierConfig | None = None  # RFC 005 verifier settings (verifier_did defaults to ours)
 
 
 @dataclass(eq=False, slots=True)
@@ -156,8 +163,11 @@ class Daemon:
     def __init__(self, identity: Identity, catalog: Catalog, *, config: DaemonConfig = DaemonConfig(),
                  policy: Policy = ALLOW_ALL, params: Any = None, resolver: KeyResolver | None = None,
                  handlers: Mapping[str, LocalHandler] | None = None, clock: Clock = SYSTEM_CLOCK,
-                 entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None) -> None:
+                 entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None,
+                 store: StateStore | None = None) -> None:
         self.identity = identity
+        # R19: the durable state (in memory unless serve --state-dir names a directory).
+        self.store = store if store is not None else StateStore.open(None)
         self.catalog = catalog
         self.config = config
         self.clock = clock
@@ -178,8 +188,20 @@ class Daemon:
             params = ParamsValidator(SchemaStore([], offline=True))
         limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
         self._log_throttle = LogThrottle()
+        # RFC 005: credentials and revocations kept in the store; the verifier
+        # consults it for every link (R20; no publisher: bounded offline mode).
+        key_resolver = resolver or DidKeyResolver()
+        self.delegations = DelegationStore(self.store)
+        self.revocation_status = StatusCache()
+        deleg_config = config.delegation or VerifierConfig()
+        if deleg_config.verifier_did is None:
+            deleg_config = replace(deleg_config, verifier_did=identity.did)
+        self.verifier = ChainVerifier(key_resolver, RevocationChecker(store=self.delegations,
+                                                                      cache=self.revocation_status),
+                                      deleg_config)
+        self.deleg_service = DelegationService(self.delegations, key_resolver, own_did=identity.did)
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
-                                 limits=limits, config=config.executor)
+                                 limits=limits, config=config.executor, delegation=self.verifier)
         self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
@@ -464,6 +486,8 @@ class Daemon:
             return
         if typ in _REPLIES:
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
+        elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
+            self._on_delegation(link, inbound, now)
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
             self._send(link, reply_to(env, _PONG, None))
         elif typ == _PONG:  # liveness answer: nothing to say back
@@ -476,6 +500,21 @@ class Daemon:
             log.info("unsupported %s from %s answered 1005", name, shown(env.sender))
             self._send(link, error_reply(env, AmpError(UNKNOWN_TYPE, f"{name} is not supported by this agent",
                                                        path="typ")))
+
+    def _on_delegation(self, link: Link, inbound: Any, now: int) -> None:
+        env = inbound.envelope
+        try:
+            typ, body = self.deleg_service.handle(env.typ, inbound.body, env.sender, now)
+        except AmpError as err:
+            log.info("%s from %s refused: %s", MessageType(env.typ).name, shown(env.sender), shown(str(err)))
+            self._send(link, error_reply(env, err))
+            return
+        except Exception as exc:  # a bug must not take the daemon down; the peer still gets one answer
+            log.error("delegation message crashed: %s", shown(repr(exc)))
+            self._send(link, error_reply(env, AmpError(5001, "internal error")))
+            return
+        log.info("%s from %s accepted", MessageType(env.typ).name, shown(env.sender))
+        self._send(link, reply_to(env, typ, body))
 
     # =============================================================== actions
 

@@ -42,6 +42,7 @@ from typing import Any, TypeVar, get_type_hints
 import msgspec
 import trio
 
+from ..deleg.chain import evidence_body
 from ..caps.bindings import InvocationContext as _ContextProtocol
 from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
@@ -526,8 +527,14 @@ class Remote:
 
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
                      negotiate: Negotiate | None = None, params: Any = None, timeout: float = 60.0,
-                     on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False) -> Any:
+                     on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False,
+                     delegation: Any = None) -> Any:
         """CAP_INVOKE and wait for the one outcome; returns the result.
+
+        ``delegation`` invokes on a delegator's behalf (RFC 005): a chain of
+        credentials (:class:`ampcap.deleg.credential.Credential` or their
+        COSE bytes, first link first, the last one delegating to this
+        caller), or an evidence map ``{"chain": [...]}`` as sent.
 
         ``capability`` is a full id (``name:version``) or a name combined
         with exactly one of ``version``, ``range`` or ``negotiate``. Raises
@@ -541,9 +548,10 @@ class Remote:
         """
         target = _target(capability, version, range, negotiate)
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
+        evidence = None if delegation is None else evidence_body(delegation)
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
-                                               to=self._to)
+                                               to=self._to, delegation=evidence)
 
     async def aclose(self) -> None:
         self._link.driver.close()

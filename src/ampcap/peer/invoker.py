@@ -207,10 +207,12 @@ InvokerEvent = (InvokeProgress | InvokeRetrying | InvokeSucceeded | InvokeFailed
 Target = str | tuple[str, str | Mapping[str, Any]]
 
 
-def invoke_body(target: Target, params: Any, timeout_ms: int | None = None) -> dict[str, Any]:
+def invoke_body(target: Target, params: Any, timeout_ms: int | None = None,
+                delegation: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A CAP_INVOKE body. ``(name, "1.2.0")`` pins a version; a string with
     comparators (``">=1.0.0 <2.0.0"``) becomes ``negotiate.range``; a map is
-    sent as the ``negotiate`` hints unchanged."""
+    sent as the ``negotiate`` hints unchanged. ``delegation`` is RFC 005
+    evidence (``{"chain": [...]}``), carried in the signed body."""
     # Keys are inserted in RFC 8949 order (shorter first, then bytewise), so
     # the deterministic encoder finds nothing to sort on the hot path.
     body: dict[str, Any] = {}
@@ -227,6 +229,8 @@ def invoke_body(target: Target, params: Any, timeout_ms: int | None = None) -> d
         else:
             body["version"] = spec
         body["capability"] = name  # "params" (6), "version" (7), "negotiate" (9) come before it (10)
+    if delegation is not None:
+        body["delegation"] = dict(delegation)  # "capability" < "delegation" < "timeout_ms"
     if timeout_ms is not None:
         body["timeout_ms"] = timeout_ms  # after "capability": same length, 'c' < 't'
     return body
@@ -268,11 +272,12 @@ class Invoker:
 
     def start_invoke(self, conn: Hashable, target: Target, params: Any, *, timeout_ms: int | None = None,
                      retry: RetryPolicy | None = None, to: str | None = None,
-                     thread_id: bytes | None = None, now_ms: int) -> tuple[Handle, Outbound]:
+                     thread_id: bytes | None = None, delegation: Mapping[str, Any] | None = None,
+                     now_ms: int) -> tuple[Handle, Outbound]:
         """Begin a CAP_INVOKE. ``timeout_ms`` is the local deadline per attempt
         and is also sent in the body, so the provider gives up no later."""
         timeout = timeout_ms if timeout_ms is not None else self.config.default_timeout_ms
-        body = invoke_body(target, params, timeout)
+        body = invoke_body(target, params, timeout, delegation)
         return self._start(_Kind.INVOKE, conn, int(_T.CAP_INVOKE), body, timeout, retry, to, thread_id,
                            target if isinstance(target, str) else None, now_ms)
 
