@@ -65,6 +65,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--policy", type=Path, default=None, metavar="FILE", help="access policy file (TOML)")
     p.add_argument("--keyring", type=Path, default=None, metavar="FILE",
                    help="keyring (JSON/TOML) resolving non-did:key senders")
+    p.add_argument("--state-dir", type=_state_dir_arg, default=None, metavar="DIR|none",
+                   help="where the daemon keeps durable state (credentials and revocations, R19; default "
+                        "$XDG_STATE_HOME/ampcap/<DID fingerprint>/; 'none' keeps it in memory)")
     p.add_argument("--framing", choices=("rfc002", "raw"), default=None,
                    help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
     p.add_argument("--compat", choices=("rust-example",), default=None,
@@ -141,6 +144,16 @@ def fit_to_descriptors(max_connections: int) -> int:
     return fitted
 
 
+def _state_dir_arg(text: str) -> Path | str:
+    from ..store import parse_state_dir
+
+    try:
+        value = parse_state_dir(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return "none" if value is None else value
+
+
 def _resolver(keyring: Path | None) -> KeyResolver:
     if keyring is None:
         return DidKeyResolver()
@@ -213,8 +226,13 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
         profile=connection.profile)
+    from ..store import StateStore, default_state_dir
+
+    state_dir = args.state_dir if args.state_dir is not None else default_state_dir(identity.did)
+    with local_file_errors():
+        state = StateStore.open(None if state_dir == "none" else Path(state_dir))
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
-                    resolver=_resolver(args.keyring), ssl_context=ssl_context)
+                    resolver=_resolver(args.keyring), ssl_context=ssl_context, store=state)
     return daemon, host, port
 
 

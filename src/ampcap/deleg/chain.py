@@ -199,9 +199,10 @@ class ChainVerifier:
         self._links: OrderedDict[bytes, Credential] = OrderedDict()
         self.verifications = 0  # signatures checked (the benchmark and tests read it)
 
-    def evaluate(self, *, typ: int, evidence: Any, caller: str, target: Target, now_ms: int) -> Decision:
+    def evaluate(self, *, typ: int, evidence: Any, caller: str, target: Target | None, now_ms: int) -> Decision:
         """§6.1 for one request. Never raises for bad input: the decision
-        carries the error (and an audit record either way)."""
+        carries the error (and an audit record either way). ``target=None``
+        (``ampcap deleg show`` without a capability) skips step 9."""
         state = _Run(caller=caller, target=target, now_ms=now_ms)
         try:
             for step, _what, _codes in STEPS:
@@ -254,7 +255,7 @@ class ChainVerifier:
                 raise AmpError(DELEGATION_INVALID, f"the chain breaks between links {i + 1} and {i + 2}")
         if chain[-1].delegate != run.caller:
             # §6.2 caller binding, A.6: the caller is not the one authorised.
-            raise AmpError(UNAUTHORIZED, "not authorized")
+            raise AmpError(UNAUTHORIZED, "the caller is not the last delegate of the chain")
 
     def _step_signatures(self, run: _Run, typ: int, evidence: Any) -> None:
         for i, cred in enumerate(run.chain):
@@ -293,6 +294,8 @@ class ChainVerifier:
     def _step_target(self, run: _Run, typ: int, evidence: Any) -> None:
         assert run.effective is not None and run.evidence is not None
         target = run.target
+        if target is None:
+            return
         claimed = run.evidence.target
         cap = claimed.get("capability")
         if cap is not None and cap not in (target.capability, target.capability_id):
@@ -317,7 +320,7 @@ class ChainVerifier:
 @dataclass(slots=True)
 class _Run:
     caller: str
-    target: Target
+    target: Target | None
     now_ms: int
     step: Step = Step.MESSAGE_TYPE
     evidence: Evidence | None = None
@@ -327,7 +330,7 @@ class _Run:
     sources: tuple[str, ...] = ()
 
     def decision(self, err: AmpError | None) -> Decision:
-        t = self.target
+        t = self.target if self.target is not None else Target(capability="-", action="-")
         audit = AuditRecord(
             decision="allow" if err is None else "deny", reason_code=0 if err is None else err.code,
             reason="allowed" if err is None else err.message, requester_did=self.caller,

@@ -40,13 +40,24 @@ class DelegationStore:
     def __init__(self, store: StateStore) -> None:
         self.store = store
         store.ensure_schema(COMPONENT, VERSION, _SCHEMA)
-        self._revoked: dict[tuple[str, str], int] = {
-            (d, i): int(at) for d, i, at in store.query("SELECT delegator, delegation_id, revoked_at "
-                                                        "FROM deleg_revocations")}
+        self._revoked: dict[tuple[str, str], int] = {}
+        self._seen_version = -1
+        self._reload()
+
+    def _reload(self) -> None:
+        # PRAGMA data_version changes when *another* connection commits (the
+        # CLI's `ampcap deleg revoke` on this daemon's state directory): only
+        # then is the mirror read again. Our own writes update it directly.
+        version = int(self.store.query("PRAGMA data_version")[0][0])
+        if version != self._seen_version:
+            self._seen_version = version
+            self._revoked = {(d, i): int(at) for d, i, at in
+                             self.store.query("SELECT delegator, delegation_id, revoked_at FROM deleg_revocations")}
 
     # RevocationStore
 
     def revoked_at(self, delegator: str, delegation_id: str) -> int | None:
+        self._reload()
         return self._revoked.get((delegator, delegation_id))
 
     def record_revocation(self, revocation: Revocation, received_at: int) -> bool:
