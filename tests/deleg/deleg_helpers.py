@@ -55,6 +55,6 @@ def verifier(*, verifier_did: str | None = None, publisher: str | None = None, s
              max_chain_depth: int = 3, cache: StatusCache | None = None) -> ChainVerifier:
     checker = RevocationChecker(store=store if store is not None else MemoryRevocations(),
                                 cache=cache if cache is not None else (StatusCache() if publisher else None),
-                                publisher_for=(lambda d: did(publisher)) if publisher else (lambda d: None))
+                                publisher_for=(lambda d: did(publisher)) if publisher else None)
     return ChainVerifier(DidKeyResolver(), checker, VerifierConfig(verifier_did=verifier_did,
                                                                    max_chain_depth=max_chain_depth))

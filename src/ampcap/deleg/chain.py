@@ -32,7 +32,7 @@ from ..errors import AmpError
 from ..wire.identity import KeyResolver
 from ..wire.registry import MessageType
 from .cose import verify_sign1
-from .credential import Credential, credential_envelope, parse_credential, parse_envelope
+from .credential import FORMAT, Credential, credential_envelope, parse_credential, parse_envelope
 from .revocation import RevocationChecker
 from .scope import EffectiveScope, Target, check_target, narrow
 
@@ -72,6 +72,7 @@ STEPS: tuple[tuple[Step, str, tuple[int, ...]], ...] = (
 )
 
 MAX_PROOF = 1024
+_STEP_LABELS = {step: f"{step.value} {step.name.lower()}" for step, _what, _codes in STEPS}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,11 +127,34 @@ class AuditRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
+    """The verdict. Its :attr:`audit` record is built when asked for: the
+    executor's audit line reads the fields below directly."""
+
     allowed: bool
     error: AmpError | None
-    audit: AuditRecord
+    caller: str
+    target: Target | None
+    """The target as evaluated (with the evidence's action and resource)."""
+    evaluated_at: int
+    step: Step
     chain: tuple[Credential, ...] = ()
     effective: EffectiveScope | None = None
+    sources: tuple[str, ...] = ()
+
+    @property
+    def step_label(self) -> str:
+        return _STEP_LABELS[self.step]
+
+    @property
+    def audit(self) -> AuditRecord:
+        err = self.error
+        t = self.target if self.target is not None else Target(capability="-", action="-")
+        return AuditRecord(
+            decision="allow" if err is None else "deny", reason_code=0 if err is None else err.code,
+            reason="allowed" if err is None else err.message, requester_did=self.caller,
+            effective_delegator_did=self.delegator, delegation_ids=tuple(c.key for c in self.chain),
+            target={"capability": t.capability_id or t.capability, "action": t.action, "resource": t.resource},
+            evaluated_at=self.evaluated_at, step=_STEP_LABELS[self.step], revocation_sources=self.sources)
 
     @property
     def delegator(self) -> str | None:
@@ -166,6 +190,19 @@ def evidence_body(chain: Any, *, target: Mapping[str, str] | None = None) -> dic
     return out
 
 
+_NO_TARGET: Mapping[str, str] = {}
+_TARGET_KEYS = frozenset(("capability", "action", "resource"))
+
+
+def _credential_bytes(item: Any, i: int) -> bytes:
+    # The well-formed envelope in one test; parse_envelope says what is wrong.
+    if type(item) is dict and len(item) == 2 and item.get("format") == FORMAT:
+        raw = item.get("credential")
+        if type(raw) is bytes:
+            return raw
+    return parse_envelope(item, f"body.delegation.chain[{i}]")
+
+
 def parse_evidence(raw: Any, max_links: int = 64) -> Evidence:
     """Step 2's outer shape: 1001 for what is no ``delegation-evidence``."""
     if not isinstance(raw, dict):
@@ -176,13 +213,13 @@ def parse_evidence(raw: Any, max_links: int = 64) -> Evidence:
     if len(chain) > max_links:
         # Before anything is decoded: a long chain costs nothing (step 7's code).
         raise AmpError(DELEGATION_INVALID, f"the chain has {len(chain)} links; at most {max_links} are accepted")
-    links = tuple(parse_envelope(item, f"body.delegation.chain[{i}]") for i, item in enumerate(chain))
+    links = tuple(_credential_bytes(item, i) for i, item in enumerate(chain))
     proof = raw.get("proof")
     if proof is not None and (not isinstance(proof, bytes) or len(proof) > MAX_PROOF):
         raise AmpError(MALFORMED, "delegation.proof must be a byte string", path="body.delegation.proof")
-    target = raw.get("target", {})
-    if not isinstance(target, dict) or not all(k in ("capability", "action", "resource") and isinstance(v, str)
-                                               for k, v in target.items()):
+    target = raw.get("target", _NO_TARGET)
+    if target is not _NO_TARGET and (not isinstance(target, dict) or not all(
+            k in _TARGET_KEYS and isinstance(v, str) for k, v in target.items())):
         raise AmpError(MALFORMED, "delegation.target must map capability/action/resource to strings",
                        path="body.delegation.target")
     return Evidence(chain=links, proof=proof, target=target)
@@ -197,7 +234,15 @@ class ChainVerifier:
         self.revocations = revocations
         self.config = config
         self._links: OrderedDict[bytes, Credential] = OrderedDict()
+        # Validated chain fingerprints (RFC 005 §3, RFC 006): the chain's COSE
+        # bytes → what steps 2, 3 (continuity), 4, 7 and 8 concluded. Those
+        # steps depend on nothing but the bytes (and the keys, which a chain
+        # cannot change), so a repeated chain skips them; validity, audience,
+        # caller, revocation and target are decided for every request.
+        self._chains: OrderedDict[tuple[bytes, ...], _Facts] = OrderedDict()
         self.verifications = 0  # signatures checked (the benchmark and tests read it)
+        # The steps as bound methods, in STEPS' order (looked up once, not per request).
+        self._steps = [(step, getattr(self, f"_step_{step.name.lower()}")) for step, _what, _codes in STEPS]
 
     def evaluate(self, *, typ: int, evidence: Any, caller: str, target: Target | None, now_ms: int) -> Decision:
         """§6.1 for one request. Never raises for bad input: the decision
@@ -205,9 +250,9 @@ class ChainVerifier:
         (``ampcap deleg show`` without a capability) skips step 9."""
         state = _Run(caller=caller, target=target, now_ms=now_ms)
         try:
-            for step, _what, _codes in STEPS:
+            for step, run_step in self._steps:
                 state.step = step
-                getattr(self, f"_step_{step.name.lower()}")(state, typ, evidence)
+                run_step(state, typ, evidence)
         except AmpError as err:
             return state.decision(err)
         except Exception:  # a bug in a step must not let a request through
@@ -233,6 +278,12 @@ class ChainVerifier:
     def _parse(self, run: _Run, evidence: Any) -> None:
         parsed = parse_evidence(evidence, self.config.max_chain_depth)
         run.evidence = parsed
+        facts = self._chains.get(parsed.chain)
+        if facts is not None:
+            self._chains.move_to_end(parsed.chain)
+            run.facts = facts
+            run.chain = facts.chain
+            return
         links: list[Credential] = []
         for i, raw in enumerate(parsed.chain):
             cached = self._links.get(raw)
@@ -250,7 +301,7 @@ class ChainVerifier:
 
     def _step_continuity(self, run: _Run, typ: int, evidence: Any) -> None:
         chain = run.chain
-        for i in range(len(chain) - 1):
+        for i in range(len(chain) - 1 if run.facts is None else 0):
             if chain[i].delegate != chain[i + 1].delegator:
                 raise AmpError(DELEGATION_INVALID, f"the chain breaks between links {i + 1} and {i + 2}")
         if chain[-1].delegate != run.caller:
@@ -258,6 +309,8 @@ class ChainVerifier:
             raise AmpError(UNAUTHORIZED, "the caller is not the last delegate of the chain")
 
     def _step_signatures(self, run: _Run, typ: int, evidence: Any) -> None:
+        if run.facts is not None:
+            return
         for i, cred in enumerate(run.chain):
             if i in run.verified:
                 continue
@@ -276,9 +329,11 @@ class ChainVerifier:
                 raise AmpError(DELEGATION_INVALID, f"chain[{i}] is meant for another audience")
 
     def _step_revocation(self, run: _Run, typ: int, evidence: Any) -> None:
-        run.sources = tuple(self.revocations.check(cred, run.now_ms) for cred in run.chain)
+        run.sources = self.revocations.check_chain(run.chain, run.now_ms)
 
     def _step_subdelegation(self, run: _Run, typ: int, evidence: Any) -> None:
+        if run.facts is not None:
+            return
         n = len(run.chain)
         for i, cred in enumerate(run.chain):
             downstream = n - 1 - i
@@ -289,7 +344,14 @@ class ChainVerifier:
                                                    f"further links")
 
     def _step_narrowing(self, run: _Run, typ: int, evidence: Any) -> None:
+        if run.facts is not None:
+            run.effective = run.facts.effective
+            return
         run.effective = narrow([c.scope for c in run.chain], self.config.supported_constraints)
+        if self.config.link_cache_entries and run.evidence is not None:
+            self._chains[run.evidence.chain] = _Facts(chain=run.chain, effective=run.effective)
+            while len(self._chains) > self.config.link_cache_entries:
+                self._chains.popitem(last=False)
 
     def _step_target(self, run: _Run, typ: int, evidence: Any) -> None:
         assert run.effective is not None and run.evidence is not None
@@ -297,6 +359,9 @@ class ChainVerifier:
         if target is None:
             return
         claimed = run.evidence.target
+        if not claimed:
+            check_target(run.effective, target)
+            return
         cap = claimed.get("capability")
         if cap is not None and cap not in (target.capability, target.capability_id):
             raise AmpError(DELEGATION_INVALID, "delegation.target names another capability")
@@ -317,6 +382,12 @@ class ChainVerifier:
             self._links.popitem(last=False)
 
 
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    chain: tuple[Credential, ...]
+    effective: EffectiveScope
+
+
 @dataclass(slots=True)
 class _Run:
     caller: str
@@ -327,16 +398,10 @@ class _Run:
     chain: tuple[Credential, ...] = ()
     verified: set[int] = field(default_factory=set)
     effective: EffectiveScope | None = None
+    facts: _Facts | None = None
     sources: tuple[str, ...] = ()
 
     def decision(self, err: AmpError | None) -> Decision:
-        t = self.target if self.target is not None else Target(capability="-", action="-")
-        audit = AuditRecord(
-            decision="allow" if err is None else "deny", reason_code=0 if err is None else err.code,
-            reason="allowed" if err is None else err.message, requester_did=self.caller,
-            effective_delegator_did=self.chain[0].delegator if self.chain else None,
-            delegation_ids=tuple(c.key for c in self.chain),
-            target={"capability": t.capability_id or t.capability, "action": t.action, "resource": t.resource},
-            evaluated_at=self.now_ms, step=f"{self.step.value} {self.step.name.lower()}",
-            revocation_sources=self.sources)
-        return Decision(allowed=err is None, error=err, audit=audit, chain=self.chain, effective=self.effective)
+        return Decision(allowed=err is None, error=err, caller=self.caller, target=self.target,
+                        evaluated_at=self.now_ms, step=self.step, chain=self.chain, effective=self.effective,
+                        sources=self.sources)

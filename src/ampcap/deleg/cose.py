@@ -22,7 +22,6 @@ Everything here is bounded: an artifact is decoded with small
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,9 +42,11 @@ MAX_ARTIFACT_BYTES = 8 * 1024
 """One credential or revocation, encoded; a chain is a few of them."""
 
 # A COSE_Sign1 is a 4-array holding two small maps: nothing nests deeper.
-_OUTER_LIMITS = DecodeLimits(max_depth=4, max_items=64, max_bytes=MAX_ARTIFACT_BYTES)
-_HEADER_LIMITS = DecodeLimits(max_depth=2, max_items=16, max_bytes=512)
-PAYLOAD_LIMITS = DecodeLimits(max_depth=5, max_items=1024, max_bytes=MAX_ARTIFACT_BYTES)
+# (max_items = max_bytes: an item takes at least a byte, so the byte bound
+# already bounds the items, and loads skips its slower item count.)
+_OUTER_LIMITS = DecodeLimits(max_depth=4, max_items=MAX_ARTIFACT_BYTES, max_bytes=MAX_ARTIFACT_BYTES)
+_HEADER_LIMITS = DecodeLimits(max_depth=2, max_items=512, max_bytes=512)
+PAYLOAD_LIMITS = DecodeLimits(max_depth=5, max_items=MAX_ARTIFACT_BYTES, max_bytes=MAX_ARTIFACT_BYTES)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +95,23 @@ def default_kid(did: str) -> str:
     return f"{did}#ed25519"
 
 
+_DID_MEMO: dict[str, bool] = {}
+_DID_MEMO_SIZE = 4096
+
+
+def did_url_ok(text: str) -> bool:
+    """:func:`~ampcap.wire.didkey.is_did` (DID URLs allowed), remembered: the
+    grammar's regular expression costs more than the rest of a credential's
+    parse, and chains repeat the same few DIDs. Bounded (cleared when full)."""
+    known = _DID_MEMO.get(text)
+    if known is None:
+        known = is_did(text, fragment=True)
+        if len(_DID_MEMO) >= _DID_MEMO_SIZE:
+            _DID_MEMO.clear()
+        _DID_MEMO[text] = known
+    return known
+
+
 def _resolve(resolver: KeyResolver, kid: str) -> bytes:
     # did:key: the fragment must name the DID's own key (the resolver checks).
     # Other DIDs: the keyring's entry for the exact DID URL when it has one,
@@ -122,7 +140,7 @@ def decode_sign1(data: Any, what: str = "credential") -> Signed:
     if not isinstance(item, (list, tuple)) or len(item) != 4:
         raise AmpError(MALFORMED, f"{what} is not a COSE_Sign1 array of four items")
     protected, unprotected, payload, signature = item
-    if not isinstance(protected, bytes) or not isinstance(unprotected, Mapping):
+    if not isinstance(protected, bytes) or not hasattr(unprotected, "items"):  # a map (cbor2's frozendict in a tag)
         raise AmpError(MALFORMED, f"{what}: COSE headers must be a byte string and a map")
     if not isinstance(payload, bytes):
         raise AmpError(MALFORMED, f"{what}: the payload must be attached (a byte string)")
@@ -145,7 +163,7 @@ def decode_sign1(data: Any, what: str = "credential") -> Signed:
         kid_text = kid.decode("utf-8")
     except UnicodeDecodeError:
         raise AmpError(DELEGATION_INVALID, f"{what}: kid is not UTF-8") from None
-    if not is_did(kid_text, fragment=True):
+    if not did_url_ok(kid_text):
         raise AmpError(DELEGATION_INVALID, f"{what}: kid is not a DID URL")
     return Signed(protected=protected, kid=kid_text, payload=payload, signature=signature)
 

@@ -20,7 +20,7 @@ A.10); the edge sees which keys it should refresh in :meth:`StatusCache.wanted`.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -155,22 +155,42 @@ class StatusCache:
         return list(self._wanted)
 
 
+_OFFLINE = "store (bounded offline mode: no publisher configured)"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RevocationChecker:
     """§6.3 for one link. ``publisher_for(delegator)`` names the configured
-    publisher (a DID) or None. Returns the source that decided."""
+    publisher (a DID) or None; ``publisher_for=None``: no publisher at all.
+    Returns the source that decided."""
 
     store: RevocationStore
     cache: StatusCache | None = None
-    publisher_for: Callable[[str], str | None] = lambda delegator: None
+    publisher_for: Callable[[str], str | None] | None = None
     strict: bool = True
+
+    def check_chain(self, chain: Sequence[Credential], now_ms: int) -> tuple[str, ...]:
+        """:meth:`check` for every link; the store may refresh itself once first
+        (``refresh(now_ms)``: revocations another process recorded)."""
+        refresh = getattr(self.store, "refresh", None)
+        if refresh is not None:
+            refresh(now_ms)
+        if self.cache is None or self.publisher_for is None:
+            # The store alone decides (R20's bounded offline mode): the common case, kept short.
+            revoked_at = self.store.revoked_at
+            for cred in chain:
+                revoked = revoked_at(cred.delegator, cred.delegation_id)
+                if revoked is not None and revoked <= now_ms:
+                    raise AmpError(DELEGATION_INVALID, "a credential in the chain is revoked")
+            return (_OFFLINE,) * len(chain)
+        return tuple(self.check(cred, now_ms) for cred in chain)
 
     def check(self, cred: Credential, now_ms: int) -> str:
         revoked = self.store.revoked_at(cred.delegator, cred.delegation_id)
         if revoked is not None and revoked <= now_ms:
             raise AmpError(DELEGATION_INVALID, "a credential in the chain is revoked")
-        if self.cache is None or self.publisher_for(cred.delegator) is None:
-            return "store (bounded offline mode: no publisher configured)"
+        if self.cache is None or self.publisher_for is None or self.publisher_for(cred.delegator) is None:
+            return _OFFLINE
         status = self.cache.get(cred.key, now_ms)
         if status is None:
             if self.strict:

@@ -66,6 +66,11 @@ class EffectiveScope:
     resources: frozenset[str] | None
     constraints: Mapping[str, Any]
 
+    @property
+    def names_ids(self) -> bool:
+        """Does the capability dimension name a version (``name:x.y.z``)?"""
+        return self.capabilities is not None and any(":" in s for s in self.capabilities)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:

@@ -551,11 +551,13 @@ class Daemon:
     def _log(self, action: Log) -> None:
         # The core cuts the peer's values in the lines it builds; this bounds
         # any line that quotes one whole all the same.
-        message = printable(action.message, _LOG_LINE_LIMIT)
         if action.topic is None:
-            log.log(action.level, message)
-        else:  # a line a peer can cause at will: at most a few per window
-            self._log_throttle.log(log, action.topic, action.level, self.clock.monotonic_ms(), "%s", message)
+            if log.isEnabledFor(action.level):  # not escaped for nothing (a delegated invoke's audit line)
+                log.log(action.level, printable(action.message, _LOG_LINE_LIMIT))
+            return
+        # A line a peer can cause at will: at most a few per window.
+        message = printable(action.message, _LOG_LINE_LIMIT)
+        self._log_throttle.log(log, action.topic, action.level, self.clock.monotonic_ms(), "%s", message)
 
     def _apply_invoker(self, actions: list[Any]) -> None:
         for action in actions:

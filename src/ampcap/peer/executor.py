@@ -40,6 +40,7 @@ validated afresh and cannot run anything twice.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ from ..caps.bodies import (
     result_error,
     result_success,
 )
-from ..deleg.chain import ChainVerifier, Decision
+from ..deleg.chain import ChainVerifier, Decision, Step
 from ..deleg.scope import Target, check_target
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, LocalProtocolError, ReportedFailure
@@ -266,13 +267,16 @@ class _DelegationDenied(Exception):
 
 
 def _audit_line(decision: Decision) -> Log:
-    """RFC 005 §6.4: one line per delegated decision (ids and DIDs, no payloads)."""
-    a = decision.audit
-    ids = ",".join(f"{shown(d)}/{shown(i)}" for d, i in a.delegation_ids)
-    return Log(logging.INFO, f"delegation {a.decision} code={a.reason_code} step={a.step} "
-                             f"requester={shown(a.requester_did)} delegator={shown(a.effective_delegator_did or '-')} "
-                             f"ids=[{ids}] target={shown(a.target.get('capability') or '-')} "
-                             f"at={a.evaluated_at}: {shown(a.reason)}",
+    """RFC 005 §6.4: one line per delegated decision (ids and DIDs, no payloads).
+    The DIDs passed the DID grammar (printable ASCII) where they were read;
+    delegation ids are the peer's text, shown escaped and cut."""
+    err, t = decision.error, decision.target
+    ids = ",".join(f"{c.delegator}/{shown(c.delegation_id, 80)}" for c in decision.chain)
+    what = "-" if t is None else shown(t.capability_id or t.capability)
+    return Log(logging.INFO, f"delegation {'allow' if err is None else 'deny'} code={0 if err is None else err.code} "
+                             f"step={decision.step_label} requester={decision.caller} "
+                             f"delegator={decision.delegator or '-'} ids=[{ids}] target={what} "
+                             f"at={decision.evaluated_at}: {'allowed' if err is None else shown(err.message)}",
                None if decision.allowed else "delegation denied")
 
 
@@ -440,14 +444,15 @@ class Executor:
         target = found.value
         # 6. Version compatibility (strict / range / bridge): 4003.
         resolved = self._resolver.check_version(target, request)
-        if decision is not None and decision.effective is not None:
-            # A scope that names ids of this capability holds the chosen version to them.
+        if decision is not None and decision.effective is not None and decision.effective.names_ids:
+            # A scope that names ids holds the chosen version to them.
+            asked = decision.target or Target(capability=name)
             try:
                 check_target(decision.effective, Target(capability=name, capability_id=str(resolved.descriptor.id),
-                                                        action=decision.audit.target.get("action") or "invoke",
-                                                        resource=decision.audit.target.get("resource")))
+                                                        action=asked.action, resource=asked.resource))
             except AmpError as err:
-                raise _DelegationDenied(err, decision) from None
+                refused = dataclasses.replace(decision, allowed=False, error=err, step=Step.TARGET)
+                raise _DelegationDenied(AmpError(DELEGATION_INVALID, "delegation invalid"), refused) from None
         # 7. Input schema: 4004; a missing or corrupt offline artifact: 5002.
         self._params.validate_params(resolved.descriptor, resolved.params)
         return request, resolved, decision

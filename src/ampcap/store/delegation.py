@@ -42,9 +42,20 @@ class DelegationStore:
         store.ensure_schema(COMPONENT, VERSION, _SCHEMA)
         self._revoked: dict[tuple[str, str], int] = {}
         self._seen_version = -1
-        self._reload()
+        self._checked_at: int | None = None
+        self.refresh()
 
-    def _reload(self) -> None:
+    POLL_MS = 200
+    """How often a verifier looks for revocations another process recorded."""
+
+    def refresh(self, now_ms: int | None = None) -> None:
+        """Reread the revocations if another process (``ampcap deleg revoke``
+        on this state directory) committed since; asked at most every
+        :data:`POLL_MS` (the verifier calls it once per chain)."""
+        if now_ms is not None:
+            if self._checked_at is not None and 0 <= now_ms - self._checked_at < self.POLL_MS:
+                return
+            self._checked_at = now_ms
         # PRAGMA data_version changes when *another* connection commits (the
         # CLI's `ampcap deleg revoke` on this daemon's state directory): only
         # then is the mirror read again. Our own writes update it directly.
@@ -57,7 +68,6 @@ class DelegationStore:
     # RevocationStore
 
     def revoked_at(self, delegator: str, delegation_id: str) -> int | None:
-        self._reload()
         return self._revoked.get((delegator, delegation_id))
 
     def record_revocation(self, revocation: Revocation, received_at: int) -> bool:
