@@ -21,7 +21,7 @@ ALLOWED = {
     # RFC 005 delegation: pure rules over signed CBOR, beside caps/ (the executor calls it).
     "deleg": {"deleg", "caps", "schema", "wire"} | _COMMON,
     "peer": {"peer", "deleg", "caps", "schema", "wire"} | _COMMON,
-    "dump": {"dump", "caps", "schema", "wire"} | _COMMON,
+    "dump": {"dump", "deleg", "caps", "schema", "wire"} | _COMMON,
     "files": {"files", "peer", "deleg", "caps", "schema", "wire"} | _COMMON,
     # The durable state store (R19) is the edge beside files/: it implements the
     # narrow state protocols of the core packages over SQLite, and no core package

@@ -39,7 +39,8 @@ def describe_link(cred: Credential) -> dict[str, Any]:
 def explain_chain(chain: Sequence[Credential] | dict[str, Any], *, caller: str | None, capability: str | None,
                   action: str = "invoke", resource: str | None = None, verifier_did: str | None = None,
                   now_ms: int, resolver: KeyResolver | None = None,
-                  revocations: RevocationStore | None = None) -> dict[str, Any]:
+                  revocations: RevocationStore | None = None, typ: int = int(MessageType.CAP_INVOKE)
+                  ) -> dict[str, Any]:
     """``{"links": [...], "verdict": {...}, "lines": [...]}``. ``chain`` is
     decoded credentials or an evidence map as carried in a CAP_INVOKE."""
     evidence = chain if isinstance(chain, dict) else {"chain": [c.envelope() for c in chain]}
@@ -55,8 +56,16 @@ def explain_chain(chain: Sequence[Credential] | dict[str, Any], *, caller: str |
     last = caller
     if last is None:
         last = links[-1].delegate if links else ""
-    decision = verifier.evaluate(typ=int(MessageType.CAP_INVOKE), evidence=evidence, caller=last, target=target,
-                                 now_ms=now_ms)
+    if typ == int(MessageType.DELEG_GRANT):
+        typ = int(MessageType.CAP_INVOKE)  # a grant is judged as the chain it starts
+    if not last and caller is None and isinstance(chain, dict):
+        # Who holds it is not known (a DELEG_GRANT): the chain's own last delegate.
+        decoded = ChainVerifier(resolver or DidKeyResolver(), RevocationChecker(store=MemoryRevocations()),
+                                VerifierConfig(max_chain_depth=64)).evaluate(
+            typ=typ, evidence=evidence, caller="", target=None, now_ms=now_ms)
+        if decoded.chain:
+            last = decoded.chain[-1].delegate
+    decision = verifier.evaluate(typ=typ, evidence=evidence, caller=last, target=target, now_ms=now_ms)
     links = links or list(decision.chain)
     verdict = decision.audit.to_json()
     if decision.error is not None:
