@@ -35,7 +35,8 @@ if not SCHEMA_FILE.exists():  # the suite's own copy
 
 FAST = ProbeSettings(timeout_s=1.0, settle_s=0.05)
 RESULT_VECTORS = {"004:A.2", "004:A.3", "004:A.5", "004:A.20"}  # each expects one CAP_RESULT
-PROVIDER_ERROR_VECTORS = {"004:A.4", "004:A.6", "004:A.8", "004:A.15", "004:A.16", "004:A.17", "004:A.23"}
+PROVIDER_ERROR_VECTORS = {"004:A.4", "004:A.6", "004:A.8", "004:A.15", "004:A.16", "004:A.17", "004:A.23",
+                          "005:A.4", "005:A.14", "005:A.20"}
 
 
 async def _run_against(faults: Faults) -> RunResult:

@@ -152,7 +152,9 @@ async def run_vectors(url: AmpUrl, settings: ProbeSettings, subject: Subject, *,
                       target_did: str | None = None, only: Sequence[str] | None = None) -> RunResult:
     """Discover, then run every vector (or those named in ``only``)."""
     ctx = Context(url=url, settings=settings, subject=subject, target_did=target_did)
-    selected = [v for v in VECTORS if only is None or v.id in only]
+    from .deleg_vectors import DELEG_VECTORS  # RFC 005 (a registry may take these over)
+
+    selected = [v for v in (*VECTORS, *DELEG_VECTORS) if only is None or v.id in only]
     unreachable = await reach(url, settings)
     if unreachable is not None:
         # Each vector would wait for the same failed connect (a timeout each

@@ -543,4 +543,6 @@ VECTORS: tuple[Vector, ...] = (
 
 
 def vector_ids() -> list[str]:
-    return [v.id for v in VECTORS]
+    from .deleg_vectors import DELEG_VECTORS  # RFC 005, defined beside (it imports this module)
+
+    return [v.id for v in (*VECTORS, *DELEG_VECTORS)]

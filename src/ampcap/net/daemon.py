@@ -57,7 +57,7 @@ from ..peer.events import (
     MessageRejected,
     Negotiated,
 )
-from ..peer.executor import Cancel, Execute, Executor, ExecutorConfig, delegation_violation
+from ..peer.executor import Audit, Cancel, Execute, Executor, ExecutorConfig, delegation_violation
 from ..peer.invoker import (
     InvokeFailed,
     InvokeProgress,
@@ -94,6 +94,7 @@ from .url import AmpUrl, parse_url
 __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler"]
 
 log = logging.getLogger("ampcap.daemon")
+audit_log = logging.getLogger("ampcap.audit")  # RFC 005 §6.4 delegation decisions
 
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
@@ -544,9 +545,21 @@ class Daemon:
                 self.jobs.cancel(action.key, action.code)
             elif kind is Log:
                 self._log(action)
+            elif kind is Audit:
+                self._audit(action)
         if self._half_closed:
             self._close_answered()
         self._rearm()
+
+    def _audit(self, action: Audit) -> None:
+        # RFC 005 §6.4, on the 'ampcap.audit' logger (INFO): a denial is a
+        # line a peer can cause at will, so it is throttled like the others.
+        if action.decision.allowed:
+            if audit_log.isEnabledFor(logging.INFO):
+                audit_log.info("%s", printable(action.line, _LOG_LINE_LIMIT))
+        elif audit_log.isEnabledFor(logging.INFO):
+            self._log_throttle.log(audit_log, "delegation denied", logging.INFO, self.clock.monotonic_ms(), "%s",
+                                   printable(action.line, _LOG_LINE_LIMIT))
 
     def _log(self, action: Log) -> None:
         # The core cuts the peer's values in the lines it builds; this bounds

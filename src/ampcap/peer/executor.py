@@ -93,6 +93,8 @@ __all__ = [
     "Execute",
     "Cancel",
     "Log",
+    "Audit",
+    "audit_line",
     "Action",
     "Executor",
     "delegation_violation",
@@ -212,7 +214,20 @@ class Cancel:
     code: int
 
 
-Action = Send | Execute | Cancel | Log
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """RFC 005 §6.4: a delegated invoke's decision, allowed or denied. The
+    edge keeps or logs it (:func:`audit_line`); building the line costs
+    nothing when nobody reads it."""
+
+    decision: Decision
+
+    @property
+    def line(self) -> str:
+        return audit_line(self.decision)
+
+
+Action = Send | Execute | Cancel | Log | Audit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -266,18 +281,17 @@ class _DelegationDenied(Exception):
         self.error, self.decision = error, decision
 
 
-def _audit_line(decision: Decision) -> Log:
+def audit_line(decision: Decision) -> str:
     """RFC 005 §6.4: one line per delegated decision (ids and DIDs, no payloads).
     The DIDs passed the DID grammar (printable ASCII) where they were read;
     delegation ids are the peer's text, shown escaped and cut."""
     err, t = decision.error, decision.target
     ids = ",".join(f"{c.delegator}/{shown(c.delegation_id, 80)}" for c in decision.chain)
     what = "-" if t is None else shown(t.capability_id or t.capability)
-    return Log(logging.INFO, f"delegation {'allow' if err is None else 'deny'} code={0 if err is None else err.code} "
-                             f"step={decision.step_label} requester={decision.caller} "
-                             f"delegator={decision.delegator or '-'} ids=[{ids}] target={what} "
-                             f"at={decision.evaluated_at}: {'allowed' if err is None else shown(err.message)}",
-               None if decision.allowed else "delegation denied")
+    return (f"delegation {'allow' if err is None else 'deny'} code={0 if err is None else err.code} "
+            f"step={decision.step_label} requester={decision.caller} "
+            f"delegator={decision.delegator or '-'} ids=[{ids}] target={what} "
+            f"at={decision.evaluated_at}: {'allowed' if err is None else shown(err.message)}")
 
 
 class _Deferred:
@@ -375,7 +389,7 @@ class Executor:
             request, resolved, decision = self._validate(env, inbound.body, conn, now_ms)
         except _DelegationDenied as denied:
             advance(state, InvokeInput.REJECT)
-            return actions + [_audit_line(denied.decision)] + self._reject(inbound, conn, denied.error, now_ms)
+            return actions + [Audit(denied.decision)] + self._reject(inbound, conn, denied.error, now_ms)
         except AmpError as err:
             advance(state, InvokeInput.REJECT)
             return actions + _operator_lines(err) + self._reject(inbound, conn, err, now_ms)
@@ -392,7 +406,7 @@ class Executor:
                   thread_id=env.thread_id, session=request.session, adapt_result=resolved.adapt_result,
                   delegator=decision.delegator if decision is not None else None)
         if decision is not None:
-            actions.append(_audit_line(decision))
+            actions.append(Audit(decision))
         self._limits.acquire(conn)  # room was checked in step 2, nothing ran since
         self._cache.start(key, inbound.fingerprint, conn, expires_at=env.ts + env.ttl)
         self._running[key] = _Running(job, state)
