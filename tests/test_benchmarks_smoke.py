@@ -66,3 +66,8 @@ def test_flood_large_frames_short() -> None:
     ratios = [float(part.split("peak growth / bound = ")[1].split()[0]) for part in (before, after)]
     assert ratios[0] < 1.0 and ratios[1] < 1.0, out
     assert "3 connections were still open" in after  # admitted, not refused
+
+
+def test_bench_delegation_quick() -> None:
+    out = run_tool("bench_delegation.py", "--quick", "--batch", "8")
+    assert "depth-3, repeated" in out and "repeated depth-3 chain / plain invoke" in out
