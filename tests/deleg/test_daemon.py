@@ -148,3 +148,64 @@ async def test_grant_revoke_query_messages_and_revoked_use(tmp_path: Path) -> No
             body = {"id": f"{ECHO}:1.0.0", "params": {"message": "again"}, "delegation": evidence_body([cred])}
             reply = await raw.invoke(body)
             assert reply.envelope.typ == ERROR and reply.body["code"] == 3004  # A.7
+
+
+@pytest.mark.trio
+async def test_python_api_deleg_messages() -> None:
+    alice, bob = new_identity(), new_identity()
+    peer = make_peer({})
+    async with peer.serve("amp://127.0.0.1:0") as server:
+        cred = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:api")
+        async with connect(server.url, identity=alice) as remote:
+            await remote.deleg_grant(cred)
+            status = await remote.deleg_query("delegation:api", delegator=alice.did)
+            assert status.status == "active" and status.max_age_s == 60
+            unknown = await remote.deleg_query("delegation:nope")
+            assert unknown.status == "unknown"
+            await remote.deleg_revoke(revoke(alice, delegation_id="delegation:api", revoked_at=now_ms() - 1))
+            assert (await remote.deleg_query("delegation:api", delegator=alice.did)).status == "revoked"
+            with pytest.raises(AmpError) as info:
+                await remote.deleg_grant(grant(alice, bob.did, expires_at=now_ms() - 1))  # expired: 3004
+            assert info.value.code == 3004
+        async with connect(server.url, identity=bob) as remote:
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.whoami:1.0.0", delegation=[cred])
+            assert info.value.code == 3004
+
+
+@pytest.mark.trio
+async def test_revocation_publisher_strict_mode_then_fresh_status() -> None:
+    from ampcap.net.daemon import DaemonConfig
+
+    alice, bob = new_identity(), new_identity()
+    publisher = make_peer({})
+    async with publisher.serve("amp://127.0.0.1:0") as pub:
+        good = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:good")
+        gone = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:gone")
+        async with connect(pub.url, identity=alice) as remote:
+            await remote.deleg_grant(good)
+            await remote.deleg_grant(gone)
+            await remote.deleg_revoke(revoke(alice, delegation_id="delegation:gone", revoked_at=now_ms() - 1))
+        verifier = Peer(new_identity(), config=DaemonConfig(revocation_publisher=pub.url,
+                                                            revocation_publisher_did=pub.did))
+
+        @verifier.capability("org.example.whoami", "1.0.0")
+        async def whoami() -> dict:
+            return {"ok": True}
+
+        async with verifier.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=bob) as remote:
+            for cred, final in ((good, None), (gone, 3004)):
+                with pytest.raises(AmpError) as info:  # A.10: nothing fresh about it yet
+                    await remote.invoke("org.example.whoami:1.0.0", delegation=[cred])
+                assert info.value.code == 5002
+                outcome: Any = None
+                for _ in range(50):  # the daemon asks the publisher meanwhile
+                    await trio.sleep(0.05)
+                    try:
+                        outcome = await remote.invoke("org.example.whoami:1.0.0", delegation=[cred])
+                        break
+                    except AmpError as err:
+                        outcome = err.code
+                        if err.code != 5002:
+                            break
+                assert outcome == ({"ok": True} if final is None else final)

@@ -65,6 +65,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--policy", type=Path, default=None, metavar="FILE", help="access policy file (TOML)")
     p.add_argument("--keyring", type=Path, default=None, metavar="FILE",
                    help="keyring (JSON/TOML) resolving non-did:key senders")
+    p.add_argument("--revocation-publisher", default=None, metavar="URL",
+                   help="ask this daemon (DELEG_QUERY) whether the delegations presented here are revoked; a "
+                        "status it has not confirmed recently is refused 5002, retryable (RFC 005 strict mode)")
+    p.add_argument("--revocation-publisher-did", default=None, metavar="DID", type=did,
+                   help="the publisher's DID, checked when connecting (default: whoever answers at the URL)")
     p.add_argument("--state-dir", type=_state_dir_arg, default=None, metavar="DIR|none",
                    help="where the daemon keeps durable state (credentials and revocations, R19; default "
                         "$XDG_STATE_HOME/ampcap/<DID fingerprint>/; 'none' keeps it in memory)")
@@ -225,7 +230,8 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         connection=connection, executor=ExecutorConfig(ack_on_receipt=args.ack),
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
-        profile=connection.profile)
+        profile=connection.profile, revocation_publisher=args.revocation_publisher,
+        revocation_publisher_did=args.revocation_publisher_did)
     from ..store import StateStore, default_state_dir
 
     state_dir = args.state_dir if args.state_dir is not None else default_state_dir(identity.did)
@@ -241,7 +247,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from ..net.url import UrlError, parse_url
 
-    for flag, urls in (("--relay", args.relay), ("--connect", args.connect)):
+    publisher = [args.revocation_publisher] if args.revocation_publisher else []
+    for flag, urls in (("--relay", args.relay), ("--connect", args.connect), ("--revocation-publisher", publisher)):
         for url in urls:
             try:
                 parse_url(url)

@@ -41,7 +41,8 @@ import trio
 
 from ..caps.catalog import Catalog
 from ..deleg.chain import ChainVerifier, VerifierConfig
-from ..deleg.revocation import RevocationChecker, StatusCache
+from ..deleg.bodies import query_body
+from ..deleg.revocation import RevocationChecker, StatusCache, query_result_from_wire
 from ..deleg.service import DelegationService
 from ..display import MESSAGE_LIMIT, printable, shown
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
@@ -68,6 +69,7 @@ from ..peer.invoker import (
     InvokeTimedOut,
     QueryAnswered,
     QueryFailed,
+    Replied,
 )
 from ..peer.limits import InFlightLimits
 from ..peer.logthrottle import LogThrottle
@@ -100,7 +102,8 @@ _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
 _DELEG = frozenset(int(t) for t in (MessageType.DELEG_GRANT, MessageType.DELEG_REVOKE, MessageType.DELEG_QUERY))
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
-                                      MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
+                                      MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE,
+                                      MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
 UNAVAILABLE, TIMEOUT = 5002, 5003
 UNKNOWN_TYPE = 1005
 _LOG_LINE_LIMIT = 2 * MESSAGE_LIMIT  # characters of a line the core asks us to log (a Log action)
@@ -126,6 +129,10 @@ class DaemonConfig:
     drain_timeout_s: float = 10.0  # SIGTERM: how long running invokes may finish
     profile: Profile = Profile.RFC  # Sig_Input variant accepted (R15)
     delegation: VerifierConfig | None = None  # RFC 005 verifier settings (verifier_did defaults to ours)
+    # R20: a revocation publisher asked (DELEG_QUERY) about every delegator's
+    # credentials; None = the store alone decides (bounded offline mode).
+    revocation_publisher: str | None = None
+    revocation_publisher_did: str | None = None  # pin the publisher's DID (else whoever answers at the URL)
 
 
 @dataclass(eq=False, slots=True)
@@ -197,9 +204,11 @@ class Daemon:
         deleg_config = config.delegation or VerifierConfig()
         if deleg_config.verifier_did is None:
             deleg_config = replace(deleg_config, verifier_did=identity.did)
-        self.verifier = ChainVerifier(key_resolver, RevocationChecker(store=self.delegations,
-                                                                      cache=self.revocation_status),
-                                      deleg_config)
+        publisher = config.revocation_publisher
+        self.verifier = ChainVerifier(key_resolver, RevocationChecker(
+            store=self.delegations, cache=self.revocation_status,
+            publisher_for=(lambda delegator: publisher) if publisher is not None else None), deleg_config)
+        self._refresh_kick = trio.Event()
         self.deleg_service = DelegationService(self.delegations, key_resolver, own_did=identity.did)
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
                                  limits=limits, config=config.executor, delegation=self.verifier)
@@ -237,6 +246,8 @@ class Daemon:
             # end with the daemon, not with the connection that started them.
             self._nursery = self.jobs.nursery = self.calls.nursery = nursery
             nursery.start_soon(self._timer_loop)
+            if self.config.revocation_publisher is not None:
+                nursery.start_soon(self._revocation_refresher)
             task_status.started(self)
             await trio.sleep_forever()
 
@@ -551,7 +562,35 @@ class Daemon:
             self._close_answered()
         self._rearm()
 
+    async def _revocation_refresher(self) -> None:
+        """R20: ask the configured publisher (DELEG_QUERY) about the
+        (delegator, delegation_id) pairs a verification found stale or
+        missing; their answers refresh the status cache, so the caller's
+        retry after a 5002 (retryable) is decided on fresh data."""
+        url = self.config.revocation_publisher
+        assert url is not None
+        link: Link | None = None
+        while True:
+            await self._refresh_kick.wait()
+            self._refresh_kick = trio.Event()
+            for delegator, delegation_id in self.revocation_status.wanted()[:64]:
+                try:
+                    if link is None or not link.open:
+                        link = await self.connect(url, peer_did=self.config.revocation_publisher_did)
+                    answer = await self.calls.request(link, int(MessageType.DELEG_QUERY),
+                                                      query_body(delegation_id, delegator), timeout_ms=5_000)
+                    result = query_result_from_wire(answer.body)
+                    if (result.delegator, result.delegation_id) != (delegator, delegation_id):
+                        raise AmpError(1001, "the publisher answered about another delegation")
+                    self.revocation_status.put(result)
+                except (AmpError, OSError) as exc:
+                    log.warning("revocation publisher %s: %s", url, shown(str(exc)))
+                    link = None
+                    break
+
     def _audit(self, action: Audit) -> None:
+        if action.decision.error is not None and action.decision.error.code == UNAVAILABLE:
+            self._refresh_kick.set()  # a stale revocation status: ask the publisher
         # RFC 005 §6.4, on the 'ampcap.audit' logger (INFO): a denial is a
         # line a peer can cause at will, so it is throttled like the others.
         if action.decision.allowed:
@@ -589,6 +628,8 @@ class Daemon:
                 self.calls.finish(action.handle, result=action)
             elif kind is QueryFailed:
                 self.calls.finish(action.handle, error=action.error)
+            elif kind is Replied:
+                self.calls.finish(action.handle, result=action)
             elif kind is InvokeProgress:
                 self.calls.progress(action)
             elif kind is InvokeRetrying:

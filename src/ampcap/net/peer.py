@@ -58,6 +58,7 @@ from ..files.identity import load_or_create
 from ..files.manifest import load_manifest
 from ..files.policy import load_policy
 from ..wire.identity import Identity, KeyResolver
+from ..wire.registry import MessageType
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
@@ -552,6 +553,34 @@ class Remote:
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
                                                to=self._to, delegation=evidence)
+
+    # RFC 005 DELEG_* messages: the peer as delegate, verifier or publisher.
+
+    async def deleg_grant(self, credential: Any, *, timeout: float = 10.0) -> None:
+        """DELEG_GRANT: hand the peer a credential (a ``Credential``); it
+        verifies and keeps it, or raises its AmpError."""
+        from ..deleg.bodies import grant_body
+
+        await self._deleg(MessageType.DELEG_GRANT, grant_body(credential), timeout)
+
+    async def deleg_revoke(self, revocation: Any, *, timeout: float = 10.0) -> None:
+        """DELEG_REVOKE: a signed ``Revocation`` (``ampcap.deleg.credential.revoke``)."""
+        from ..deleg.bodies import revoke_body
+
+        await self._deleg(MessageType.DELEG_REVOKE, revoke_body(revocation), timeout)
+
+    async def deleg_query(self, delegation_id: str, *, delegator: str | None = None,
+                          timeout: float = 10.0) -> Any:
+        """DELEG_QUERY: the peer's status for a delegation, as a
+        ``ampcap.deleg.revocation.QueryResult`` (1001 if its answer is not one)."""
+        from ..deleg.bodies import query_body
+        from ..deleg.revocation import query_result_from_wire
+
+        answer = await self._deleg(MessageType.DELEG_QUERY, query_body(delegation_id, delegator), timeout)
+        return query_result_from_wire(answer.body)
+
+    async def _deleg(self, typ: int, body: dict[str, Any], timeout: float) -> Any:
+        return await self._daemon.calls.request(self._link, int(typ), body, timeout_ms=_ms(timeout), to=self._to)
 
     async def aclose(self) -> None:
         self._link.driver.close()

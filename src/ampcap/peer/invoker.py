@@ -67,6 +67,7 @@ __all__ = [
     "InvokeTimedOut",
     "QueryAnswered",
     "QueryFailed",
+    "Replied",
     "InvokerEvent",
     "Target",
     "invoke_body",
@@ -76,7 +77,9 @@ __all__ = [
 BAD_REQUEST, TIMEOUT = 4001, 5003
 _T = MessageType
 _PROVISIONAL = {int(_T.ACK): "ack", int(_T.PROCESSING): "processing", int(_T.PROGRESS): "progress"}
-_FINAL_TYPES = frozenset({int(_T.ERROR), int(_T.CAP_RESULT), int(_T.CAP_DECLARE)})
+# PROC_OK and RESPONSE end a plain request (start_request: the DELEG_* messages).
+_REQUEST_ANSWERS = frozenset({int(_T.PROC_OK), int(_T.RESPONSE)})
+_FINAL_TYPES = frozenset({int(_T.ERROR), int(_T.CAP_RESULT), int(_T.CAP_DECLARE)}) | _REQUEST_ANSWERS
 _REPLY_TYPES = _FINAL_TYPES | frozenset(_PROVISIONAL)
 
 # A call handle is the call's message id (16 bytes).
@@ -197,8 +200,18 @@ class QueryFailed:
     error: AmpError
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replied:
+    """A request's answer (PROC_OK or RESPONSE): its type and body. Its
+    failures are :class:`QueryFailed`, like a query's."""
+
+    handle: Handle
+    typ: int
+    body: Any
+
+
 InvokerEvent = (InvokeProgress | InvokeRetrying | InvokeSucceeded | InvokeFailed | InvokeTimedOut
-                | QueryAnswered | QueryFailed)
+                | QueryAnswered | QueryFailed | Replied)
 
 
 # ---------------------------------------------------------------- bodies
@@ -239,6 +252,7 @@ def invoke_body(target: Target, params: Any, timeout_ms: int | None = None,
 class _Kind(enum.Enum):
     INVOKE = "invoke"
     QUERY = "query"
+    REQUEST = "request"  # any other request answered by PROC_OK / RESPONSE (DELEG_*)
 
 
 @dataclass(slots=True)
@@ -295,6 +309,13 @@ class Invoker:
         timeout = timeout_ms if timeout_ms is not None else self.config.query_timeout_ms
         return self._start(_Kind.QUERY, conn, int(_T.CAP_QUERY), body, timeout, None, to, None, None, now_ms)
 
+    def start_request(self, conn: Hashable, typ: int, body: Any, *, timeout_ms: int | None = None,
+                      to: str | None = None, now_ms: int) -> tuple[Handle, Outbound]:
+        """Begin a request of type ``typ`` answered by PROC_OK or RESPONSE
+        (DELEG_GRANT, DELEG_REVOKE, DELEG_QUERY); never retried."""
+        timeout = timeout_ms if timeout_ms is not None else self.config.query_timeout_ms
+        return self._start(_Kind.REQUEST, conn, typ, body, timeout, None, to, None, None, now_ms)
+
     def _start(self, kind: _Kind, conn: Hashable, typ: int, body: dict[str, Any], timeout_ms: int,
                retry: RetryPolicy | None, to: str | None, thread_id: bytes | None, capability_id: str | None,
                now_ms: int) -> tuple[Handle, Outbound]:
@@ -347,6 +368,9 @@ class Invoker:
             return self._failed(handle, call, err, retryable, now_ms)
         if env.typ == _T.CAP_DECLARE:
             return self._declared(handle, call, body)
+        if env.typ in _REQUEST_ANSWERS:
+            self._end(handle, call)
+            return [Replied(handle=handle, typ=env.typ, body=body)]
         return self._result(handle, call, body, now_ms)
 
     def on_rejected(self, env: Envelope, err: AmpError, now_ms: int) -> list[InvokerEvent | Send | Log]:
@@ -427,7 +451,7 @@ class Invoker:
         if retry is not None:
             return [retry]
         self._end(handle, call)
-        if call.kind is _Kind.QUERY:
+        if call.kind is not _Kind.INVOKE:
             return [QueryFailed(handle=handle, error=err)]
         return [InvokeFailed(handle=handle, error=err, attempts=call.attempts)]
 
@@ -478,7 +502,7 @@ class Invoker:
                 actions.append(retry)
                 continue
             self._end(handle, call)
-            if call.kind is _Kind.QUERY:
+            if call.kind is not _Kind.INVOKE:
                 actions.append(QueryFailed(handle=handle, error=err))
             else:
                 actions.append(InvokeTimedOut(handle=handle, attempts=call.attempts))
@@ -490,6 +514,8 @@ def _answers(call: _Call, typ: int) -> bool:
         return call.kind is _Kind.INVOKE
     if typ == _T.CAP_DECLARE:
         return call.kind is _Kind.QUERY
+    if typ in _REQUEST_ANSWERS:
+        return call.kind is _Kind.REQUEST
     return True
 
 
