@@ -82,3 +82,30 @@ def test_grant_invoke_revoke_show(tmp_path: Path) -> None:
         denied = ampcap(tmp_path, "invoke", daemon.url, ECHO1, "--params", '{"message": "hi"}', "--identity",
                         carol, "--delegation", str(tmp_path / "abc.json"))
         assert denied.returncode == 1 and "3004" in denied.stderr
+
+
+def test_send_and_query(tmp_path: Path) -> None:
+    did = _ids(tmp_path, "alice", "bob")
+    alice = str(tmp_path / "alice.json")
+    grant = ampcap(tmp_path, "deleg", "grant", "--identity", alice, "--to", did["bob"], "--capability", ECHO1,
+                   "--id", "delegation:q", "--state-dir", "none", "-o", str(tmp_path / "ab.json"))
+    assert grant.returncode == 0, grant.stderr
+    with serve_process(tmp_path, "--state-dir", "none") as daemon:
+        sent = ampcap(tmp_path, "deleg", "send", daemon.url, str(tmp_path / "ab.json"), "--identity", alice)
+        assert sent.returncode == 0, sent.stderr
+        assert "credential delegation:q accepted" in sent.stdout
+        q = ampcap(tmp_path, "deleg", "query", daemon.url, "delegation:q", "--delegator", did["alice"], "--json",
+                   "--identity", alice)
+        assert q.returncode == 0, q.stderr
+        assert json.loads(q.stdout)["status"] == "active"
+        rev = ampcap(tmp_path, "deleg", "revoke", "delegation:q", "--identity", alice, "--state-dir", "none",
+                     "-o", str(tmp_path / "rev.json"))
+        assert rev.returncode == 0, rev.stderr
+        sent = ampcap(tmp_path, "deleg", "send", daemon.url, str(tmp_path / "rev.json"), "--identity", alice)
+        assert sent.returncode == 0, sent.stderr
+        q = ampcap(tmp_path, "deleg", "query", daemon.url, "delegation:q", "--delegator", did["alice"],
+                   "--identity", alice)
+        assert q.returncode == 0 and q.stdout.startswith("revoked delegation:q"), q.stdout + q.stderr
+        bad = ampcap(tmp_path, "deleg", "send", daemon.url, str(tmp_path / "missing.json"))
+        assert bad.returncode == 1 and "missing.json" in bad.stderr
+        assert ampcap(tmp_path, "deleg", "query", "nope://x", "id").returncode == 2

@@ -132,6 +132,37 @@ def register(subparsers: Any) -> None:
     s.add_argument("--json", action="store_true", help="the explanation as one JSON document")
     s.set_defaults(func=run_show)
 
+    from ..peer.config import RELAY_DID
+    from .argtypes import seconds
+    from .tls_options import add_tls_client_arguments
+
+    def client_options(c: argparse.ArgumentParser) -> None:
+        c.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
+        c.add_argument("--identity", type=Path, default=None, metavar="FILE", help=ident_help)
+        c.add_argument("--peer-did", default=None, metavar="DID", type=did, help="the daemon's DID, checked")
+        c.add_argument("--timeout", type=seconds(), default=None, metavar="S", help="seconds to wait (default 10)")
+        c.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+        add_tls_client_arguments(c)
+        c.set_defaults(compat=None, to=None, relay_did=RELAY_DID)
+
+    q = sub.add_parser(
+        "query", help="ask a daemon about a delegation (DELEG_QUERY)",
+        description="Send DELEG_QUERY to a daemon (a verifier or revocation publisher) and print its status for "
+                    "the delegation: active, revoked, expired or unknown, with its freshness (updated_at, "
+                    "max_age_s). Without --delegator, an id two issuers use is refused 4001.")
+    client_options(q)
+    q.add_argument("delegation_id", metavar="ID", help="the delegation_id")
+    q.add_argument("--delegator", type=did, default=None, metavar="DID", help="the issuer (recommended)")
+    q.set_defaults(func=run_query)
+
+    snd = sub.add_parser(
+        "send", help="deliver a credential or revocation file to a daemon (DELEG_GRANT / DELEG_REVOKE)",
+        description="Send the last credential of a credential file as DELEG_GRANT, or a revocation file (from "
+                    "`deleg revoke --out`) as DELEG_REVOKE, to the daemon at URL, which verifies and keeps it.")
+    client_options(snd)
+    snd.add_argument("file", type=Path, metavar="FILE", help="a credential or revocation file")
+    snd.set_defaults(func=run_send)
+
 
 def _usage(parser: argparse.ArgumentParser) -> int:
     raise UsageError("choose a subcommand: grant, revoke or show (ampcap deleg --help)")
@@ -270,3 +301,48 @@ def run_show(args: argparse.Namespace) -> int:
         for line in report["lines"]:
             print(printable(line))
     return EXIT_OK if report["verdict"]["decision"] == "allow" else EXIT_FAILURE
+
+
+def run_query(args: argparse.Namespace) -> int:
+    from .client import _json, _run
+
+    async def call(remote: Any) -> str:
+        status = await remote.deleg_query(args.delegation_id, delegator=args.delegator,
+                                          timeout=args.timeout or 10.0)
+        doc = status.to_wire()
+        if args.json:
+            return _json(doc)
+        extra = "".join(f" {k}={doc[k]}" for k in ("expires_at", "revoked_at", "updated_at", "max_age_s") if k in doc)
+        return printable(f"{doc['status']} {doc['delegation_id']} by {doc['delegator']}{extra}")
+
+    return _run(args, call)
+
+
+def run_send(args: argparse.Namespace) -> int:
+    from ..decoders import json_loads
+    from ..deleg.document import REVOCATION_KIND, chain_from_document, revocation_from_document
+    from ..files.read import read_file
+    from .client import _json, _run
+
+    try:
+        raw = read_file(args.file, 1 << 20)
+        data = json_loads(raw)
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"{args.file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    with local_file_errors():
+        if isinstance(data, dict) and data.get("kind") == REVOCATION_KIND:
+            item: Any = revocation_from_document(data, str(args.file))
+            what = "revocation"
+        else:
+            item = chain_from_document(data, str(args.file))[-1]
+            what = "credential"
+
+    async def call(remote: Any) -> str:
+        if what == "revocation":
+            await remote.deleg_revoke(item, timeout=args.timeout or 10.0)
+        else:
+            await remote.deleg_grant(item, timeout=args.timeout or 10.0)
+        done = {"sent": what, "delegation_id": item.delegation_id, "delegator": item.delegator}
+        return _json(done) if args.json else printable(f"{what} {item.delegation_id} accepted")
+
+    return _run(args, call)
