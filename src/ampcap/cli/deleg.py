@@ -64,11 +64,11 @@ def _state_dir(text: str) -> Path | None:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "deleg", help="RFC 005 delegation: grant, revoke and explain credentials",
-        description="Issue delegation credentials (RFC 005) signed by your identity, revoke them, and explain "
-                    "a chain and its verdict. Credentials are files; present one with `ampcap invoke "
-                    "--delegation FILE`. Exit status: 0 done (show: allowed), 1 failure (show: denied), "
-                    "2 usage error.")
+        "deleg", help="RFC 005 delegation: grant, revoke, explain, send and query credentials",
+        description="Issue delegation credentials (RFC 005) signed by your identity, revoke them, explain "
+                    "a chain and its verdict, deliver them to a daemon and ask a daemon about them. "
+                    "Credentials are files; present one with `ampcap invoke --delegation FILE`. Exit status: "
+                    "0 done (show: allowed), 1 failure (show: denied; send/query: the AMP error), 2 usage error.")
     sub = p.add_subparsers(dest="deleg_command", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: _usage(p))
     ident_help = f"identity key file (default {default_identity_path()}; the default file is created if missing)"
@@ -165,7 +165,7 @@ def register(subparsers: Any) -> None:
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
-    raise UsageError("choose a subcommand: grant, revoke or show (ampcap deleg --help)")
+    raise UsageError("choose a subcommand: grant, revoke, show, send or query (ampcap deleg --help)")
 
 
 def _now() -> int:

@@ -32,13 +32,13 @@ def chain_document(chain: Sequence[Credential]) -> dict[str, Any]:
     return {"kind": CHAIN_KIND, "version": 1, "chain": [c.raw.hex() for c in chain]}
 
 
-def _hex(value: Any, where: str) -> bytes:
+def _hex(value: Any) -> bytes:
     if not isinstance(value, str) or len(value) > 2 * MAX_ARTIFACT_BYTES:
-        raise AmpError(_BAD, f"{where}: expected a hex string of at most {MAX_ARTIFACT_BYTES} bytes")
+        raise AmpError(_BAD, f"expected a hex string of at most {MAX_ARTIFACT_BYTES} bytes")
     try:
         return bytes.fromhex(value)
     except ValueError:
-        raise AmpError(_BAD, f"{where}: not hex") from None
+        raise AmpError(_BAD, "not hex") from None
 
 
 def _header(data: Any, kind: str, origin: str) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def chain_from_document(data: Any, origin: str = "delegation file") -> list[Cred
     out = []
     for i, item in enumerate(chain):
         try:
-            out.append(parse_credential(_hex(item, f"chain[{i}]")))
+            out.append(parse_credential(_hex(item)))
         except AmpError as err:
             raise AmpError(err.code, f"{origin}: chain[{i}]: {err.message}") from None
     return out
@@ -71,6 +71,6 @@ def revocation_document(revocation: Revocation) -> dict[str, Any]:
 def revocation_from_document(data: Any, origin: str = "revocation file") -> Revocation:
     data = _header(data, REVOCATION_KIND, origin)
     try:
-        return parse_revocation(_hex(data.get("revocation"), "revocation"))
+        return parse_revocation(_hex(data.get("revocation")))
     except AmpError as err:
-        raise AmpError(err.code, f"{origin}: {err.message}") from None
+        raise AmpError(err.code, f"{origin}: revocation: {err.message}") from None
