@@ -65,6 +65,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--policy", type=Path, default=None, metavar="FILE", help="access policy file (TOML)")
     p.add_argument("--keyring", type=Path, default=None, metavar="FILE",
                    help="keyring (JSON/TOML) resolving non-did:key senders")
+    p.add_argument("--max-chain-depth", type=_chain_depth, default=3, metavar="N",
+                   help="longest RFC 005 delegation chain accepted, in links (default 3, the least RFC 005 "
+                        "allows; at most 64)")
     p.add_argument("--revocation-publisher", default=None, metavar="URL",
                    help="ask this daemon (DELEG_QUERY) whether the delegations presented here are revoked; a "
                         "status it has not confirmed recently is refused 5002, retryable (RFC 005 strict mode)")
@@ -149,6 +152,16 @@ def fit_to_descriptors(max_connections: int) -> int:
     return fitted
 
 
+def _chain_depth(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 3 <= value <= 64:
+        raise argparse.ArgumentTypeError("--max-chain-depth must be between 3 and 64")
+    return value
+
+
 def _state_dir_arg(text: str) -> Path | str:
     from ..store import parse_state_dir
 
@@ -191,6 +204,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     # The daemon's layers load here, when serving, not for every `ampcap` command.
     from ..caps.catalog import Catalog
     from ..caps.params import ParamsValidator
+    from ..deleg.chain import VerifierConfig
     from ..net.daemon import Daemon, DaemonConfig
     from ..peer.executor import ExecutorConfig
     from ..files.policy import load_policy
@@ -231,6 +245,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
         profile=connection.profile, revocation_publisher=args.revocation_publisher,
+        delegation=VerifierConfig(max_chain_depth=args.max_chain_depth),
         revocation_publisher_did=args.revocation_publisher_did)
     from ..store import StateStore, default_state_dir
 
