@@ -47,6 +47,10 @@ def make_peer(policy: dict[str, Any]) -> Peer:
     async def whoami() -> dict:
         return {"ok": True}
 
+    @peer.capability("org.example.onbehalf", "1.0.0")
+    async def onbehalf(ctx: Any) -> dict:
+        return {"delegator": ctx.delegator}
+
     return peer
 
 
@@ -72,6 +76,10 @@ async def test_delegated_invoke_end_to_end_with_policy_by_delegator() -> None:
         async with connect(server.url, identity=carol) as remote:
             assert await remote.invoke("org.example.whoami:1.0.0", delegation=evidence_body([ab, bc])) == \
                 {"ok": True}
+        async with connect(server.url, identity=bob) as remote:
+            # The capability learns on whose behalf it runs.
+            ab2 = grant(alice, bob.did, caps=["org.example.onbehalf"])
+            assert await remote.invoke("org.example.onbehalf:1.0.0", delegation=[ab2]) == {"delegator": alice.did}
         async with connect(server.url, identity=mallory) as remote:
             # Mallory signs a link in Alice's name: forged (3001: the gate
             # refused her, and the chain cannot change that).
