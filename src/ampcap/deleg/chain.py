@@ -213,7 +213,15 @@ def parse_evidence(raw: Any, max_links: int = 64) -> Evidence:
     if len(chain) > max_links:
         # Before anything is decoded: a long chain costs nothing (step 7's code).
         raise AmpError(DELEGATION_INVALID, f"the chain has {len(chain)} links; at most {max_links} are accepted")
-    links = tuple(_credential_bytes(item, i) for i, item in enumerate(chain))
+    found = []
+    for item in chain:  # the well-formed envelope in one test; the slow path says what is wrong
+        if type(item) is dict and len(item) == 2 and item.get("format") == FORMAT:
+            cred = item.get("credential")
+            if type(cred) is bytes:
+                found.append(cred)
+                continue
+        found.append(_credential_bytes(item, len(found)))
+    links = tuple(found)
     proof = raw.get("proof")
     if proof is not None and (not isinstance(proof, bytes) or len(proof) > MAX_PROOF):
         raise AmpError(MALFORMED, "delegation.proof must be a byte string", path="body.delegation.proof")

@@ -437,7 +437,7 @@ class Executor:
         decision: Decision | None = None
         if request.has_delegation:
             try:
-                decision = self._delegation_decision(env, body["delegation"], request, name, now_ms)
+                decision = self._delegation_decision(env, body, request, name, now_ms)
             except _DelegationDenied as denied:
                 if gate_refused:  # the gate's refusal, not the chain's verdict, is what it may learn
                     raise _DelegationDenied(_denied(), denied.decision) from None
@@ -458,8 +458,10 @@ class Executor:
         target = found.value
         # 6. Version compatibility (strict / range / bridge): 4003.
         resolved = self._resolver.check_version(target, request)
-        if decision is not None and decision.effective is not None and decision.effective.names_ids:
-            # A scope that names ids holds the chosen version to them.
+        if (decision is not None and decision.effective is not None and decision.effective.names_ids
+                and (decision.target is None or decision.target.capability_id != str(resolved.descriptor.id))):
+            # A scope that names ids holds the version negotiation chose to them
+            # (a pinned version was checked at step 3 already).
             asked = decision.target or Target(capability=name)
             try:
                 check_target(decision.effective, Target(capability=name, capability_id=str(resolved.descriptor.id),
@@ -471,13 +473,17 @@ class Executor:
         self._params.validate_params(resolved.descriptor, resolved.params)
         return request, resolved, decision
 
-    def _delegation_decision(self, env: Envelope, evidence: Any, request: InvokeRequest, name: str,
+    def _delegation_decision(self, env: Envelope, evidence_owner: Any, request: InvokeRequest, name: str,
                              now_ms: int) -> Decision:
+        """Step 3 for ``evidence_owner`` (the CAP_INVOKE body) carrying ``delegation``."""
+        evidence = evidence_owner["delegation"]
         if self.delegation is None:
             raise AmpError(DELEGATION_INVALID, "delegation is not accepted by this agent")
         capability_id = request.capability_id
         if capability_id is None and request.version is not None:
-            capability_id = f"{name}:{request.version}"
+            # The version as sent (it parsed as SemVer at step 1); str(Version) would rebuild it.
+            version = evidence_owner.get("version")
+            capability_id = f"{name}:{version if isinstance(version, str) else request.version}"
         target = Target(capability=name, capability_id=capability_id)
         decision = self.delegation.evaluate(typ=env.typ, evidence=evidence, caller=env.sender, target=target,
                                             now_ms=now_ms)
