@@ -488,10 +488,10 @@ class Daemon:
         env = inbound.envelope
         typ = env.typ
         now = self.clock.wall_ms()
-        if typ == _INVOKE or typ == _QUERY:  # the executor checks delegation in its own order (R9, R10)
+        if typ == _INVOKE or typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
             self._apply(self.executor.handle(inbound, link, now))
             return
-        violation = delegation_violation(inbound)  # R9 for every other type
+        violation = delegation_violation(inbound)  # RFC 005 §5.3 for every other type
         if violation is not None:
             if typ != int(MessageType.ERROR):
                 self._send(link, error_reply(env, violation))

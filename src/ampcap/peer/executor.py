@@ -541,7 +541,7 @@ class Executor:
         try:
             if self._closing:
                 raise AmpError(UNAVAILABLE, "daemon is shutting down")
-            request = parse_query_body(inbound.body)  # shape 1001; body.delegation 4001 (R9)
+            request = parse_query_body(inbound.body)  # shape 1001; body.delegation 4001 (RFC 005 A.18)
             self._check_caller(env.sender, now_ms)  # 3001, 3005
             if _has_ext_delegation(env):
                 raise AmpError(DELEGATION_INVALID, "delegation is not supported")
