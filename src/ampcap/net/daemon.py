@@ -587,6 +587,10 @@ class Daemon:
                     log.warning("revocation publisher %s: %s", url, shown(str(exc)))
                     link = None
                     break
+                except Exception as exc:  # a bug here must not take the daemon down: statuses stay stale (5002)
+                    log.error("revocation refresh failed: %s", shown(repr(exc)))
+                    link = None
+                    break
 
     def _audit(self, action: Audit) -> None:
         if action.decision.error is not None and action.decision.error.code == UNAVAILABLE:
