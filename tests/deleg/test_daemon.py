@@ -217,3 +217,24 @@ async def test_revocation_publisher_strict_mode_then_fresh_status() -> None:
                         if err.code != 5002:
                             break
                 assert outcome == ({"ok": True} if final is None else final)
+
+
+@pytest.mark.trio
+async def test_unreachable_publisher_keeps_failing_closed_with_5002() -> None:
+    from ampcap.net.daemon import DaemonConfig
+
+    alice, bob = new_identity(), new_identity()
+    verifier = Peer(new_identity(), config=DaemonConfig(revocation_publisher="amp://127.0.0.1:1"))
+
+    @verifier.capability("org.example.whoami", "1.0.0")
+    async def whoami() -> dict:
+        return {"ok": True}
+
+    cred = grant(alice, bob.did, caps=["org.example.whoami"])
+    async with verifier.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=bob) as remote:
+        for _ in range(3):
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.whoami:1.0.0", delegation=[cred])
+            assert info.value.code == 5002 and info.value.retry
+            await trio.sleep(0.1)
+        assert await remote.invoke("org.example.whoami:1.0.0") == {"ok": True}  # plain invokes unaffected
