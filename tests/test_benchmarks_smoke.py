@@ -81,3 +81,8 @@ def test_bench_startup_quick() -> None:
 def test_bench_bindings_quick() -> None:
     out = run_tool("bench_bindings.py", "--quick")
     assert "binding / direct, 1 in flight" in out and "a plain invoke" in out
+
+
+def test_bench_delegation_quick() -> None:
+    out = run_tool("bench_delegation.py", "--quick", "--batch", "8")
+    assert "depth-3, repeated" in out and "repeated depth-3 chain / plain invoke" in out

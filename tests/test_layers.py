@@ -18,15 +18,17 @@ ALLOWED = {
     "wire": {"wire"} | _COMMON,
     "schema": {"schema", "wire"} | _COMMON,
     "caps": {"caps", "schema", "wire"} | _COMMON,
-    "peer": {"peer", "caps", "schema", "wire"} | _COMMON,
-    "dump": {"dump", "caps", "schema", "wire"} | _COMMON,
-    "files": {"files", "peer", "caps", "schema", "wire"} | _COMMON,
+    # RFC 005 delegation: pure rules over signed CBOR, beside caps/ (the executor calls it).
+    "deleg": {"deleg", "caps", "schema", "wire"} | _COMMON,
+    "peer": {"peer", "deleg", "caps", "schema", "wire"} | _COMMON,
+    "dump": {"dump", "deleg", "caps", "schema", "wire"} | _COMMON,
+    "files": {"files", "peer", "deleg", "caps", "schema", "wire"} | _COMMON,
     # The durable state store (R19) is the edge beside files/: it implements the
     # narrow state protocols of the core packages over SQLite, and no core package
     # imports it.
     "store": {"store", "files", "peer", "caps", "schema", "wire", "deleg", "session"} | _COMMON,
 }
-SANS_IO = ("wire", "schema", "caps", "peer", "dump")
+SANS_IO = ("wire", "schema", "caps", "deleg", "peer", "dump")
 FORBIDDEN_LIBRARIES = {"trio", "socket", "asyncio", "selectors"}  # (threading.local is no I/O)
 
 

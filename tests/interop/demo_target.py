@@ -67,10 +67,17 @@ class EchoProvider:
 
     def handle(self, env: Envelope, body: Any) -> list[Outbound]:
         try:
+            if env.ext and any(isinstance(k, str) and "deleg" in k.lower() for k in env.ext):
+                raise AmpError(3004, "delegation evidence outside the signed body")  # RFC 005 A.14
             if env.typ == MessageType.CAP_QUERY:
                 typ, out = MessageType.CAP_DECLARE, self._query(body)
             elif env.typ == MessageType.CAP_INVOKE:
                 typ, out = MessageType.CAP_RESULT, self._invoke(body)
+            elif env.typ == MessageType.DELEG_REVOKE:
+                from ampcap.deleg.bodies import parse_revoke_body
+
+                parse_revoke_body(body)  # 4001 when the ids differ (RFC 005 A.13)
+                typ, out = MessageType.PROC_OK, {}
             else:
                 return []
         except AmpError as exc:

@@ -40,7 +40,8 @@ if not SCHEMA_FILE.exists():  # the suite's own copy
 
 FAST = ProbeSettings(timeout_s=1.0, settle_s=0.05)
 RESULT_VECTORS = {"004:A.2", "004:A.3", "004:A.5", "004:A.20"}  # each expects one CAP_RESULT
-PROVIDER_ERROR_VECTORS = {"004:A.4", "004:A.6", "004:A.8", "004:A.15", "004:A.16", "004:A.17", "004:A.23"}
+PROVIDER_ERROR_VECTORS = {"004:A.4", "004:A.6", "004:A.8", "004:A.15", "004:A.16", "004:A.17", "004:A.23",
+                          "005:A.4", "005:A.14", "005:A.20"}
 
 
 async def _run_against(faults: Faults) -> RunResult:
@@ -76,7 +77,7 @@ async def test_correct_target_passes_every_vector_and_the_report_validates() -> 
     skipped = {r.vector_id: r.notes for r in result.results if r.vector_id not in TARGET_IDS}
     assert all(r.status is Status.SKIP and r.notes for r in result.results if r.vector_id in skipped)
     assert "--self" in skipped["001:A.2"] and "--relay" in skipped["003:A.1"]
-    assert skipped["005:A.4"].startswith("not implemented yet")
+    assert {"005:A.4", "005:A.14", "005:A.20"} <= TARGET_IDS  # RFC 005's vectors run against the target
     report = build_report(result)
     jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text())).validate(report)
     assert report["implementation"]["id"] == result.target_did  # ampcap's HELLO_ACK has no agent_info

@@ -27,6 +27,8 @@ with atheris.instrument_imports(include=["ampcap"]):
     import ampcap.cli.client  # noqa: F401
     import ampcap.cli.dump  # noqa: F401
     import ampcap.cli.main  # noqa: F401
+    import ampcap.deleg.chain  # noqa: F401
+    import ampcap.deleg.service  # noqa: F401
     import ampcap.display  # noqa: F401
     import ampcap.dump.correlate  # noqa: F401
     import ampcap.dump.diag  # noqa: F401

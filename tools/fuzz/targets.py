@@ -332,6 +332,85 @@ def _seeds_dump() -> Iterator[bytes]:
     yield b"\x02" + encode_frame(FrameType.AMP_MESSAGE, _signed_invoke()).hex().encode()
 
 
+# ------------------------------------------------------------- delegation
+
+_DELEG_IDS = [Identity.from_seed(bytes([n]) * 32) for n in (1, 2, 3, 4)]
+_DELEG_NOW = 1_770_000_000_000
+
+
+def _deleg_chain() -> list[bytes]:
+    from ampcap.deleg.credential import issue
+
+    a, b, c, d = _DELEG_IDS
+    return [
+        issue(a, delegation_id="f-1", delegate=b.did, issued_at=_DELEG_NOW - 1000, expires_at=_DELEG_NOW + 60_000,
+              capabilities=["org.ampcap.demo.echo"], actions=["invoke"], allow_subdelegation=True).raw,
+        issue(b, delegation_id="f-2", delegate=c.did, issued_at=_DELEG_NOW - 1000, expires_at=_DELEG_NOW + 60_000,
+              capabilities=["org.ampcap.demo.echo:1.0.0"], allow_subdelegation=True, max_chain_depth=1).raw,
+        issue(c, delegation_id="f-3", delegate=d.did, issued_at=_DELEG_NOW - 1000, expires_at=_DELEG_NOW + 60_000,
+              capabilities=["org.ampcap.demo.echo:1.0.0"]).raw,
+    ]
+
+
+def delegation(data: bytes) -> None:
+    """RFC 005 input from a peer: the first byte picks what the rest is, a
+    CAP_INVOKE's ``body.delegation`` (0), one link of a valid chain (1-3),
+    or a DELEG_GRANT/REVOKE/QUERY body (4-6). The verifier must decide
+    (never raise) within bounds; the DELEG_* roles may raise only AmpError."""
+    from ampcap.deleg.chain import ChainVerifier, VerifierConfig
+    from ampcap.deleg.credential import credential_envelope
+    from ampcap.deleg.revocation import RevocationChecker
+    from ampcap.deleg.scope import Target as DelegTarget
+    from ampcap.deleg.service import DelegationService, MemoryState
+    from ampcap.wire.registry import MessageType
+
+    if not data:
+        return
+    kind, rest = data[0] % 7, data[1:]
+    state = MemoryState()
+    if kind >= 4:
+        service = DelegationService(state, DidKeyResolver(), own_did=_DELEG_IDS[0].did)
+        typ = (MessageType.DELEG_GRANT, MessageType.DELEG_REVOKE, MessageType.DELEG_QUERY)[kind - 4]
+        try:
+            service.handle(int(typ), _body(rest), _DELEG_IDS[0].did, _DELEG_NOW)
+        except AmpError:
+            pass
+        return
+    if kind == 0:
+        evidence = _body(rest)
+    else:
+        links = [credential_envelope(raw) for raw in _deleg_chain()]
+        links[kind - 1] = credential_envelope(rest)
+        evidence = {"chain": links}
+    verifier = ChainVerifier(DidKeyResolver(), RevocationChecker(store=state), VerifierConfig())
+    started = time.perf_counter()
+    for _ in range(2):  # the second time through the chain cache
+        decision = verifier.evaluate(typ=int(MessageType.CAP_INVOKE), evidence=evidence,
+                                     caller=_DELEG_IDS[3].did, now_ms=_DELEG_NOW,
+                                     target=DelegTarget(capability="org.ampcap.demo.echo",
+                                                        capability_id="org.ampcap.demo.echo:1.0.0"))
+        if decision.error is not None and decision.error.code not in (1004, 3001, 3004):
+            raise AssertionError(f"unexpected delegation code {decision.error}")
+        decision.audit.to_json()
+    if time.perf_counter() - started > 1.0:
+        raise AssertionError("a chain took more than a second to decide")
+
+
+def _seeds_delegation() -> Iterator[bytes]:
+    from ampcap.deleg.credential import credential_envelope, revoke
+
+    chain = _deleg_chain()
+    yield b"\x00" + cbor2.dumps({"chain": [credential_envelope(raw) for raw in chain]})
+    yield b"\x00" + cbor2.dumps({"chain": [credential_envelope(raw) for raw in chain],
+                                  "target": {"action": "invoke"}})
+    for i, raw in enumerate(chain):
+        yield bytes([i + 1]) + raw
+    yield b"\x04" + cbor2.dumps({"credential": credential_envelope(chain[0])})
+    rev = revoke(_DELEG_IDS[0], delegation_id="f-1", revoked_at=_DELEG_NOW)
+    yield b"\x05" + cbor2.dumps({"delegation_id": "f-1", "revocation": rev.raw})
+    yield b"\x06" + cbor2.dumps({"delegation_id": "f-1", "delegator": _DELEG_IDS[0].did})
+
+
 @dataclass(frozen=True)
 class Target:
     run: Callable[[bytes], None]
@@ -345,4 +424,5 @@ TARGETS = {
     "invoker": Target(invoker, _seeds_invoker, max_len=1024),
     "dump": Target(dump, _seeds_dump),
     "render": Target(render, _seeds_render),
+    "delegation": Target(delegation, _seeds_delegation),
 }

@@ -181,7 +181,7 @@ def parse_query_body(body: Any) -> QueryRequest:
     if not isinstance(body, dict):
         raise AmpError(SHAPE, "CAP_QUERY body must be a map", path="body")
     if "delegation" in body:
-        # R9 / RFC 001 §4.6: delegation belongs only on CAP_INVOKE.
+        # RFC 005 §5.3 / RFC 001 §4.6: delegation belongs only on CAP_INVOKE (A.18).
         raise AmpError(BAD_REQUEST, "'delegation' is only allowed on CAP_INVOKE", path="body.delegation")
     flt = body.get("filter")
     if not isinstance(flt, dict):

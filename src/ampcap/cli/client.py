@@ -92,6 +92,9 @@ def register(subparsers: Any) -> None:
     which.add_argument("--range", default=None, metavar="R", type=semver_range,
                        help="negotiate within this range, e.g. '>=1.0.0 <2.0.0'")
     i.add_argument("--params", default="{}", metavar="JSON", help="params as JSON (default {})")
+    i.add_argument("--delegation", type=Path, default=None, metavar="FILE",
+                   help="invoke on a delegator's behalf: a credential file from `ampcap deleg grant` whose "
+                        "last link delegates to your identity (RFC 005)")
     i.add_argument("--retry", action="store_true",
                    help="resend the same message (same id, RFC 001 §16.3 back-off) after a local timeout or a "
                         "retryable ERROR such as 5004 OVERLOADED; the provider still runs it at most once")
@@ -274,6 +277,13 @@ def run_invoke(args: argparse.Namespace) -> int:
     if args.version is None and args.range is None and not full_id and uri is None:
         raise UsageError(f"{args.target!r} names no version: give a full id (name:version), --version V or "
                          f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")
+    chain = None
+    if args.delegation is not None:
+        from ..files.delegation import load_chain
+        from .errors import local_file_errors
+
+        with local_file_errors():
+            chain = load_chain(args.delegation)
 
     def show_progress(pct: int | None, text: str | None) -> None:
         print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text, SHOWN_TEXT)}" if text else ""),
@@ -282,7 +292,7 @@ def run_invoke(args: argparse.Namespace) -> int:
     async def call(remote: Any) -> str:
         result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
                                      timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry,
-                                     encrypt=args.encrypt)
+                                     encrypt=args.encrypt, delegation=chain)
         return _json({"result": result}) if args.json else _json(result, indent=2)
 
     return _run(args, call)

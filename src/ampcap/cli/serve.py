@@ -69,6 +69,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--policy", type=Path, default=None, metavar="FILE", help="access policy file (TOML)")
     p.add_argument("--keyring", type=Path, default=None, metavar="FILE",
                    help="keyring (JSON/TOML) resolving non-did:key senders")
+    p.add_argument("--max-chain-depth", type=_chain_depth, default=3, metavar="N",
+                   help="longest RFC 005 delegation chain accepted, in links (default 3, the least RFC 005 "
+                        "allows; at most 64)")
+    p.add_argument("--revocation-publisher", default=None, metavar="URL",
+                   help="ask this daemon (DELEG_QUERY) whether the delegations presented here are revoked; a "
+                        "status it has not confirmed recently is refused 5002, retryable (RFC 005 strict mode)")
+    p.add_argument("--revocation-publisher-did", default=None, metavar="DID", type=did,
+                   help="the publisher's DID, checked when connecting (default: whoever answers at the URL)")
+    p.add_argument("--state-dir", type=_state_dir_arg, default=None, metavar="DIR|none",
+                   help="where the daemon keeps durable state (credentials and revocations, R19; default "
+                        "$XDG_STATE_HOME/ampcap/<DID fingerprint>/; 'none' keeps it in memory)")
     p.add_argument("--framing", choices=("rfc002", "raw"), default=None,
                    help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
     p.add_argument("--compat", choices=("rust-example",), default=None,
@@ -145,6 +156,26 @@ def fit_to_descriptors(max_connections: int) -> int:
     return fitted
 
 
+def _chain_depth(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 3 <= value <= 64:
+        raise argparse.ArgumentTypeError("--max-chain-depth must be between 3 and 64")
+    return value
+
+
+def _state_dir_arg(text: str) -> Path | str:
+    from ..store import parse_state_dir
+
+    try:
+        value = parse_state_dir(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return "none" if value is None else value
+
+
 def _resolver(keyring: Path | None) -> tuple[KeyResolver, list[bytes]]:
     """The key resolver, and the keyring's X25519 secrets: authcrypt to us
     may use one of them (an earlier key of ours, RFC 001 §8.9)."""
@@ -184,6 +215,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     # The daemon's layers load here, when serving, not for every `ampcap` command.
     from ..caps.catalog import Catalog
     from ..caps.params import ParamsValidator
+    from ..deleg.chain import VerifierConfig
     from ..net.daemon import Daemon, DaemonConfig
     from ..peer.executor import ExecutorConfig
     from ..files.policy import load_policy
@@ -223,10 +255,17 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         connection=connection, executor=ExecutorConfig(ack_on_receipt=args.ack),
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
-        profile=connection.profile)
+        profile=connection.profile, revocation_publisher=args.revocation_publisher,
+        delegation=VerifierConfig(max_chain_depth=args.max_chain_depth),
+        revocation_publisher_did=args.revocation_publisher_did)
+    from ..store import StateStore, default_state_dir
+
+    state_dir = args.state_dir if args.state_dir is not None else default_state_dir(identity.did)
+    with local_file_errors():
+        state = StateStore.open(None if state_dir == "none" else Path(state_dir))
     resolver, secrets = _resolver(args.keyring)
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
-                    resolver=resolver, ssl_context=ssl_context, decrypt_with=secrets)
+                    resolver=resolver, ssl_context=ssl_context, decrypt_with=secrets, store=state)
     return daemon, host, port
 
 
@@ -235,7 +274,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from ..net.url import UrlError, parse_url
 
-    for flag, urls in (("--relay", args.relay), ("--connect", args.connect)):
+    publisher = [args.revocation_publisher] if args.revocation_publisher else []
+    for flag, urls in (("--relay", args.relay), ("--connect", args.connect), ("--revocation-publisher", publisher)):
         for url in urls:
             try:
                 parse_url(url)

@@ -16,7 +16,7 @@ from ..wire.cbor import DEFAULT_LIMITS, DecodeLimits
 from ..wire.frames import Frame, FrameType
 from ..wire.identity import KeyResolver
 from ..wire.receive import Finding, Inspection, ReceivePipeline
-from ..wire.registry import type_name
+from ..wire.registry import MessageType, type_name
 from ..wire.signing import Profile
 from ..wire.transport import decode_control_payload
 
@@ -72,6 +72,9 @@ class Record:
     latency_ms: float | None = None
     flags: list[str] = field(default_factory=list)  # correlation problems (count for --strict)
     notes: list[str] = field(default_factory=list)  # informational only
+    # RFC 005: a CAP_INVOKE's body.delegation (or a DELEG_GRANT's credential)
+    # explained: {"links": [...], "verdict": {...}} as ampcap.deleg.explain gives
+    delegation: dict[str, Any] | None = None
 
     @property
     def typ_name(self) -> str | None:
@@ -106,6 +109,7 @@ class Inspector:
         self._pipeline = ReceivePipeline(resolver, limits=limits, decrypt_with=list(decrypt_with),
                                          profile=profile)
         self._schemas = schemas
+        self._resolver = resolver
         self._now = now_ms
         self._count = 0
 
@@ -160,6 +164,34 @@ class Inspector:
         rec.time = report.time.value
         if rec.typ is not None and rec.body_known:
             rec.cddl = self._cddl(rec)
+            if isinstance(rec.body, dict) and ("delegation" in rec.body or rec.typ == _DELEG_GRANT):
+                rec.delegation = self._delegation(rec, now)
+
+    def _delegation(self, rec: Record, now: int) -> dict[str, Any] | None:
+        """The chain a message carries and the RFC 005 §6.1 verdict a
+        verifier at ``to`` would give its sender (revocations are not known
+        to the dump); a DELEG_GRANT's credential is judged as the chain it starts."""
+        from ..deleg.explain import explain_chain
+
+        body = rec.body
+        if not isinstance(body, dict) or rec.sender is None or rec.typ is None:
+            return None
+        verifier_did = rec.to if isinstance(rec.to, str) else None
+        caller: str | None = None
+        capability: str | None = None
+        if rec.typ == _DELEG_GRANT:
+            evidence: Any = {"chain": [body.get("credential")]}
+        else:
+            evidence = body.get("delegation")
+            caller = rec.sender
+            named = body.get("id", body.get("capability"))
+            if isinstance(named, str):
+                version = body.get("version")
+                capability = f"{named}:{version}" if "id" not in body and isinstance(version, str) else named
+        report = explain_chain(evidence if isinstance(evidence, dict) else {"chain": evidence}, caller=caller,
+                               capability=capability, verifier_did=verifier_did, now_ms=now,
+                               resolver=self._resolver, typ=rec.typ)
+        return {"links": report["links"], "verdict": report["verdict"], "summary": report["lines"][-1]}
 
     def _cddl(self, rec: Record) -> CddlVerdict:
         if self._schemas is None or rec.typ is None:
@@ -181,6 +213,9 @@ class Inspector:
                                       f"body does not match its schema: expected {getattr(v, 'expected', '?')}, "
                                       f"found {getattr(v, 'found', '?')}", path))
         return CddlVerdict("invalid" if failing else "valid", tuple(failing), tuple(extensions))
+
+
+_DELEG_GRANT = int(MessageType.DELEG_GRANT)
 
 
 def _body_path(path: Any) -> str:

@@ -63,6 +63,8 @@ def record_to_json(rec: Record) -> dict[str, Any]:
         "notes": list(rec.notes),
         "size": len(rec.raw),
     }
+    if rec.delegation is not None:
+        out["delegation"] = {"links": rec.delegation["links"], "verdict": rec.delegation["verdict"]}
     if rec.frame_type is not None and not rec.is_amp:
         out["control"] = _control_json(rec.control)
     return out
@@ -160,6 +162,13 @@ def render_text(rec: Record, style: Style = Style(), *, max_bytes: int = 24) -> 
     if rec.answers is not None:
         lat = f" after {rec.latency_ms:g} ms" if rec.latency_ms is not None else ""
         lines.append(f"{indent}answers {rec.answers[1]} {rec.answers[0]}{lat}")
+    if rec.delegation is not None:
+        links = rec.delegation["links"]
+        chain = " -> ".join([links[0]["delegator"], *(link["delegate"] for link in links)]) if links else "?"
+        lines.append(f"{indent}delegation: {printable(chain)}")
+        verdict = rec.delegation["summary"]
+        good = rec.delegation["verdict"]["decision"] == "allow"
+        lines.append(indent + (style.good(printable(verdict)) if good else style.bad(printable(verdict))))
     if rec.is_amp and rec.body_known:
         lines.append(f"{indent}body: {diag(rec.body, max_bytes=max_bytes)}")
     elif not rec.is_amp:

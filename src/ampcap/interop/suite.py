@@ -51,7 +51,7 @@ REQUIRED_VECTORS: tuple[str, ...] = (
 )
 
 # Modules that register vectors when imported: one line per plug-in.
-PLUGIN_MODULES: tuple[str, ...] = ()
+PLUGIN_MODULES: tuple[str, ...] = ("ampcap.interop.deleg_vectors",)
 
 # Why a required vector no runner answers is skipped, by RFC.
 UNIMPLEMENTED: dict[str, str] = {

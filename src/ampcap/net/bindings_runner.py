@@ -69,6 +69,8 @@ class RunnerContext:
     version: str
     progress_sink: ProgressSink = _no_progress
     clock_ms: Callable[[], int] = field(default=wall_clock_ms)
+    delegator: str | None = None
+    """RFC 005: the DID the caller acts for (a verified chain's first delegator), or None."""
 
     def now_ms(self) -> int:
         return self.clock_ms()

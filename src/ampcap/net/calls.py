@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..peer.invoker import InvokeProgress, Invoker, QueryAnswered, RetryPolicy, Target
+from ..peer.invoker import InvokeProgress, Invoker, QueryAnswered, Replied, RetryPolicy, Target
 from ..peer.outbound import Outbound
 from ..peer.state import ConnState
 from .clock import Clock
@@ -80,14 +80,16 @@ class Calls:
     async def invoke(self, link: Link, target: Target, params: Any, *, timeout_ms: int,
                      retry: RetryPolicy | None = None,
                      on_progress: Callable[[int | None, str | None], Any] | None = None,
-                     to: str | None = None, encrypt: bool = False) -> Any:
+                     to: str | None = None, encrypt: bool = False,
+                     delegation: Mapping[str, Any] | None = None) -> Any:
         """Send a CAP_INVOKE on ``link`` and wait for its one outcome. ``to``
         addresses another agent than the link's peer (through a relay);
-        ``encrypt`` sends it authcrypted (the replies come back so too)."""
+        ``encrypt`` sends it authcrypted (the replies come back so too);
+        ``delegation`` is RFC 005 evidence carried in the body."""
         if self._refusing:
             raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
         handle, out = self._invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
-                                                 to=to or link.peer_did, encrypt=encrypt,
+                                                 to=to or link.peer_did, encrypt=encrypt, delegation=delegation,
                                                  now_ms=self._clock.wall_ms())
         return await self._await(handle, self.register(link, handle, out, on_progress))
 
@@ -100,6 +102,16 @@ class Calls:
                                                 timeout_ms=timeout_ms, to=to or link.peer_did,
                                                 now_ms=self._clock.wall_ms())
         answer: QueryAnswered = await self._await(handle, self.register(link, handle, out, None))
+        return answer
+
+    async def request(self, link: Link, typ: int, body: Any, *, timeout_ms: int, to: str | None = None) -> Replied:
+        """Send a request answered by PROC_OK or RESPONSE (the DELEG_*
+        messages) and wait for it (or raise the ERROR's AmpError)."""
+        if self._refusing:
+            raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
+        handle, out = self._invoker.start_request(link, typ, body, timeout_ms=timeout_ms, to=to or link.peer_did,
+                                                  now_ms=self._clock.wall_ms())
+        answer: Replied = await self._await(handle, self.register(link, handle, out, None))
         return answer
 
     def register(self, link: Link, handle: bytes, out: Outbound,

@@ -40,6 +40,10 @@ from typing import Any
 import trio
 
 from ..caps.catalog import Catalog
+from ..deleg.chain import ChainVerifier, VerifierConfig
+from ..deleg.bodies import query_body
+from ..deleg.revocation import RevocationChecker, StatusCache, query_result_from_wire
+from ..deleg.service import DelegationService
 from ..display import MESSAGE_LIMIT, printable, shown
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
 from ..schema import load_schemas
@@ -54,7 +58,7 @@ from ..peer.events import (
     MessageRejected,
     Negotiated,
 )
-from ..peer.executor import Cancel, Execute, Executor, ExecutorConfig, delegation_violation
+from ..peer.executor import Audit, Cancel, Execute, Executor, ExecutorConfig, delegation_violation
 from ..peer.invoker import (
     InvokeFailed,
     InvokeProgress,
@@ -65,6 +69,7 @@ from ..peer.invoker import (
     InvokeTimedOut,
     QueryAnswered,
     QueryFailed,
+    Replied,
 )
 from ..peer.limits import InFlightLimits
 from ..peer.logthrottle import LogThrottle
@@ -78,6 +83,8 @@ from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
+from ..store import StateStore
+from ..store.delegation import DelegationStore
 from .calls import Calls
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .jobs import Jobs, LocalHandler
@@ -90,11 +97,14 @@ from .url import AmpUrl, parse_url
 __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler"]
 
 log = logging.getLogger("ampcap.daemon")
+audit_log = logging.getLogger("ampcap.audit")  # RFC 005 §6.4 delegation decisions
 
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
+_DELEG = frozenset(int(t) for t in (MessageType.DELEG_GRANT, MessageType.DELEG_REVOKE, MessageType.DELEG_QUERY))
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
-                                      MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
+                                      MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE,
+                                      MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
 UNAVAILABLE, TIMEOUT = 5002, 5003
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
@@ -120,6 +130,11 @@ class DaemonConfig:
     max_receive_buffer_total: int = 64 << 20
     drain_timeout_s: float = 10.0  # SIGTERM: how long running invokes may finish
     profile: Profile = Profile.RFC  # Sig_Input variant accepted (R15)
+    delegation: VerifierConfig | None = None  # RFC 005 verifier settings (verifier_did defaults to ours)
+    # R20: a revocation publisher asked (DELEG_QUERY) about every delegator's
+    # credentials; None = the store alone decides (bounded offline mode).
+    revocation_publisher: str | None = None
+    revocation_publisher_did: str | None = None  # pin the publisher's DID (else whoever answers at the URL)
 
 
 @dataclass(eq=False, slots=True)
@@ -162,10 +177,12 @@ class Daemon:
                  policy: Policy = ALLOW_ALL, params: Any = None, resolver: KeyResolver | None = None,
                  handlers: Mapping[str, LocalHandler] | None = None, clock: Clock = SYSTEM_CLOCK,
                  entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None,
-                 decrypt_with: Sequence[bytes] = ()) -> None:
+                 decrypt_with: Sequence[bytes] = (), store: StateStore | None = None) -> None:
         """``decrypt_with``: X25519 secrets besides our own to open authcrypt
         messages with (a keyring's, for DIDs this daemon answers for)."""
         self.identity = identity
+        # R19: the durable state (in memory unless serve --state-dir names a directory).
+        self.store = store if store is not None else StateStore.open(None)
         self.catalog = catalog
         self.config = config
         self.clock = clock
@@ -190,11 +207,25 @@ class Daemon:
             params = ParamsValidator(SchemaStore([], offline=True))
         limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
         self._log_throttle = LogThrottle()
+        # RFC 005: credentials and revocations kept in the store; the verifier
+        # consults it for every link (R20; no publisher: bounded offline mode).
+        key_resolver = resolver or DidKeyResolver()
+        self.delegations = DelegationStore(self.store)
+        self.revocation_status = StatusCache()
+        deleg_config = config.delegation or VerifierConfig()
+        if deleg_config.verifier_did is None:
+            deleg_config = replace(deleg_config, verifier_did=identity.did)
+        publisher = config.revocation_publisher
+        self.verifier = ChainVerifier(key_resolver, RevocationChecker(
+            store=self.delegations, cache=self.revocation_status,
+            publisher_for=(lambda delegator: publisher) if publisher is not None else None), deleg_config)
+        self._refresh_kick = trio.Event()
+        self.deleg_service = DelegationService(self.delegations, key_resolver, own_did=identity.did)
         # Terminal replies are sealed by the executor, once: a retry gets the same bytes (R8).
         sealer = Sealer(identity, entropy, resolver, default_ttl_ms=config.connection.default_ttl_ms,
                         profile=config.connection.profile)
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
-                                 limits=limits, config=config.executor, seal=sealer)
+                                 limits=limits, config=config.executor, seal=sealer, delegation=self.verifier)
         self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
@@ -231,6 +262,8 @@ class Daemon:
             nursery.start_soon(self._timer_loop)
             # MCP servers the bindings use start (or are connected) once, now.
             await self.jobs.open_bindings(nursery, [spec.binding for spec in self.catalog.specs])
+            if self.config.revocation_publisher is not None:
+                nursery.start_soon(self._revocation_refresher)
             task_status.started(self)
             await trio.sleep_forever()
 
@@ -512,16 +545,18 @@ class Daemon:
         env = inbound.envelope
         typ = env.typ
         now = self.clock.wall_ms()
-        if typ == _INVOKE or typ == _QUERY:  # the executor checks delegation in its own order (R9, R10)
+        if typ == _INVOKE or typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
             self._apply(self.executor.handle(inbound, link, now))
             return
-        violation = delegation_violation(inbound)  # R9 for every other type
+        violation = delegation_violation(inbound)  # RFC 005 §5.3 for every other type
         if violation is not None:
             if typ != int(MessageType.ERROR):
                 self._send(link, error_reply(env, violation, encrypt=inbound.decrypted))
             return
         if typ in _REPLIES:
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
+        elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
+            self._on_delegation(link, inbound, now)
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
             if link.relay_probe is not None and env.sender == self.identity.did:
                 link.relay_probe.set()  # our own probe, back through the relay: it still forwards to us
@@ -537,6 +572,21 @@ class Daemon:
             log.info("unsupported %s from %s answered 1005", name, shown(env.sender))
             self._send(link, error_reply(env, AmpError(UNKNOWN_TYPE, f"{name} is not supported by this agent",
                                                        path="typ"), encrypt=inbound.decrypted))
+
+    def _on_delegation(self, link: Link, inbound: Any, now: int) -> None:
+        env = inbound.envelope
+        try:
+            typ, body = self.deleg_service.handle(env.typ, inbound.body, env.sender, now)
+        except AmpError as err:
+            log.info("%s from %s refused: %s", MessageType(env.typ).name, shown(env.sender), shown(str(err)))
+            self._send(link, error_reply(env, err))
+            return
+        except Exception as exc:  # a bug must not take the daemon down; the peer still gets one answer
+            log.error("delegation message crashed: %s", shown(repr(exc)))
+            self._send(link, error_reply(env, AmpError(5001, "internal error")))
+            return
+        log.info("%s from %s accepted", MessageType(env.typ).name, shown(env.sender))
+        self._send(link, reply_to(env, typ, body))
 
     # =============================================================== actions
 
@@ -566,18 +616,64 @@ class Daemon:
                 self.jobs.cancel(action.key, action.code)
             elif kind is Log:
                 self._log(action)
+            elif kind is Audit:
+                self._audit(action)
         if self._half_closed:
             self._close_answered()
         self._rearm()
 
+    async def _revocation_refresher(self) -> None:
+        """R20: ask the configured publisher (DELEG_QUERY) about the
+        (delegator, delegation_id) pairs a verification found stale or
+        missing; their answers refresh the status cache, so the caller's
+        retry after a 5002 (retryable) is decided on fresh data."""
+        url = self.config.revocation_publisher
+        assert url is not None
+        link: Link | None = None
+        while True:
+            await self._refresh_kick.wait()
+            self._refresh_kick = trio.Event()
+            for delegator, delegation_id in self.revocation_status.wanted()[:64]:
+                try:
+                    if link is None or not link.open:
+                        link = await self.connect(url, peer_did=self.config.revocation_publisher_did)
+                    answer = await self.calls.request(link, int(MessageType.DELEG_QUERY),
+                                                      query_body(delegation_id, delegator), timeout_ms=5_000)
+                    result = query_result_from_wire(answer.body)
+                    if (result.delegator, result.delegation_id) != (delegator, delegation_id):
+                        raise AmpError(1001, "the publisher answered about another delegation")
+                    self.revocation_status.put(result)
+                except (AmpError, OSError) as exc:
+                    log.warning("revocation publisher %s: %s", url, shown(str(exc)))
+                    link = None
+                    break
+                except Exception as exc:  # a bug here must not take the daemon down: statuses stay stale (5002)
+                    log.error("revocation refresh failed: %s", shown(repr(exc)))
+                    link = None
+                    break
+
+    def _audit(self, action: Audit) -> None:
+        if action.decision.error is not None and action.decision.error.code == UNAVAILABLE:
+            self._refresh_kick.set()  # a stale revocation status: ask the publisher
+        # RFC 005 §6.4, on the 'ampcap.audit' logger (INFO): a denial is a
+        # line a peer can cause at will, so it is throttled like the others.
+        if action.decision.allowed:
+            if audit_log.isEnabledFor(logging.INFO):
+                audit_log.info("%s", printable(action.line, _LOG_LINE_LIMIT))
+        elif audit_log.isEnabledFor(logging.INFO):
+            self._log_throttle.log(audit_log, "delegation denied", logging.INFO, self.clock.monotonic_ms(), "%s",
+                                   printable(action.line, _LOG_LINE_LIMIT))
+
     def _log(self, action: Log) -> None:
         # The core cuts the peer's values in the lines it builds; this bounds
         # any line that quotes one whole all the same.
-        message = printable(action.message, _LOG_LINE_LIMIT)
         if action.topic is None:
-            log.log(action.level, message)
-        else:  # a line a peer can cause at will: at most a few per window
-            self._log_throttle.log(log, action.topic, action.level, self.clock.monotonic_ms(), "%s", message)
+            if log.isEnabledFor(action.level):  # not escaped for nothing (a delegated invoke's audit line)
+                log.log(action.level, printable(action.message, _LOG_LINE_LIMIT))
+            return
+        # A line a peer can cause at will: at most a few per window.
+        message = printable(action.message, _LOG_LINE_LIMIT)
+        self._log_throttle.log(log, action.topic, action.level, self.clock.monotonic_ms(), "%s", message)
 
     def _apply_invoker(self, actions: list[Any]) -> None:
         for action in actions:
@@ -600,6 +696,8 @@ class Daemon:
                 if error.code == TIMEOUT:
                     error = AmpError(TIMEOUT, error.message + self._why_silent(self.calls.link_of(action.handle)))
                 self.calls.finish(action.handle, error=error)
+            elif kind is Replied:
+                self.calls.finish(action.handle, result=action)
             elif kind is InvokeProgress:
                 self.calls.progress(action)
             elif kind is InvokeRetrying:

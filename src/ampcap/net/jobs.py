@@ -108,7 +108,7 @@ class Jobs:
                 self._apply(self._executor.progress(key, pct, text, now_ms=self._clock.wall_ms()))
 
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
-                                progress_sink=progress, clock_ms=self._clock.wall_ms)
+                                progress_sink=progress, clock_ms=self._clock.wall_ms, delegator=job.delegator)
         result: Any = None
         error: AmpError | None = None
         try:
@@ -150,7 +150,7 @@ class Jobs:
         thread and no cancel scope (it cannot be interrupted anyway)."""
         self._received(job)
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
-                                clock_ms=self._clock.wall_ms)
+                                clock_ms=self._clock.wall_ms, delegator=job.delegator)
         result: Any = None
         error: AmpError | None = None
         started = time.perf_counter()

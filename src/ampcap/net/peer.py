@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 import msgspec
 import trio
 
+from ..deleg.chain import evidence_body
 from ..caps.bindings import InvocationContext as _ContextProtocol
 from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
@@ -53,6 +54,7 @@ from ..peer.policy import ALLOW_ALL, Policy
 from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
 from ..files.identity import load_or_create
 from ..wire.identity import Identity, KeyResolver
+from ..wire.registry import MessageType
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
@@ -566,8 +568,13 @@ class Remote:
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
                      negotiate: Negotiate | None = None, params: Any = None, timeout: float = 60.0,
                      on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False,
-                     encrypt: bool = False) -> Any:
+                     encrypt: bool = False, delegation: Any = None) -> Any:
         """CAP_INVOKE and wait for the one outcome; returns the result.
+
+        ``delegation`` invokes on a delegator's behalf (RFC 005): a chain of
+        credentials (:class:`ampcap.deleg.credential.Credential` or their
+        COSE bytes, first link first, the last one delegating to this
+        caller), or an evidence map ``{"chain": [...]}`` as sent.
 
         ``capability`` is a full id (``name:version``) or a name combined
         with exactly one of ``version``, ``range`` or ``negotiate``; an OSSA
@@ -586,9 +593,38 @@ class Remote:
         """
         target = _target(capability, version, range, negotiate)
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
+        evidence = None if delegation is None else evidence_body(delegation)
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
-                                               to=self._to, encrypt=encrypt)
+                                               to=self._to, encrypt=encrypt, delegation=evidence)
+
+    # RFC 005 DELEG_* messages: the peer as delegate, verifier or publisher.
+
+    async def deleg_grant(self, credential: Any, *, timeout: float = 10.0) -> None:
+        """DELEG_GRANT: hand the peer a credential (a ``Credential``); it
+        verifies and keeps it, or raises its AmpError."""
+        from ..deleg.bodies import grant_body
+
+        await self._deleg(MessageType.DELEG_GRANT, grant_body(credential), timeout)
+
+    async def deleg_revoke(self, revocation: Any, *, timeout: float = 10.0) -> None:
+        """DELEG_REVOKE: a signed ``Revocation`` (``ampcap.deleg.credential.revoke``)."""
+        from ..deleg.bodies import revoke_body
+
+        await self._deleg(MessageType.DELEG_REVOKE, revoke_body(revocation), timeout)
+
+    async def deleg_query(self, delegation_id: str, *, delegator: str | None = None,
+                          timeout: float = 10.0) -> Any:
+        """DELEG_QUERY: the peer's status for a delegation, as a
+        ``ampcap.deleg.revocation.QueryResult`` (1001 if its answer is not one)."""
+        from ..deleg.bodies import query_body
+        from ..deleg.revocation import query_result_from_wire
+
+        answer = await self._deleg(MessageType.DELEG_QUERY, query_body(delegation_id, delegator), timeout)
+        return query_result_from_wire(answer.body)
+
+    async def _deleg(self, typ: int, body: dict[str, Any], timeout: float) -> Any:
+        return await self._daemon.calls.request(self._link, int(typ), body, timeout_ms=_ms(timeout), to=self._to)
 
     async def aclose(self) -> None:
         self._link.driver.close()

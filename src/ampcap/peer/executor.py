@@ -41,6 +41,7 @@ validated afresh and cannot run anything twice.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ from ..caps.bodies import (
     result_error,
     result_success,
 )
+from ..deleg.chain import ChainVerifier, Decision, Step
+from ..deleg.scope import Target, check_target
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, LocalProtocolError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
@@ -89,6 +92,8 @@ __all__ = [
     "Execute",
     "Cancel",
     "Log",
+    "Audit",
+    "audit_line",
     "Action",
     "Executor",
     "delegation_violation",
@@ -196,6 +201,7 @@ class Job:
     session: Mapping[str, Any] | None
     adapt_result: Callable[[Any], Any] | None = None  # see Resolved
     encrypted: bool = False  # the invoke came authcrypted: so do its replies
+    delegator: str | None = None  # a delegated invoke: on whose behalf (RFC 005, the first link's delegator)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,7 +217,20 @@ class Cancel:
     code: int
 
 
-Action = Send | Execute | Cancel | Log
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """RFC 005 §6.4: a delegated invoke's decision, allowed or denied. The
+    edge keeps or logs it (:func:`audit_line`); building the line costs
+    nothing when nobody reads it."""
+
+    decision: Decision
+
+    @property
+    def line(self) -> str:
+        return audit_line(self.decision)
+
+
+Action = Send | Execute | Cancel | Log | Audit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,14 +251,14 @@ class ExecutorConfig:
 
 
 def delegation_violation(inbound: Inbound) -> AmpError | None:
-    """RFC 001 §4.6 / ruling R9 for the messages the executor does not
-    handle (replies, PING, MESSAGE…): delegation hints in ``ext`` → 3004;
-    ``body.delegation`` → 4001. CAP_INVOKE and CAP_QUERY are checked by the
-    executor itself, in their validation order (after the caller's policy,
-    so a denied caller learns nothing more, R10)."""
+    """RFC 005 §5.3 for the messages the executor does not handle (replies,
+    PING, MESSAGE…): delegation evidence in ``ext`` → 3004 (A.14);
+    ``body.delegation`` → 4001 (A.18). CAP_INVOKE and CAP_QUERY are checked
+    by the executor itself, in their validation order (after the caller's
+    policy, so a denied caller learns nothing more, R10)."""
     env = inbound.envelope
     if _has_ext_delegation(env):
-        return AmpError(DELEGATION_INVALID, "delegation is not supported")
+        return AmpError(DELEGATION_INVALID, "delegation evidence outside the signed body is not accepted")
     if env.typ != _INVOKE and isinstance(inbound.body, dict) and "delegation" in inbound.body:
         return AmpError(BAD_REQUEST, "'delegation' is only allowed on CAP_INVOKE", path="body.delegation")
     return None
@@ -254,6 +273,28 @@ def _operator_lines(err: AmpError) -> list[Action]:
 def _has_ext_delegation(env: Envelope) -> bool:
     # Unsigned-for-authorization hints: any ext key naming delegation.
     return bool(env.ext) and any(isinstance(k, str) and "deleg" in k.lower() for k in env.ext)  # type: ignore[union-attr]
+
+
+class _DelegationDenied(Exception):
+    """A delegation step refused the invoke: the error for the caller and
+    the decision (with its audit record) for the log."""
+
+    def __init__(self, error: AmpError, decision: Decision) -> None:
+        super().__init__(error.message)
+        self.error, self.decision = error, decision
+
+
+def audit_line(decision: Decision) -> str:
+    """RFC 005 §6.4: one line per delegated decision (ids and DIDs, no payloads).
+    The DIDs passed the DID grammar (printable ASCII) where they were read;
+    delegation ids are the peer's text, shown escaped and cut."""
+    err, t = decision.error, decision.target
+    ids = ",".join(f"{c.delegator}/{shown(c.delegation_id, 80)}" for c in decision.chain)
+    what = "-" if t is None else shown(t.capability_id or t.capability)
+    return (f"delegation {'allow' if err is None else 'deny'} code={0 if err is None else err.code} "
+            f"step={decision.step_label} requester={decision.caller} "
+            f"delegator={decision.delegator or '-'} ids=[{ids}] target={what} "
+            f"at={decision.evaluated_at}: {'allowed' if err is None else shown(err.message)}")
 
 
 class _Deferred:
@@ -278,11 +319,12 @@ class Executor:
     def __init__(self, *, registry: CapabilityDirectory | None, resolver: CapabilityResolver,
                  params: ParamsChecker, seal: Callable[[Outbound, int], Outbound],
                  policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
-                 config: ExecutorConfig = ExecutorConfig()) -> None:
+                 config: ExecutorConfig = ExecutorConfig(), delegation: ChainVerifier | None = None) -> None:
         """``seal`` signs a terminal reply the way its connection would
         (:class:`~ampcap.peer.sealing.Sealer`): the result carries its wire
         bytes, kept for retries (R8)."""
         self._registry = registry
+        self.delegation = delegation  # None: every body.delegation is refused 3004
         self._resolver = resolver
         self._params = params
         self._seal = seal
@@ -358,7 +400,10 @@ class Executor:
         try:
             if self._closing:
                 raise AmpError(UNAVAILABLE, "daemon is shutting down")
-            request, resolved = self._validate(env, inbound.body, conn, now_ms)
+            request, resolved, decision = self._validate(env, inbound.body, conn, now_ms)
+        except _DelegationDenied as denied:
+            advance(state, InvokeInput.REJECT)
+            return actions + [Audit(denied.decision)] + self._reject(inbound, conn, denied.error, now_ms)
         except AmpError as err:
             advance(state, InvokeInput.REJECT)
             return actions + _operator_lines(err) + self._reject(inbound, conn, err, now_ms)
@@ -373,7 +418,10 @@ class Executor:
                   params=resolved.params, binding=resolved.binding,
                   deadline_ms=now_ms + min(timeout, self.config.max_timeout_ms),
                   thread_id=env.thread_id, session=request.session, adapt_result=resolved.adapt_result,
-                  encrypted=inbound.decrypted)
+                  encrypted=inbound.decrypted,
+                  delegator=decision.delegator if decision is not None else None)
+        if decision is not None:
+            actions.append(Audit(decision))
         self._limits.acquire(conn)  # room was checked in step 2, nothing ran since
         self._cache.start(key, inbound.fingerprint, conn, expires_at=env.ts + env.ttl)
         self._running[key] = _Running(job, state)
@@ -381,32 +429,88 @@ class Executor:
         actions.append(Execute(job=job))
         return actions
 
-    def _validate(self, env: Envelope, body: Any, conn: Hashable, now_ms: int) -> tuple[InvokeRequest, Resolved]:
-        """RFC 004 §7.2, in order. The first failing step's AmpError escapes."""
+    def _validate(self, env: Envelope, body: Any, conn: Hashable,
+                  now_ms: int) -> tuple[InvokeRequest, Resolved, Decision | None]:
+        """RFC 004 §7.2, in order. The first failing step's AmpError escapes
+        (a delegation denial as :class:`_DelegationDenied`, with its audit)."""
         # 1. Body shape and required fields: 1001; identity-form conflicts: 4001 (R6).
         request = parse_invoke_body(body)
         # 2. Coarse policy, without knowing the capability: 3001, 3005, 5004.
-        self._check_caller(env.sender, now_ms)
+        #    A caller the gate refuses may still come in on a delegator's
+        #    authority (docs/policy.md): its refusal waits for step 3.
+        gate_refused = not self._policy.caller_allowed(env.sender)
+        if gate_refused and not (request.has_delegation and self.delegation is not None
+                                 and self._policy.admits_delegates()):
+            raise _denied()
+        self._check_rate(env.sender, now_ms)
         self._limits.check(conn)
-        # 3. Delegation (RFC 005 not implemented, R9): body.delegation or ext hints → 3004.
-        if request.has_delegation or _has_ext_delegation(env):
-            raise AmpError(DELEGATION_INVALID, "delegation is not supported")
+        # 3. Delegation (RFC 005 §6.1): only signed body evidence counts;
+        #    evidence in ext is refused whatever the body holds (A.14).
+        if _has_ext_delegation(env):
+            raise AmpError(DELEGATION_INVALID, "delegation evidence outside the signed body is not accepted")
+        name = self._resolver.canonical_name(request.name)
+        decision: Decision | None = None
+        if request.has_delegation:
+            try:
+                decision = self._delegation_decision(env, body, request, name, now_ms)
+            except _DelegationDenied as denied:
+                if gate_refused:  # the gate's refusal, not the chain's verdict, is what it may learn
+                    raise _DelegationDenied(_denied(), denied.decision) from None
+                raise
+            if gate_refused and not self._policy.admits_delegate(env.sender, decision.delegator):
+                raise _denied()
         # 4. Capability identity resolution (aliases, legacy type → canonical): 4002,
         #    held back until step 5 passed so a denied caller learns nothing (R10).
-        name = self._resolver.canonical_name(request.name)
         found = self._defer(self._resolver.resolve_identity, request)
         # 5. Capability-scoped ACL on the canonical requested name: 3001; an
-        #    unknown name is 3001 too for a caller some rule refuses (R10).
-        if not self._policy.capability_allowed(env.sender, name):
+        #    unknown name is 3001 too for a caller some rule refuses (R10). A
+        #    delegated invoke may use what its delegator may (docs/policy.md).
+        if not self._policy.capability_allowed(env.sender, name,
+                                               delegator=decision.delegator if decision is not None else None):
             raise _denied()
         if found.error is not None:
             raise self._as_seen_by(env.sender, found.error)
         target = found.value
         # 6. Version compatibility (strict / range / bridge): 4003.
         resolved = self._resolver.check_version(target, request)
+        if (decision is not None and decision.effective is not None and decision.effective.names_ids
+                and (decision.target is None or decision.target.capability_id != str(resolved.descriptor.id))):
+            # A scope that names ids holds the version negotiation chose to them
+            # (a pinned version was checked at step 3 already).
+            asked = decision.target or Target(capability=name)
+            try:
+                check_target(decision.effective, Target(capability=name, capability_id=str(resolved.descriptor.id),
+                                                        action=asked.action, resource=asked.resource))
+            except AmpError as err:
+                refused = dataclasses.replace(decision, allowed=False, error=err, step=Step.TARGET)
+                raise _DelegationDenied(AmpError(DELEGATION_INVALID, "delegation invalid"), refused) from None
         # 7. Input schema: 4004; a missing or corrupt offline artifact: 5002.
         self._params.validate_params(resolved.descriptor, resolved.params)
-        return request, resolved
+        return request, resolved, decision
+
+    def _delegation_decision(self, env: Envelope, evidence_owner: Any, request: InvokeRequest, name: str,
+                             now_ms: int) -> Decision:
+        """Step 3 for ``evidence_owner`` (the CAP_INVOKE body) carrying ``delegation``."""
+        evidence = evidence_owner["delegation"]
+        if self.delegation is None:
+            raise AmpError(DELEGATION_INVALID, "delegation is not accepted by this agent")
+        capability_id = request.capability_id
+        if capability_id is None and request.version is not None:
+            # The version as sent (it parsed as SemVer at step 1); str(Version) would rebuild it.
+            version = evidence_owner.get("version")
+            capability_id = f"{name}:{version if isinstance(version, str) else request.version}"
+        target = Target(capability=name, capability_id=capability_id)
+        decision = self.delegation.evaluate(typ=env.typ, evidence=evidence, caller=env.sender, target=target,
+                                            now_ms=now_ms)
+        if decision.error is not None:
+            err = decision.error
+            # §8 / RFC 004 §7.2: minimal detail towards the caller (the audit keeps the reason).
+            if err.code == DELEGATION_INVALID:
+                err = AmpError(DELEGATION_INVALID, "delegation invalid")
+            elif err.code == UNAUTHORIZED:
+                err = _denied()
+            raise _DelegationDenied(err, decision)
+        return decision
 
     def _as_seen_by(self, sender: str, err: AmpError) -> AmpError:
         """A lookup's error as ``sender`` may see it: 4002 (no such name) is
@@ -419,6 +523,9 @@ class Executor:
     def _check_caller(self, sender: str, now_ms: int) -> None:
         if not self._policy.caller_allowed(sender):
             raise _denied()
+        self._check_rate(sender, now_ms)
+
+    def _check_rate(self, sender: str, now_ms: int) -> None:
         if self._rates is not None and not self._rates.allow(sender, now_ms):
             raise AmpError(RATE_LIMITED, "rate limit exceeded; retry later")
 
@@ -449,7 +556,7 @@ class Executor:
         try:
             if self._closing:
                 raise AmpError(UNAVAILABLE, "daemon is shutting down")
-            request = parse_query_body(inbound.body)  # shape 1001; body.delegation 4001 (R9)
+            request = parse_query_body(inbound.body)  # shape 1001; body.delegation 4001 (RFC 005 A.18)
             self._check_caller(env.sender, now_ms)  # 3001, 3005
             if _has_ext_delegation(env):
                 raise AmpError(DELEGATION_INVALID, "delegation is not supported")

@@ -67,6 +67,7 @@ __all__ = [
     "InvokeTimedOut",
     "QueryAnswered",
     "QueryFailed",
+    "Replied",
     "InvokerEvent",
     "Target",
     "invoke_body",
@@ -76,7 +77,9 @@ __all__ = [
 BAD_REQUEST, TIMEOUT = 4001, 5003
 _T = MessageType
 _PROVISIONAL = {int(_T.ACK): "ack", int(_T.PROCESSING): "processing", int(_T.PROGRESS): "progress"}
-_FINAL_TYPES = frozenset({int(_T.ERROR), int(_T.CAP_RESULT), int(_T.CAP_DECLARE)})
+# PROC_OK and RESPONSE end a plain request (start_request: the DELEG_* messages).
+_REQUEST_ANSWERS = frozenset({int(_T.PROC_OK), int(_T.RESPONSE)})
+_FINAL_TYPES = frozenset({int(_T.ERROR), int(_T.CAP_RESULT), int(_T.CAP_DECLARE)}) | _REQUEST_ANSWERS
 _REPLY_TYPES = _FINAL_TYPES | frozenset(_PROVISIONAL)
 
 # A call handle is the call's message id (16 bytes).
@@ -197,8 +200,18 @@ class QueryFailed:
     error: AmpError
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replied:
+    """A request's answer (PROC_OK or RESPONSE): its type and body. Its
+    failures are :class:`QueryFailed`, like a query's."""
+
+    handle: Handle
+    typ: int
+    body: Any
+
+
 InvokerEvent = (InvokeProgress | InvokeRetrying | InvokeSucceeded | InvokeFailed | InvokeTimedOut
-                | QueryAnswered | QueryFailed)
+                | QueryAnswered | QueryFailed | Replied)
 
 
 # ---------------------------------------------------------------- bodies
@@ -207,10 +220,12 @@ InvokerEvent = (InvokeProgress | InvokeRetrying | InvokeSucceeded | InvokeFailed
 Target = str | tuple[str, str | Mapping[str, Any]]
 
 
-def invoke_body(target: Target, params: Any, timeout_ms: int | None = None) -> dict[str, Any]:
+def invoke_body(target: Target, params: Any, timeout_ms: int | None = None,
+                delegation: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A CAP_INVOKE body. ``(name, "1.2.0")`` pins a version; a string with
     comparators (``">=1.0.0 <2.0.0"``) becomes ``negotiate.range``; a map is
-    sent as the ``negotiate`` hints unchanged."""
+    sent as the ``negotiate`` hints unchanged. ``delegation`` is RFC 005
+    evidence (``{"chain": [...]}``), carried in the signed body."""
     # Keys are inserted in RFC 8949 order (shorter first, then bytewise), so
     # the deterministic encoder finds nothing to sort on the hot path.
     body: dict[str, Any] = {}
@@ -227,6 +242,8 @@ def invoke_body(target: Target, params: Any, timeout_ms: int | None = None) -> d
         else:
             body["version"] = spec
         body["capability"] = name  # "params" (6), "version" (7), "negotiate" (9) come before it (10)
+    if delegation is not None:
+        body["delegation"] = dict(delegation)  # "capability" < "delegation" < "timeout_ms"
     if timeout_ms is not None:
         body["timeout_ms"] = timeout_ms  # after "capability": same length, 'c' < 't'
     return body
@@ -235,6 +252,7 @@ def invoke_body(target: Target, params: Any, timeout_ms: int | None = None) -> d
 class _Kind(enum.Enum):
     INVOKE = "invoke"
     QUERY = "query"
+    REQUEST = "request"  # any other request answered by PROC_OK / RESPONSE (DELEG_*)
 
 
 @dataclass(slots=True)
@@ -269,12 +287,13 @@ class Invoker:
     def start_invoke(self, conn: Hashable, target: Target, params: Any, *, timeout_ms: int | None = None,
                      retry: RetryPolicy | None = None, to: str | None = None,
                      thread_id: bytes | None = None, encrypt: bool = False,
+                     delegation: Mapping[str, Any] | None = None,
                      now_ms: int) -> tuple[Handle, Outbound]:
         """Begin a CAP_INVOKE. ``timeout_ms`` is the local deadline per attempt
         and is also sent in the body, so the provider gives up no later.
         ``encrypt`` sends it authcrypted to ``to`` (RFC 001 §8.5)."""
         timeout = timeout_ms if timeout_ms is not None else self.config.default_timeout_ms
-        body = invoke_body(target, params, timeout)
+        body = invoke_body(target, params, timeout, delegation)
         return self._start(_Kind.INVOKE, conn, int(_T.CAP_INVOKE), body, timeout, retry, to, thread_id,
                            target if isinstance(target, str) else None, now_ms, encrypt)
 
@@ -291,6 +310,13 @@ class Invoker:
             body["order"] = order
         timeout = timeout_ms if timeout_ms is not None else self.config.query_timeout_ms
         return self._start(_Kind.QUERY, conn, int(_T.CAP_QUERY), body, timeout, None, to, None, None, now_ms)
+
+    def start_request(self, conn: Hashable, typ: int, body: Any, *, timeout_ms: int | None = None,
+                      to: str | None = None, now_ms: int) -> tuple[Handle, Outbound]:
+        """Begin a request of type ``typ`` answered by PROC_OK or RESPONSE
+        (DELEG_GRANT, DELEG_REVOKE, DELEG_QUERY); never retried."""
+        timeout = timeout_ms if timeout_ms is not None else self.config.query_timeout_ms
+        return self._start(_Kind.REQUEST, conn, typ, body, timeout, None, to, None, None, now_ms)
 
     def _start(self, kind: _Kind, conn: Hashable, typ: int, body: dict[str, Any], timeout_ms: int,
                retry: RetryPolicy | None, to: str | None, thread_id: bytes | None, capability_id: str | None,
@@ -344,6 +370,9 @@ class Invoker:
             return self._failed(handle, call, err, retryable, now_ms)
         if env.typ == _T.CAP_DECLARE:
             return self._declared(handle, call, body)
+        if env.typ in _REQUEST_ANSWERS:
+            self._end(handle, call)
+            return [Replied(handle=handle, typ=env.typ, body=body)]
         return self._result(handle, call, body, now_ms)
 
     def on_rejected(self, env: Envelope, err: AmpError, now_ms: int) -> list[InvokerEvent | Send | Log]:
@@ -424,7 +453,7 @@ class Invoker:
         if retry is not None:
             return [retry]
         self._end(handle, call)
-        if call.kind is _Kind.QUERY:
+        if call.kind is not _Kind.INVOKE:
             return [QueryFailed(handle=handle, error=err)]
         return [InvokeFailed(handle=handle, error=err, attempts=call.attempts)]
 
@@ -475,7 +504,7 @@ class Invoker:
                 actions.append(retry)
                 continue
             self._end(handle, call)
-            if call.kind is _Kind.QUERY:
+            if call.kind is not _Kind.INVOKE:
                 actions.append(QueryFailed(handle=handle, error=err))
             else:
                 actions.append(InvokeTimedOut(handle=handle, attempts=call.attempts))
@@ -487,6 +516,8 @@ def _answers(call: _Call, typ: int) -> bool:
         return call.kind is _Kind.INVOKE
     if typ == _T.CAP_DECLARE:
         return call.kind is _Kind.QUERY
+    if typ in _REQUEST_ANSWERS:
+        return call.kind is _Kind.REQUEST
     return True
 
 

@@ -8,7 +8,10 @@ A policy is a small TOML file (format and example in ``docs/policy.md``):
   ``org.ampcap.demo.*``) with their own ``allow`` / ``deny`` lists; the
   *first* table whose ``match`` fits the capability name decides (firewall
   style, so the file reads top to bottom);
-* ``[rate_limit]``: a token bucket per sender (``rate`` per second, ``burst``).
+* ``[rate_limit]``: a token bucket per sender (``rate`` per second, ``burst``);
+* ``delegators`` (top level and per ``[[capability]]``): grants by delegator
+  for delegated invokes (RFC 005): a caller with a verified chain from a
+  listed DID is admitted, as if it were listed itself (``deny`` still wins).
 
 Patterns are exact strings, or contain ``*`` which matches any run of
 characters (``did:web:example.com:*``). Nothing else is special, so DIDs
@@ -78,11 +81,17 @@ class CapabilityRule:
     match: Pattern
     allow: tuple[Pattern, ...] | None = None
     deny: tuple[Pattern, ...] = ()
+    delegators: tuple[Pattern, ...] = ()
+    """A delegated invoke (RFC 005) whose verified chain starts at one of
+    these DIDs may use the matching capabilities too (``deny`` still wins)."""
 
     def permits(self, did: str) -> bool:
         if _any(self.deny, did):
             return False
         return self.allow is None or _any(self.allow, did)
+
+    def permits_delegated(self, did: str, delegator: str) -> bool:
+        return self.permits(did) or (not _any(self.deny, did) and _any(self.delegators, delegator))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +111,9 @@ class Policy:
     capabilities: tuple[CapabilityRule, ...] = ()
     rate_limit: RateLimit | None = None
     source: str = "<default>"
+    delegators: tuple[Pattern, ...] = ()
+    """Callers the gate would refuse are admitted when they present a valid
+    delegation chain from one of these DIDs (and are not in ``deny``)."""
 
     def caller_allowed(self, did: str) -> bool:
         """Step 2, coarse: may this DID talk to us at all?"""
@@ -111,16 +123,26 @@ class Policy:
             return True
         return self.default_allow
 
-    def capability_allowed(self, did: str, name: str) -> bool:
+    def capability_allowed(self, did: str, name: str, *, delegator: str | None = None) -> bool:
         """Step 5: may this DID use capability ``name`` (canonical form)?
+        ``delegator``: the invoke is delegated, and its chain (verified)
+        starts at this DID.
 
         Decided on the *name* alone, so the answer cannot depend on whether
         the capability or the version exists (ruling R10).
         """
         for rule in self.capabilities:
             if rule.match.matches(name):
-                return rule.permits(did)
+                return rule.permits(did) if delegator is None else rule.permits_delegated(did, delegator)
         return True
+
+    def admits_delegates(self) -> bool:
+        """Could a caller the gate refuses come in on a delegator's authority?"""
+        return bool(self.delegators)
+
+    def admits_delegate(self, did: str, delegator: str | None) -> bool:
+        """Step 2, deferred past step 3: a refused caller with a verified chain from a listed delegator."""
+        return delegator is not None and not _any(self.deny, did) and _any(self.delegators, delegator)
 
     def restricts(self, did: str) -> bool:
         """Does some capability rule refuse this DID? Such a caller is told
@@ -188,8 +210,8 @@ class _Problems:
             raise AmpError(_BAD_CONFIG, self.items[0] + more, details=list(self.items))
 
 
-_TOP_KEYS = frozenset({"default", "allow", "deny", "capability", "rate_limit"})
-_RULE_KEYS = frozenset({"match", "allow", "deny"})
+_TOP_KEYS = frozenset({"default", "allow", "deny", "delegators", "capability", "rate_limit"})
+_RULE_KEYS = frozenset({"match", "allow", "deny", "delegators"})
 _RATE_KEYS = frozenset({"rate", "burst", "max_senders"})
 
 
@@ -225,7 +247,8 @@ def _rule(i: int, table: Any, out: _Problems) -> CapabilityRule | None:
         return None
     allow = _patterns(table["allow"], where + ".allow", out) if "allow" in table else None
     deny = _patterns(table.get("deny", []), where + ".deny", out)
-    return CapabilityRule(match=Pattern(match), allow=allow, deny=deny)
+    delegators = _patterns(table.get("delegators", []), where + ".delegators", out)
+    return CapabilityRule(match=Pattern(match), allow=allow, deny=deny, delegators=delegators)
 
 
 def _rate(table: Any, out: _Problems) -> RateLimit | None:
@@ -258,6 +281,7 @@ def parse_policy(data: Mapping[str, Any], *, source: str = "<data>") -> Policy:
         out.add("default", 'expected "allow" or "deny"')
     allow = _patterns(data.get("allow", []), "allow", out)
     deny = _patterns(data.get("deny", []), "deny", out)
+    delegators = _patterns(data.get("delegators", []), "delegators", out)
     rules_raw = data.get("capability", [])
     rules: list[CapabilityRule] = []
     if not isinstance(rules_raw, list):
@@ -270,4 +294,4 @@ def parse_policy(data: Mapping[str, Any], *, source: str = "<data>") -> Policy:
     rate = _rate(data["rate_limit"], out) if "rate_limit" in data else None
     out.raise_if_any()
     return Policy(default_allow=default == "allow", allow=allow, deny=deny, capabilities=tuple(rules),
-                  rate_limit=rate, source=source)
+                  rate_limit=rate, source=source, delegators=delegators)

@@ -80,7 +80,7 @@ BODY_RULES = {int(k): v for k, v in BODY_RULES.items()}
 _INVOKE_SHAPE_RULE = "cap-invoke-any-form"
 _INVOKE = int(T.CAP_INVOKE)
 
-SCHEMA_FILES = ("rfc001.cddl", "rfc002.cddl", "rfc004.cddl", "rfc006.cddl", "ampcap.cddl")
+SCHEMA_FILES = ("rfc001.cddl", "rfc002.cddl", "rfc004.cddl", "rfc005.cddl", "rfc006.cddl", "ampcap.cddl")
 
 
 def schema_sources() -> list[tuple[str, str]]:

@@ -382,6 +382,10 @@ class ReceivePipeline:
             failures.append(AmpError(int(getattr(violation, "code", 1001)),
                                      f"body does not match its schema: expected {expected}, found {found}",
                                      path=full_path))
+        if failures and typ != _CAP_INVOKE and isinstance(body, dict) and "delegation" in body:
+            # RFC 005 §5.3, A.18: delegation on any other type is 4001, even
+            # where the type's body admits no such field (PING's is null).
+            return [AmpError(4001, "'delegation' is only allowed on CAP_INVOKE", path="body.delegation")]
         return failures
 
 
@@ -392,6 +396,8 @@ def _other_profile(ours: Profile, env: Envelope, headers: SignedHeaders, body_by
             return profile
     return None
 
+
+_CAP_INVOKE = int(MessageType.CAP_INVOKE)
 
 _TIME_MESSAGES = {
     TimeVerdict.EXPIRED: "message expired (now > ts + ttl)",
