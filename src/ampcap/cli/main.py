@@ -33,6 +33,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "caps",     # ampcap caps validate/list/show
     "dump",     # ampcap dump
     "interop",  # ampcap interop
+    "mcp",      # ampcap mcp
     "keys",     # ampcap keygen, ampcap id
 )
 

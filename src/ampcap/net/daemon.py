@@ -92,6 +92,7 @@ log = logging.getLogger("ampcap.daemon")
 
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
+_DECLARE = int(MessageType.CAP_DECLARE)
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
 UNAVAILABLE, TIMEOUT = 5002, 5003
@@ -131,6 +132,9 @@ class Link:
     calls: set[bytes] = field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
     opened_ms: int = 0
     goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
+    # Who hears a CAP_DECLARE the peer sends unasked (no reply_to): its
+    # body, already checked against the CDDL (the MCP gateway re-lists).
+    on_declare: Callable[[Any], None] | None = None
 
     @property
     def peer_closing(self) -> str:
@@ -462,7 +466,17 @@ class Daemon:
             if typ != int(MessageType.ERROR):
                 self._send(link, error_reply(env, violation))
             return
-        if typ in _REPLIES:
+        if typ == _DECLARE and env.reply_to is None:
+            # RFC 004 §6.2 asks reply_to only of a CAP_DECLARE that answers
+            # a query: one without it is the peer announcing its
+            # capabilities, not a reply gone astray (no ERROR 4001).
+            log.info("unasked CAP_DECLARE from peer=%s", _peer(link))
+            if link.on_declare is not None:
+                try:
+                    link.on_declare(inbound.body)
+                except Exception:  # the listener's fault must not break the connection
+                    log.warning("on_declare listener raised", exc_info=True)
+        elif typ in _REPLIES:
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
             self._send(link, reply_to(env, _PONG, None))

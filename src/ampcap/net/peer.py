@@ -545,6 +545,23 @@ class Remote:
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
                                                to=self._to)
 
+    def on_declare(self, callback: Callable[[Any], None] | None) -> None:
+        """Call ``callback(body)`` for every CAP_DECLARE the other side
+        sends unasked (without ``reply_to``: announcing its capabilities,
+        not answering a query), or stop with ``None``. The body passed the
+        CDDL checks; ``callback`` runs in the connection's task and must
+        not block."""
+        self._link.on_declare = callback
+
+    @property
+    def open(self) -> bool:
+        """Is the connection still open (neither side closed it)?"""
+        return self._link.open
+
+    async def closed(self) -> None:
+        """Wait until the connection has ended, whoever ended it."""
+        await self._link.driver.closed.wait()
+
     async def aclose(self) -> None:
         self._link.driver.close()
         await self._link.driver.closed.wait()
