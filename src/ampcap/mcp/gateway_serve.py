@@ -38,6 +38,7 @@ async def serve_http(server: GatewayServer, host: str = "127.0.0.1", port: int =
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
+    # Starlette is an ASGI app; Hypercorn's type names its own ASGI protocol.
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
@@ -45,5 +46,6 @@ async def serve_http(server: GatewayServer, host: str = "127.0.0.1", port: int =
     config.errorlog = None  # our logging says what matters; Hypercorn's own lines would go to stderr raw
 
     async with trio.open_nursery() as nursery:
-        bound: list[str] = await nursery.start(functools.partial(serve, app, config, shutdown_trigger=shutdown))
+        bound: list[str] = await nursery.start(functools.partial(serve, app, config,  # type: ignore[arg-type]
+                                                                 shutdown_trigger=shutdown))
         task_status.started(bound[0].rstrip("/") + MCP_PATH)
