@@ -118,6 +118,11 @@ class Gateway:
         self.server = GatewayServer(name, version=__version__, on_list_tools=self._list_tools,
                                     on_call_tool=self._call_tool)
         self.server.gateway = self
+        # The SDK wraps every request in an OpenTelemetry span by default;
+        # even with no exporter that is a measurable share of a tools/call
+        # (tools/bench_mcp_gateway.py). A program that traces can put
+        # mcp.server._otel.OpenTelemetryMiddleware() back in this list.
+        self.server.middleware = []
         self.server.add_notification_handler("notifications/initialized", types.NotificationParams,
                                              self._initialized)
 

@@ -110,8 +110,9 @@ class PeerLink:
             except (AmpError, OSError) as exc:
                 code = getattr(exc, "code", 5002)
                 why = exc.message if isinstance(exc, AmpError) else (exc.strerror or str(exc))
-                log.warning("%s %s: %s (next try in %.1f s)", "lost" if connected else "cannot reach",
-                            shown(self.label), shown(f"{code} {why}"), backoff)
+                # The message names the URL already ("cannot reach amp://…").
+                log.warning("%s%s (next try in %.1f s)", f"lost {shown(self.label)}: " if connected else "",
+                            shown(f"{code} {why}"), backoff)
             finally:
                 self.remote = None
             if not started:
