@@ -66,3 +66,12 @@ def test_flood_large_frames_short() -> None:
     ratios = [float(part.split("peak growth / bound = ")[1].split()[0]) for part in (before, after)]
     assert ratios[0] < 1.0 and ratios[1] < 1.0, out
     assert "3 connections were still open" in after  # admitted, not refused
+
+
+def test_bench_mcp_gateway_quick() -> None:
+    pytest.importorskip("mcp")
+    out = run_tool("bench_mcp_gateway.py", "--quick")
+    rows = {line[:22].strip(): line[22:].split() for line in out.splitlines()[1:]}
+    assert set(rows) == {"python api", "gateway, in process", "gateway, stdio", "bare SDK server"}
+    assert all(float(values[0]) > 0 for values in rows.values())
+    assert rows["gateway, stdio"][2].startswith("+")  # the p50 each way adds over the Python API
