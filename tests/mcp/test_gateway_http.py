@@ -82,12 +82,12 @@ async def test_ampcap_mcp_http_process(tmp_path: Path) -> None:
 
 
 @asynccontextmanager
-async def embedded(peers: Any, **options: Any) -> AsyncIterator[str]:
-    """``ampcap.mcp.gateway(peers)`` served over HTTP in this process."""
+async def embedded(peers: Any, **options: Any) -> AsyncIterator[tuple[str, Any]]:
+    """``ampcap.mcp.gateway(peers)`` served over HTTP in this process: (url, server)."""
     async with ampcap.mcp.gateway(peers, identity=new_identity(), **options) as server:
         async with trio.open_nursery() as nursery:
             url = await nursery.start(ampcap.mcp.serve_http, server, "127.0.0.1", 0)
-            yield url
+            yield url, server
             nursery.cancel_scope.cancel()
 
 
@@ -108,25 +108,30 @@ async def test_embedded_gateway_over_a_remote_reacts_to_an_unasked_declare() -> 
     async with provider.serve("amp://127.0.0.1:0") as server:
         async with Peer(new_identity()).connect(server.url) as remote:
             # poll_s is long: only the unasked CAP_DECLARE can explain a change.
-            async with embedded(remote, poll_s=600) as url, http_session(url, on_message) as session:
-                tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-                assert set(tools) == {"org.example.greet"}
-                assert tools["org.example.greet"].input_schema == {"type": "object"}  # schema not local: permissive
-                result = await session.call_tool("org.example.greet", {"name": "Ada"})
-                assert result.structured_content == {"greeting": "Hello, Ada."}
-                result = await session.call_tool("org.example.greet", {"name": 7})  # the peer's own check answers
-                assert result.is_error and _text(result).startswith("4004 SCHEMA_VIOLATION: ")
+            async with embedded(remote, poll_s=600) as (url, gateway_server):
+                async with http_session(url, on_message) as session:
+                    tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+                    assert set(tools) == {"org.example.greet"}
+                    assert tools["org.example.greet"].input_schema == {"type": "object"}  # schema not local: permissive
+                    result = await session.call_tool("org.example.greet", {"name": "Ada"})
+                    assert result.structured_content == {"greeting": "Hello, Ada."}
+                    result = await session.call_tool("org.example.greet", {"name": 7})  # the peer's own check answers
+                    assert result.is_error and _text(result).startswith("4004 SCHEMA_VIOLATION: ")
 
-                # The provider gains a capability and announces it unasked.
-                added = demo_manifest().capabilities[-1]
-                server.daemon.catalog.registry.add(added)
-                (theirs,) = server.remotes()
-                theirs._link.driver.send_nowait(Outbound(typ=int(MessageType.CAP_DECLARE),
-                                                         body={"capabilities": [added.descriptor.to_wire()]}))
+                    # The provider gains a capability and announces it unasked.
+                    added = demo_manifest().capabilities[-1]
+                    server.daemon.catalog.registry.add(added)
+                    (theirs,) = server.remotes()
+                    theirs._link.driver.send_nowait(Outbound(typ=int(MessageType.CAP_DECLARE),
+                                                             body={"capabilities": [added.descriptor.to_wire()]}))
+                    with trio.fail_after(5):
+                        await changed.wait()
+                    names = {tool.name for tool in (await session.list_tools()).tools}
+                    assert names == {"org.example.greet", added.name}
+                # The client went away (its session deleted): no longer told of changes.
                 with trio.fail_after(5):
-                    await changed.wait()
-                names = {tool.name for tool in (await session.list_tools()).tools}
-                assert names == {"org.example.greet", added.name}
+                    while gateway_server.gateway._sessions:
+                        await trio.sleep(0.05)
 
 
 @pytest.mark.trio
@@ -136,7 +141,7 @@ async def test_a_thousand_capabilities_list_in_under_a_second() -> None:
         provider.capability(f"org.example.many.cap{i:04d}", version="1.0.0",
                             schema={"type": "object", "properties": {"x": {"type": "integer"}}})(lambda x=0: {"x": x})
     async with provider.serve("amp://127.0.0.1:0") as server:
-        async with embedded(server.url) as url, http_session(url) as session:
+        async with embedded(server.url) as (url, _), http_session(url) as session:
             started = time.monotonic()
             listed = await session.list_tools()
             elapsed = time.monotonic() - started

@@ -66,6 +66,7 @@ log = logging.getLogger("ampcap.mcp")
 
 UNAVAILABLE, NOT_FOUND = 5002, 4002
 DEFAULT_CALL_TIMEOUT_S = 60.0
+MAX_SESSIONS = 1024  # MCP clients told of list changes (HTTP: one per client session)
 NOTIFY_TIMEOUT_S = 2.0  # a session that does not take a list_changed in time is dropped
 
 
@@ -188,7 +189,21 @@ class Gateway:
 
     async def _initialized(self, ctx: ServerRequestContext[Any], params: types.NotificationParams) -> None:
         # The session outlives this notification: list_changed goes through it.
-        self._sessions.append(ctx.session)
+        session = ctx.session
+        self._sessions.append(session)
+        # Forgotten when its connection closes. The SDK offers that hook on
+        # the connection (exit_stack), which the session holds privately;
+        # without it, a session is dropped when a notification fails, and
+        # the list keeps only the newest MAX_SESSIONS either way.
+        connection = getattr(session, "_connection", None)
+        exit_stack = getattr(connection, "exit_stack", None)
+        if exit_stack is not None:
+            exit_stack.callback(self._forget, session)
+        del self._sessions[:-MAX_SESSIONS]
+
+    def _forget(self, session: ServerSession) -> None:
+        if session in self._sessions:
+            self._sessions.remove(session)
 
     async def _list_tools(self, ctx: ServerRequestContext[Any],
                           params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
