@@ -149,3 +149,36 @@ async def test_a_thousand_capabilities_list_in_under_a_second() -> None:
             assert elapsed < 1.0, f"tools/list took {elapsed:.3f} s"
             result = await session.call_tool("org.example.many.cap0999", {"x": 5})
             assert result.structured_content == {"x": 5}
+
+
+def _greeter(greeting: str) -> Peer:
+    peer = Peer(new_identity())
+
+    @peer.capability("org.example.greet", version="1.0.0", notes=f"Says {greeting}.")
+    async def greet(name: str) -> dict[str, str]:
+        return {"greeting": f"{greeting}, {name}."}
+
+    @peer.capability(f"org.example.only.{greeting.lower()}", version="1.0.0")
+    async def only() -> None:
+        return None
+
+    return peer
+
+
+@pytest.mark.trio
+async def test_several_peers_clashes_go_to_the_later_peer_and_names_can_be_listed_one_by_one() -> None:
+    async with _greeter("Hello").serve("amp://127.0.0.1:0") as first, \
+            _greeter("Bonjour").serve("amp://127.0.0.1:0") as second:
+        async with embedded([first.url, second.url]) as (url, _), http_session(url) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert set(tools) == {"org.example.greet", "org.example.greet.peer2", "org.example.only.hello",
+                                  "org.example.only.bonjour"}
+            assert tools["org.example.greet.peer2"].description == f"Says Bonjour. (peer {second.url})"
+            result = await session.call_tool("org.example.greet.peer2", {"name": "Ada"})
+            assert result.structured_content == {"greeting": "Bonjour, Ada."}
+            result = await session.call_tool("org.example.greet", {"name": "Ada"})
+            assert result.structured_content == {"greeting": "Hello, Ada."}
+        # A peer without the '*' listing is asked name by name (--capability).
+        async with embedded(second.url, names=["org.example.greet", "org.example.missing"]) as (url, _), \
+                http_session(url) as session:
+            assert [tool.name for tool in (await session.list_tools()).tools] == ["org.example.greet"]

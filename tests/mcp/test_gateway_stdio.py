@@ -170,9 +170,12 @@ async def test_peer_restarted_with_new_capabilities_under_the_gateway(tmp_path: 
 
     try:
         url = peer.start()
-        async with gateway_session(tmp_path, url, on_message=on_message) as session:
+        async with gateway_session(tmp_path, url, "--range", "org.ampcap.demo.echo=>=1.0.0 <2.0.0",
+                                   on_message=on_message) as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
             assert names == DEMO_TOOLS | {"org.test.gw.one"}
+            result = await session.call_tool("org.ampcap.demo.echo", {"message": "v"})
+            assert result.structured_content == {"message": "v", "version": "1.1.0"}  # newest inside the range
             assert not (await session.call_tool("org.test.gw.one", {})).is_error
 
             peer.stop()
