@@ -182,3 +182,22 @@ async def test_several_peers_clashes_go_to_the_later_peer_and_names_can_be_liste
         async with embedded(second.url, names=["org.example.greet", "org.example.missing"]) as (url, _), \
                 http_session(url) as session:
             assert [tool.name for tool in (await session.list_tools()).tools] == ["org.example.greet"]
+
+
+@pytest.mark.trio
+async def test_polling_notices_a_change_the_peer_does_not_announce() -> None:
+    changed = trio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with _greeter("Hello").serve("amp://127.0.0.1:0") as server:
+        async with embedded(server.url, poll_s=0.2) as (url, gateway_server), http_session(url, on_message) as session:
+            assert len((await session.list_tools()).tools) == 2
+            await trio.sleep(0.5)  # a few polls that find nothing new: no notification
+            assert not changed.is_set() and gateway_server.gateway.changes == 1
+            server.daemon.catalog.registry.add(demo_manifest().capabilities[-1])
+            with trio.fail_after(5):
+                await changed.wait()
+            assert len((await session.list_tools()).tools) == 3

@@ -512,7 +512,9 @@ class Remote:
     async def query(self, name: str, *, range: str | None = None, limit: int | None = None,
                     cursor: str | None = None, order: Order | None = None, timeout: float = 30.0) -> QueryResult:
         """CAP_QUERY: descriptors of ``name`` (an alias or legacy type works too),
-        optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…)."""
+        optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…).
+        ``name="*"`` lists every capability the peer lets us see (an ampcap
+        extension, docs/mcp-gateway.md; other peers answer 4002)."""
         if limit is not None and not 0 <= limit <= UINT64_MAX:
             raise ValueError(f"limit must be from 0 to {UINT64_MAX}")
         if order is not None and order not in ORDERS:
