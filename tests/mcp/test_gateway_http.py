@@ -23,11 +23,13 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
-from amp_helpers import new_identity, serve_process  # noqa: E402
+from amp_helpers import new_identity, self_signed_cert, serve_process  # noqa: E402
 
 import ampcap.mcp  # noqa: E402
 from ampcap.caps.demo import demo_manifest  # noqa: E402
+from ampcap.mcp.gateway_links import DialOptions  # noqa: E402
 from ampcap.net.peer import Peer  # noqa: E402
+from ampcap.net.tls import client_context, server_context  # noqa: E402
 from ampcap.peer.outbound import Outbound  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 
@@ -201,3 +203,17 @@ async def test_polling_notices_a_change_the_peer_does_not_announce() -> None:
             with trio.fail_after(5):
                 await changed.wait()
             assert len((await session.list_tools()).tools) == 3
+
+
+@pytest.mark.trio
+async def test_an_amps_peer_checked_against_its_ca(tmp_path: Path) -> None:
+    cert, key = self_signed_cert(tmp_path)
+    provider = Peer(new_identity(), manifest=demo_manifest(), tls=server_context(cert, key))
+    async with provider.serve("amps://127.0.0.1:0") as server:
+        dial = DialOptions(peer_did=server.did, ssl_context=client_context(ca_file=cert))
+        async with embedded(server.url, dial=dial) as (url, _), http_session(url) as session:
+            result = await session.call_tool("org.ampcap.demo.math.add", {"a": 1, "b": 1})
+            assert result.structured_content == {"sum": 2}
+        # Without the CA the certificate is not trusted: no tools, calls answer 5002.
+        async with embedded(server.url) as (url, _), http_session(url) as session:
+            assert (await session.list_tools()).tools == []
