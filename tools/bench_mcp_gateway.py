@@ -19,7 +19,18 @@ machine's noise falls on all three alike:
 Each call is sequential (one in flight), so p50 is a round-trip latency.
 The target (issue 22) is that the gateway adds at most 0.5 ms to the p50.
 
-    python tools/bench_mcp_gateway.py [--calls 600] [--block 50] [--quick]
+Fairness: every way is warmed up first, calls the same tool with the same
+params, and the ways take turns in blocks so that the machine's noise falls
+on all alike. The whole measurement is repeated ``--runs`` times (fresh
+sessions, same peer); the table gives the median of the runs' p50s and
+their range. On a busy machine wall time is mostly other processes'
+scheduling, so the CPU time each call costs is shown too: ``cpu here`` is
+this process's (client side, and in process also the gateway), ``cpu
+gateway`` the ``ampcap mcp`` subprocess's (Linux: read from /proc). With
+one call in flight, a call's wall time is about the sum of the CPU time of
+every process it passes through.
+
+    python tools/bench_mcp_gateway.py [--calls 600] [--block 50] [--runs 3] [--quick]
 """
 
 from __future__ import annotations
@@ -53,12 +64,43 @@ def _start_peer(tmp: str) -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().split()[0]
 
 
+def _cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` used so far, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _child_pids() -> set[int]:
+    """This process's children (Linux; empty elsewhere)."""
+    found: set[int] = set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                        found.add(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _measure(calls: int, block: int, url: str, tmp: str) -> dict[str, list[float]]:
+Run = dict[str, tuple[list[float], float, float | None]]  # way -> (wall ms per call, cpu here ms, cpu gateway ms)
+
+
+async def _measure(calls: int, block: int, url: str, tmp: str) -> Run:
     import mcp.types as types
     from mcp import ClientSession
     from mcp.client._memory import InMemoryTransport
@@ -85,10 +127,15 @@ async def _measure(calls: int, block: int, url: str, tmp: str) -> dict[str, list
         gateway = await stack.enter_async_context(ampcap.mcp.gateway(url, identity=identity))
         devnull = stack.enter_context(open(os.devnull, "w"))
         sessions: dict[str, ClientSession] = {}
+        gateway_pid: int | None = None
         for name, transport in (("gateway, in process", InMemoryTransport(gateway)),
                                 ("gateway, stdio", stdio_client(params, errlog=devnull)),
                                 ("bare SDK server", InMemoryTransport(bare))):
+            before = _child_pids()
             read, write = await stack.enter_async_context(transport)
+            if name == "gateway, stdio":
+                spawned = _child_pids() - before
+                gateway_pid = spawned.pop() if len(spawned) == 1 else None
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
             await session.list_tools()  # the client learns the output schemas it checks results against
@@ -106,41 +153,64 @@ async def _measure(calls: int, block: int, url: str, tmp: str) -> dict[str, list
         ways: dict[str, Callable[[], Awaitable[None]]] = {"python api": api}
         ways.update((name, via(session)) for name, session in sessions.items())
         times: dict[str, list[float]] = {name: [] for name in ways}
+        cpu_here = dict.fromkeys(ways, 0.0)
+        cpu_gateway = 0.0
         for way in ways.values():  # warm up: first calls compile schemas, fill caches
-            for _ in range(20):
+            for _ in range(50):
                 await way()
         done = 0
         while done < calls:
             for name, way in ways.items():
+                pid = gateway_pid if name == "gateway, stdio" else None
+                other = _cpu_s(pid) if pid is not None else None
+                cpu = time.thread_time()
                 for _ in range(block):
                     started = time.perf_counter()
                     await way()
                     times[name].append((time.perf_counter() - started) * 1000)
+                cpu_here[name] += time.thread_time() - cpu
+                after = _cpu_s(pid) if pid is not None else None
+                if other is not None and after is not None:
+                    cpu_gateway += after - other
             done += block
-    return times
+    return {name: (values, cpu_here[name] * 1000 / len(values),
+                   cpu_gateway * 1000 / len(values) if name == "gateway, stdio" and gateway_pid else None)
+            for name, values in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=600, help="calls per way (default 600)")
     parser.add_argument("--block", type=int, default=50, help="calls per way before switching (default 50)")
-    parser.add_argument("--quick", action="store_true", help="a short run (60 calls per way)")
+    parser.add_argument("--runs", type=int, default=3, help="repeat the whole measurement (default 3)")
+    parser.add_argument("--quick", action="store_true", help="a short run (60 calls per way, one run)")
     args = parser.parse_args(argv)
-    calls = 60 if args.quick else args.calls
+    if args.calls < 1 or args.block < 1 or args.runs < 1:
+        parser.error("--calls, --block and --runs must be at least 1")
+    calls, runs = (60, 1) if args.quick else (args.calls, args.runs)
     block = min(args.block, calls)
+    results: list[Run] = []
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = _start_peer(tmp)
         try:
-            times = trio.run(_measure, calls, block, url, tmp)
+            for _ in range(runs):
+                results.append(trio.run(_measure, calls, block, url, tmp))
         finally:
             proc.terminate()
             proc.wait(30)
-    base = statistics.median(times["python api"])
-    print(f"{'way':<22} {'p50 ms':>8} {'p90 ms':>8} {'p50 added':>10}   ({calls} sequential echo calls each)")
-    for name, values in times.items():
-        p50 = statistics.median(values)
-        added = "" if name == "python api" else f"{p50 - base:+.3f}"
-        print(f"{name:<22} {p50:>8.3f} {_pct(values, 0.9):>8.3f} {added:>10}")
+    p50s = {name: [statistics.median(run[name][0]) for run in results] for name in results[0]}
+    added = {name: [p - b for p, b in zip(values, p50s["python api"])] for name, values in p50s.items()}
+    print(f"{calls} sequential echo calls per way and run, {runs} run(s); median over runs [min..max]")
+    print(f"{'way':<22} {'p50 ms':>17} {'p50 added':>23} {'p90 ms':>7} {'cpu here':>9} {'cpu gateway':>12}")
+    for name in p50s:
+        p90 = statistics.median(_pct(run[name][0], 0.9) for run in results)
+        here = statistics.median(run[name][1] for run in results)
+        gateway_cpu = [cpu for run in results if (cpu := run[name][2]) is not None]
+        a = added[name]
+        shown_added = "" if name == "python api" else f"{statistics.median(a):+.3f} [{min(a):+.2f}..{max(a):+.2f}]"
+        shown_gateway = f"{statistics.median(gateway_cpu):.3f}" if gateway_cpu else ""
+        print(f"{name:<22} {statistics.median(p50s[name]):>6.3f} [{min(p50s[name]):.2f}..{max(p50s[name]):.2f}]"
+              f" {shown_added:>23} {p90:>7.3f} {here:>9.3f} {shown_gateway:>12}")
     return 0
 
 
