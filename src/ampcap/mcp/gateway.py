@@ -116,8 +116,14 @@ class Gateway:
         self.changes = 0  # how many times the tool set changed (tests and logs)
         for link in self.links:
             link.on_change = self._links_changed
-        self.server = GatewayServer(name, version=__version__, on_list_tools=self._list_tools,
-                                    on_call_tool=self._call_tool)
+        self.server = GatewayServer(name, version=__version__, on_list_tools=self._list_tools)
+        # tools/call answers the result's wire form (a dict) rather than a
+        # CallToolResult: the SDK validates and serialises a handler's
+        # result against the protocol version either way, so building and
+        # dumping the pydantic model first is work done twice on every
+        # call. The constructor's on_call_tool is typed for the model only;
+        # add_request_handler takes either.
+        self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
         self.server.gateway = self
         # The SDK wraps every request in an OpenTelemetry span by default;
         # even with no exporter that is a measurable share of a tools/call
@@ -210,7 +216,8 @@ class Gateway:
         return self._listed
 
     async def _call_tool(self, ctx: ServerRequestContext[Any],
-                         params: types.CallToolRequestParams) -> types.CallToolResult:
+                         params: types.CallToolRequestParams) -> dict[str, Any]:
+        """A tools/call, answered with a CallToolResult's wire form."""
         tool = self.tools.get(params.name)
         if tool is None:
             return _failure(AmpError(NOT_FOUND, f"no tool named {shown(params.name)}"))
@@ -236,13 +243,11 @@ class Gateway:
         except AmpError as exc:
             return _failure(exc)
         structured, text = mapping.result_content(result)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structured_content=structured, is_error=False)
+        return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
 
 
-def _failure(error: AmpError) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=mapping.error_text(error))],
-                                is_error=True)
+def _failure(error: AmpError) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": mapping.error_text(error)}], "isError": True}
 
 
 @asynccontextmanager
