@@ -14,7 +14,10 @@ machine's noise falls on all three alike:
 - ``bare SDK server``: for scale, the SDK's low-level server with a
   tools/call handler that only forwards the invoke and answers an empty
   text, over the same in-memory transport: what MCP through this SDK costs
-  before the gateway does anything (no schema check, no mapping).
+  before the gateway does anything (no schema check, no mapping);
+- ``bare SDK server, stdio``: the same bare server as a subprocess, served
+  on its stdin/stdout the way ``ampcap mcp`` serves (this file run with
+  ``--bare-stdio URL``): the floor for stdio.
 
 Each call is sequential (one in flight), so p50 is a round-trip latency.
 The target (issue 22) is that the gateway adds at most 0.5 ms to the p50.
@@ -26,7 +29,7 @@ sessions, same peer); the table gives the median of the runs' p50s and
 their range. On a busy machine wall time is mostly other processes'
 scheduling, so the CPU time each call costs is shown too: ``cpu here`` is
 this process's (client side, and in process also the gateway), ``cpu
-gateway`` the ``ampcap mcp`` subprocess's (Linux: read from /proc). With
+server`` the stdio server subprocess's (Linux: read from /proc). With
 one call in flight, a call's wall time is about the sum of the CPU time of
 every process it passes through.
 
@@ -97,45 +100,61 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-Run = dict[str, tuple[list[float], float, float | None]]  # way -> (wall ms per call, cpu here ms, cpu gateway ms)
+def _bare_server(remote: Any) -> Any:
+    """The SDK's low-level server with one tool that only forwards the invoke
+    (no schema check, no mapping, an empty text as the result)."""
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+
+    async def bare_list(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name=TOOL, input_schema={"type": "object"})])
+
+    async def bare_call(ctx: Any, params: Any) -> types.CallToolResult:
+        await remote.invoke(f"{TOOL}:2.0.0", params=params.arguments)
+        return types.CallToolResult(content=[types.TextContent(type="text", text="")])
+
+    bare = Server("bare", on_list_tools=bare_list, on_call_tool=bare_call)
+    bare.middleware = []  # as the gateway does: no OpenTelemetry span per request
+    return bare
+
+
+async def _serve_bare_stdio(url: str) -> None:
+    from ampcap.mcp.gateway_serve import serve_stdio
+
+    async with Peer(Identity.generate(os.urandom)).connect(url) as remote:
+        await serve_stdio(_bare_server(remote))  # the same stdio transport as `ampcap mcp`
+
+
+Run = dict[str, tuple[list[float], float, float | None]]  # way -> (wall ms per call, cpu here ms, cpu server ms)
 
 
 async def _measure(calls: int, block: int, url: str, tmp: str) -> Run:
-    import mcp.types as types
     from mcp import ClientSession
     from mcp.client._memory import InMemoryTransport
     from mcp.client.stdio import StdioServerParameters, stdio_client
-    from mcp.server.lowlevel import Server
 
     import ampcap.mcp
 
     identity = Identity.generate(os.urandom)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "ampcap.cli.main", "mcp", url],
-                                   env={"XDG_CONFIG_HOME": tmp})
+    env = {"XDG_CONFIG_HOME": tmp}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ampcap.cli.main", "mcp", url], env=env)
+    bare_params = StdioServerParameters(command=sys.executable, args=[__file__, "--bare-stdio", url], env=env)
     async with AsyncExitStack() as stack:
         remote = await stack.enter_async_context(Peer(identity).connect(url))
-
-        async def bare_list(ctx: Any, params: Any) -> types.ListToolsResult:
-            return types.ListToolsResult(tools=[types.Tool(name=TOOL, input_schema={"type": "object"})])
-
-        async def bare_call(ctx: Any, params: Any) -> types.CallToolResult:
-            await remote.invoke(f"{TOOL}:2.0.0", params=params.arguments)
-            return types.CallToolResult(content=[types.TextContent(type="text", text="")])
-
-        bare = Server("bare", on_list_tools=bare_list, on_call_tool=bare_call)
-        bare.middleware = []  # as the gateway does: no OpenTelemetry span per request
+        bare = _bare_server(remote)
         gateway = await stack.enter_async_context(ampcap.mcp.gateway(url, identity=identity))
         devnull = stack.enter_context(open(os.devnull, "w"))
         sessions: dict[str, ClientSession] = {}
-        gateway_pid: int | None = None
+        server_pids: dict[str, int] = {}  # the stdio servers' processes
         for name, transport in (("gateway, in process", InMemoryTransport(gateway)),
                                 ("gateway, stdio", stdio_client(params, errlog=devnull)),
-                                ("bare SDK server", InMemoryTransport(bare))):
+                                ("bare SDK server", InMemoryTransport(bare)),
+                                ("bare SDK server, stdio", stdio_client(bare_params, errlog=devnull))):
             before = _child_pids()
             read, write = await stack.enter_async_context(transport)
-            if name == "gateway, stdio":
-                spawned = _child_pids() - before
-                gateway_pid = spawned.pop() if len(spawned) == 1 else None
+            spawned = _child_pids() - before
+            if len(spawned) == 1:
+                server_pids[name] = spawned.pop()
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
             await session.list_tools()  # the client learns the output schemas it checks results against
@@ -154,14 +173,14 @@ async def _measure(calls: int, block: int, url: str, tmp: str) -> Run:
         ways.update((name, via(session)) for name, session in sessions.items())
         times: dict[str, list[float]] = {name: [] for name in ways}
         cpu_here = dict.fromkeys(ways, 0.0)
-        cpu_gateway = 0.0
+        cpu_server = dict.fromkeys(ways, 0.0)
         for way in ways.values():  # warm up: first calls compile schemas, fill caches
             for _ in range(50):
                 await way()
         done = 0
         while done < calls:
             for name, way in ways.items():
-                pid = gateway_pid if name == "gateway, stdio" else None
+                pid = server_pids.get(name)
                 other = _cpu_s(pid) if pid is not None else None
                 cpu = time.thread_time()
                 for _ in range(block):
@@ -171,10 +190,10 @@ async def _measure(calls: int, block: int, url: str, tmp: str) -> Run:
                 cpu_here[name] += time.thread_time() - cpu
                 after = _cpu_s(pid) if pid is not None else None
                 if other is not None and after is not None:
-                    cpu_gateway += after - other
+                    cpu_server[name] += after - other
             done += block
     return {name: (values, cpu_here[name] * 1000 / len(values),
-                   cpu_gateway * 1000 / len(values) if name == "gateway, stdio" and gateway_pid else None)
+                   cpu_server[name] * 1000 / len(values) if name in server_pids else None)
             for name, values in times.items()}
 
 
@@ -184,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=50, help="calls per way before switching (default 50)")
     parser.add_argument("--runs", type=int, default=3, help="repeat the whole measurement (default 3)")
     parser.add_argument("--quick", action="store_true", help="a short run (60 calls per way, one run)")
+    parser.add_argument("--bare-stdio", metavar="URL", help=argparse.SUPPRESS)  # the bare server's subprocess
     args = parser.parse_args(argv)
+    if args.bare_stdio:
+        trio.run(_serve_bare_stdio, args.bare_stdio)
+        return 0
     if args.calls < 1 or args.block < 1 or args.runs < 1:
         parser.error("--calls, --block and --runs must be at least 1")
     calls, runs = (60, 1) if args.quick else (args.calls, args.runs)
@@ -201,16 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     p50s = {name: [statistics.median(run[name][0]) for run in results] for name in results[0]}
     added = {name: [p - b for p, b in zip(values, p50s["python api"])] for name, values in p50s.items()}
     print(f"{calls} sequential echo calls per way and run, {runs} run(s); median over runs [min..max]")
-    print(f"{'way':<22} {'p50 ms':>17} {'p50 added':>23} {'p90 ms':>7} {'cpu here':>9} {'cpu gateway':>12}")
+    print(f"{'way':<22} {'p50 ms':>17} {'p50 added':>23} {'p90 ms':>7} {'cpu here':>9} {'cpu server':>11}")
     for name in p50s:
         p90 = statistics.median(_pct(run[name][0], 0.9) for run in results)
         here = statistics.median(run[name][1] for run in results)
-        gateway_cpu = [cpu for run in results if (cpu := run[name][2]) is not None]
+        server_cpu = [cpu for run in results if (cpu := run[name][2]) is not None]
         a = added[name]
         shown_added = "" if name == "python api" else f"{statistics.median(a):+.3f} [{min(a):+.2f}..{max(a):+.2f}]"
-        shown_gateway = f"{statistics.median(gateway_cpu):.3f}" if gateway_cpu else ""
+        shown_server = f"{statistics.median(server_cpu):.3f}" if server_cpu else ""
         print(f"{name:<22} {statistics.median(p50s[name]):>6.3f} [{min(p50s[name]):.2f}..{max(p50s[name]):.2f}]"
-              f" {shown_added:>23} {p90:>7.3f} {here:>9.3f} {shown_gateway:>12}")
+              f" {shown_added:>23} {p90:>7.3f} {here:>9.3f} {shown_server:>11}")
     return 0
 
 
