@@ -86,3 +86,13 @@ def test_bench_bindings_quick() -> None:
 def test_bench_delegation_quick() -> None:
     out = run_tool("bench_delegation.py", "--quick", "--batch", "8")
     assert "depth-3, repeated" in out and "repeated depth-3 chain / plain invoke" in out
+
+
+def test_bench_mcp_gateway_quick() -> None:
+    pytest.importorskip("mcp")
+    out = run_tool("bench_mcp_gateway.py", "--quick")
+    rows = {line[:22].strip(): line[22:].split() for line in out.splitlines()[2:]}  # after the two heading lines
+    assert set(rows) == {"python api", "gateway, in process", "gateway, stdio", "bare SDK server", "bare SDK server, stdio"}
+    assert all(float(values[0]) > 0 for values in rows.values())
+    assert rows["gateway, stdio"][2].startswith("+")  # the p50 each way adds over the Python API
+    assert float(rows["gateway, in process"][-1]) > 0  # the CPU time each call costs this process

@@ -101,10 +101,12 @@ def test_the_binding_packages_never_import_net_cli_or_interop(package: str) -> N
 
 def test_mcp_libraries_load_lazily() -> None:
     """``ampcap --help``, ``serve --demo`` and the sans-I/O layers never import
-    the MCP SDK, httpx or grpc (the packages import them inside functions)."""
-    heavy = {"mcp", "httpx", "httpx2", "grpc", "google", "pydantic", "anyio"}
+    the MCP SDK, httpx or grpc (the packages import them inside functions).
+    The gateway's modules (mcp/gateway*.py) are the exception: they are the
+    MCP server, only ever imported on demand (``ampcap mcp``, ``ampcap.mcp.gateway``)."""
+    heavy = {"mcp", "mcp_types", "httpx", "httpx2", "grpc", "google", "pydantic", "anyio"}
     wrong = []
-    for path in sorted([*SRC.glob("bindings/*.py"), *SRC.glob("mcp/*.py"), *SRC.glob("net/*.py"),
+    for path in sorted([*SRC.glob("bindings/*.py"), *SRC.glob("mcp/[!g]*.py"), *SRC.glob("net/*.py"),
                         *SRC.glob("cli/*.py"), *SRC.glob("caps/*.py")]):
         tree = ast.parse(path.read_text(), str(path))
         for node in tree.body:  # module level only
@@ -138,3 +140,36 @@ def test_the_sans_io_packages_touch_no_files(package: str) -> None:
                     continue
                 wrong.append(f"{name}:{node.lineno} calls {receiver}.{func.attr}()")
     assert wrong == []
+
+
+# The MCP gateway sits above net/, like interop/: nothing below it imports
+# it, its mapping module (mcp/tools.py) does no I/O and needs no SDK, and
+# the SDK itself is loaded only when an MCP command runs.
+_BELOW_MCP = ("wire", "schema", "caps", "peer", "dump", "files", "net")
+
+
+def test_nothing_below_the_gateway_imports_it() -> None:
+    wrong = []
+    for package in _BELOW_MCP:
+        for path in sorted((SRC / package).rglob("*.py")):
+            for module, line in _imports(path):
+                if module.startswith("ampcap.mcp") or module.split(".")[0] in ("mcp", "mcp_types", "hypercorn"):
+                    wrong.append(f"{path.relative_to(SRC)}:{line} imports {module}")
+    assert wrong == []
+
+
+def test_the_tool_mapping_is_sans_io() -> None:
+    imports = [module for module, _ in _imports(SRC / "mcp" / "tools.py")]
+    assert not [m for m in imports if m.split(".")[0] in FORBIDDEN_LIBRARIES | FILE_LIBRARIES | {"mcp", "mcp_types"}]
+    assert not [m for m in imports if m.startswith(("ampcap.net", "ampcap.cli", "ampcap.files"))]
+
+
+def test_help_and_serve_do_not_load_the_mcp_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom ampcap.cli.main import build_parser\nbuild_parser().parse_args(['serve', '--demo'])\n"
+            "import ampcap.mcp, ampcap.cli.serve\n"
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'hypercorn')], 'loaded'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

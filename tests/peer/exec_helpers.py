@@ -119,7 +119,7 @@ class DemoRegistry:
     def __init__(self, resolver: DemoResolver) -> None:
         self.resolver = resolver
 
-    def query(self, request: QueryRequest, now_ms: int) -> QueryPage:
+    def query(self, request: QueryRequest, now_ms: int, *, allowed: Any = None) -> QueryPage:
         if request.cursor is not None:
             raise AmpError(4001, "invalid cursor")
         name = self.resolver.canonical_name(request.name)

@@ -164,6 +164,15 @@ def parse_invoke_body(body: Any) -> InvokeRequest:
                          has_delegation="delegation" in body)
 
 
+# ampcap extension (docs/mcp-gateway.md): a CAP_QUERY whose filter names the
+# capability "*" lists every capability the caller may see, by name then
+# version, paged like any listing. RFC 004 §6.1 always names one capability,
+# so a tool that mirrors a whole peer (the MCP gateway) had no way to ask;
+# "*" is no capability name (names are dotted identifiers), so a peer
+# without the extension answers 4002 and nothing else changes meaning.
+EVERY_CAPABILITY = "*"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueryRequest:
     """A CAP_QUERY body that passed the shape checks (RFC 004 §6.1, §6.4)."""
@@ -175,6 +184,11 @@ class QueryRequest:
     limit: int | None
     cursor: str | None
     order: str  # absent → "newest-first" (§6.5)
+
+    @property
+    def lists_every_name(self) -> bool:
+        """The ampcap ``"*"`` extension: every name, not one."""
+        return self.name == EVERY_CAPABILITY and not self.legacy_type
 
 
 def parse_query_body(body: Any) -> QueryRequest:

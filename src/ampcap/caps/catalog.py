@@ -15,7 +15,7 @@ Sans-I/O: time comes in as ``now_ms`` and the cursor key is injected.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..display import quoted
@@ -84,8 +84,11 @@ class Catalog:
 
     # -------------------------------------------------- CapabilityDirectory
 
-    def query(self, request: QueryRequest, now_ms: int) -> QueryPage:
-        page = self.registry.query(request.name, version_range=request.version_range, order=request.order,
-                                   limit=request.limit, cursor=request.cursor, filter=request.filter,
-                                   now_ms=now_ms)
+    def query(self, request: QueryRequest, now_ms: int, *, allowed: Callable[[str], bool] | None = None) -> QueryPage:
+        """One CAP_DECLARE page; ``allowed`` (a canonical name's ACL) hides
+        the names the caller may not see from a ``"*"`` listing."""
+        every = request.lists_every_name
+        page = self.registry.query(None if every else request.name, version_range=request.version_range,
+                                   order=request.order, limit=request.limit, cursor=request.cursor,
+                                   filter=request.filter, now_ms=now_ms, allowed=allowed if every else None)
         return QueryPage(descriptors=tuple(s.descriptor for s in page.items), next_cursor=page.next_cursor)

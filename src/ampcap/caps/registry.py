@@ -259,11 +259,12 @@ class Registry(Generic[T]):
 
     def query(self, name: str | None, *, version_range: Range | None = None, order: str = NEWEST_FIRST,
               limit: int | None = None, cursor: str | None = None, filter: Mapping[str, Any] | None = None,
-              now_ms: int) -> Page[T]:
+              now_ms: int, allowed: Callable[[str], bool] | None = None) -> Page[T]:
         """One page of the listing. ``name`` None lists every name (for
         tools; CAP_QUERY always names one). ``filter`` is the filter as the
         client sent it: a cursor is bound to it and to ``order``, and to the
-        registry snapshot of the listing's first page."""
+        registry snapshot of the listing's first page. ``allowed`` skips
+        the names it refuses (a caller's ACL over a listing of every name)."""
         if order not in ORDERS:
             raise AmpError(BAD_REQUEST, f"order must be {NEWEST_FIRST!r} or {OLDEST_FIRST!r}", path="body.order")
         if limit is not None and (type(limit) is not int or limit < 0):
@@ -288,7 +289,7 @@ class Registry(Generic[T]):
         size = min(limit, MAX_PAGE_LIMIT) if limit else DEFAULT_PAGE_LIMIT
         picked: list[T] = []
         more = False
-        for item in self._walk(canonical, version_range, order, generation, after):
+        for item in self._walk(canonical, version_range, order, generation, after, allowed):
             if len(picked) == size:
                 more = True
                 break
@@ -307,7 +308,8 @@ class Registry(Generic[T]):
         return Page(tuple(picked), next_cursor)
 
     def _walk(self, name: str | None, rng: Range | None, order: str, generation: int,
-              after: tuple[str, tuple[Any, tuple[str, ...]]] | None) -> Iterator[T]:
+              after: tuple[str, tuple[Any, tuple[str, ...]]] | None,
+              allowed: Callable[[str], bool] | None = None) -> Iterator[T]:
         """Entries of snapshot ``generation`` in listing order, strictly
         after the position ``after`` = (name, order key)."""
         newest_first = order == NEWEST_FIRST
@@ -321,6 +323,8 @@ class Registry(Generic[T]):
             first = max(first, bisect.bisect_left(names, after[0]))
         for n in range(first, stop):
             current = names[n]
+            if allowed is not None and not allowed(current):
+                continue
             versions = self._by_name[current]
             keys, items, generations = versions.keys, versions.items, versions.generations
             lo, hi = versions.bounds(rng)

@@ -34,6 +34,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "dump",     # ampcap dump
     "interop",  # ampcap interop
     "deleg",    # ampcap deleg grant/revoke/show
+    "mcp",      # ampcap mcp
     "keys",     # ampcap keygen, ampcap id
 )
 

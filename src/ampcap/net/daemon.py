@@ -102,6 +102,7 @@ audit_log = logging.getLogger("ampcap.audit")  # RFC 005 §6.4 delegation decisi
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
 _DELEG = frozenset(int(t) for t in (MessageType.DELEG_GRANT, MessageType.DELEG_REVOKE, MessageType.DELEG_QUERY))
+_DECLARE = int(MessageType.CAP_DECLARE)
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE,
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
@@ -151,6 +152,9 @@ class Link:
     unverified: int = 0  # messages on it whose signature did not verify (1002): why a reply may never come
     verifies_under: Profile | None = None  # the other Sig_Input profile one of them verified under
     relay_probe: trio.Event | None = None  # a relay link's pending self-addressed probe (_watch_relay)
+    # Who hears a CAP_DECLARE the peer sends unasked (no reply_to): its
+    # body, already checked against the CDDL (the MCP gateway re-lists).
+    on_declare: Callable[[Any], None] | None = None
 
     @property
     def peer_closing(self) -> str:
@@ -553,7 +557,17 @@ class Daemon:
             if typ != int(MessageType.ERROR):
                 self._send(link, error_reply(env, violation, encrypt=inbound.decrypted))
             return
-        if typ in _REPLIES:
+        if typ == _DECLARE and env.reply_to is None:
+            # RFC 004 §6.2 asks reply_to only of a CAP_DECLARE that answers
+            # a query: one without it is the peer announcing its
+            # capabilities, not a reply gone astray (no ERROR 4001).
+            log.info("unasked CAP_DECLARE from peer=%s", _peer(link))
+            if link.on_declare is not None:
+                try:
+                    link.on_declare(inbound.body)
+                except Exception:  # the listener's fault must not break the connection
+                    log.warning("on_declare listener raised", exc_info=True)
+        elif typ in _REPLIES:
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
             self._on_delegation(link, inbound, now)

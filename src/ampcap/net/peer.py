@@ -553,7 +553,9 @@ class Remote:
     async def query(self, name: str, *, range: str | None = None, limit: int | None = None,
                     cursor: str | None = None, order: Order | None = None, timeout: float = 30.0) -> QueryResult:
         """CAP_QUERY: descriptors of ``name`` (an alias or legacy type works too),
-        optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…)."""
+        optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…).
+        ``name="*"`` lists every capability the peer lets us see (an ampcap
+        extension, docs/mcp-gateway.md; other peers answer 4002)."""
         if limit is not None and not 0 <= limit <= UINT64_MAX:
             raise ValueError(f"limit must be from 0 to {UINT64_MAX}")
         if order is not None and order not in ORDERS:
@@ -625,6 +627,23 @@ class Remote:
 
     async def _deleg(self, typ: int, body: dict[str, Any], timeout: float) -> Any:
         return await self._daemon.calls.request(self._link, int(typ), body, timeout_ms=_ms(timeout), to=self._to)
+
+    def on_declare(self, callback: Callable[[Any], None] | None) -> None:
+        """Call ``callback(body)`` for every CAP_DECLARE the other side
+        sends unasked (without ``reply_to``: announcing its capabilities,
+        not answering a query), or stop with ``None``. The body passed the
+        CDDL checks; ``callback`` runs in the connection's task and must
+        not block."""
+        self._link.on_declare = callback
+
+    @property
+    def open(self) -> bool:
+        """Is the connection still open (neither side closed it)?"""
+        return self._link.open
+
+    async def closed(self) -> None:
+        """Wait until the connection has ended, whoever ended it."""
+        await self._link.driver.closed.wait()
 
     async def aclose(self) -> None:
         self._link.driver.close()

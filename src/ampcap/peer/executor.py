@@ -174,7 +174,8 @@ class CapabilityResolver(Protocol):
 class CapabilityDirectory(Protocol):
     """CAP_QUERY answers (``caps/registry.py``): 4001 bad cursor, 4002, 4003."""
 
-    def query(self, request: QueryRequest, now_ms: int) -> QueryPage: ...
+    def query(self, request: QueryRequest, now_ms: int, *,
+              allowed: Callable[[str], bool] | None = None) -> QueryPage: ...
 
 
 class ParamsChecker(Protocol):
@@ -562,12 +563,18 @@ class Executor:
                 raise AmpError(DELEGATION_INVALID, "delegation is not supported")
             # The ACL runs before the registry is asked, so a denied caller
             # cannot tell 4002/4003 apart (R10 holds for discovery too).
-            if not self._policy.capability_allowed(env.sender, self._resolver.canonical_name(request.name)):
+            allowed = None
+            if request.lists_every_name:
+                # The ampcap "*" listing: the same per-name ACL, applied to
+                # each name listed instead of refusing the whole query.
+                sender, policy = env.sender, self._policy
+                allowed = lambda name: policy.capability_allowed(sender, name)  # noqa: E731
+            elif not self._policy.capability_allowed(env.sender, self._resolver.canonical_name(request.name)):
                 raise _denied()
             if self._registry is None:
                 raise AmpError(UNAVAILABLE, "no capability registry")
             try:
-                page = self._registry.query(request, now_ms)
+                page = self._registry.query(request, now_ms, allowed=allowed)
             except AmpError as err:  # 4002 here: the name is unknown (CAP_QUERY always names one)
                 raise self._as_seen_by(env.sender, err) from None
             if not page.descriptors:  # §6.1: never an empty CAP_DECLARE
