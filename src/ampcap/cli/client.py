@@ -122,9 +122,9 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     from ..net.peer import Peer
 
     try:
-        from ..net.url import UrlError, parse_url
+        from ..net.url import UrlError, parse_endpoints
 
-        parse_url(args.url)
+        parse_endpoints(args.url)  # one URL, or several endpoints of the peer (RFC 002 §3.5)
     except UrlError as exc:
         raise UsageError(str(exc)) from None
     if args.compat == "rust-example" and args.to is None and args.peer_did is None:

@@ -229,12 +229,14 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
 def run_serve(args: argparse.Namespace) -> int:
     import trio
 
-    from ..net.url import UrlError, parse_url
+    from ..net.url import UrlError, parse_endpoints, parse_url
 
     for flag, urls in (("--relay", args.relay), ("--connect", args.connect)):
         for url in urls:
             try:
-                parse_url(url)
+                if flag == "--relay" and parse_url(url).binding != "amps":
+                    raise UrlError("a relay like the public Rust example's is dialled over amp:// or amps://")
+                parse_endpoints(url)
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
     dial_tls = tls_client_context(args, [*args.relay, *args.connect])
@@ -316,7 +318,8 @@ def _dial_error(flag: str, url: str, exc: AmpError, *, given_ca: bool) -> AmpErr
 
     if isinstance(exc, Unreachable):
         return AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.reason}")
-    message = exc.message.removeprefix(f"{parse_url(url)}: ")  # the daemon names the URL too
+    named = f"{parse_url(url)}: " if "," not in url else ""  # a list of endpoints: the daemon names the one it tried
+    message = exc.message.removeprefix(named)  # the daemon names the URL too
     return AmpError(exc.code, f"{flag} {url}: {tls_advice(message, given_ca=given_ca)}")
 
 

@@ -258,8 +258,11 @@ class HttpMessageStream(trio.abc.Stream):
         try:
             response = await self._client.post(MESSAGES_PATH, content=payload, headers=headers)
         except httpx.HTTPError as exc:
-            self._refused(env.id, env.typ, AmpError(5002, f"POST {MESSAGES_PATH} failed: "
-                                                          f"{tls_failure(exc) or shown(str(exc) or type(exc).__name__)}"))
+            reason = tls_failure(exc) or shown(str(exc) or type(exc).__name__)
+            if isinstance(exc, httpx.ConnectError) and env.typ == _HELLO and tls_failure(exc) is None:
+                self._refused(env.id, env.typ, Unreachable(str(self._url), reason))  # the next endpoint may do
+            else:
+                self._refused(env.id, env.typ, AmpError(5002, f"POST {MESSAGES_PATH} failed: {reason}"))
             return
         status = response.status_code
         if status == 200:
