@@ -403,3 +403,25 @@ def test_completed_invoke_retried_over_websocket_gets_the_cached_outcome(server:
     # The time it told the first time: the cached outcome, not a second run.
     assert second.typ == MessageType.CAP_RESULT and second.reply_to == first.reply_to
     assert second.body == first.body and first.body["status"] == "success"
+
+
+@pytest.mark.parametrize("scheme, expected", [
+    ("ws", {"001:1002": "PASS", "002:A.5": "PASS", "002:A.7": "PASS", "004:A.2": "PASS", "002:A.2": "SKIP"}),
+    ("http", {"001:1002": "PASS", "002:A.5": "SKIP", "002:A.7": "SKIP", "004:A.2": "PASS", "002:A.2": "SKIP"}),
+])
+def test_interop_runs_over_websocket_and_http(server: Server, tmp_path: Path, scheme: str,
+                                              expected: dict[str, str]) -> None:
+    import json
+    import subprocess
+
+    url = server.ws if scheme == "ws" else server.http
+    report = tmp_path / "report.json"
+    args = [sys.executable, "-m", "ampcap.cli.main", "interop", url, "--report", str(report)]
+    for vector in expected:
+        args += ["--vector", vector]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, XDG_CONFIG_HOME=str(tmp_path)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for vector, result in expected.items():
+        assert any(line.split()[:2] == [vector, result] for line in done.stdout.splitlines()), done.stdout
+    assert json.loads(report.read_text())

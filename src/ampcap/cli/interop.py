@@ -121,6 +121,10 @@ def settings_from_args(args: argparse.Namespace, url: AmpUrl | None) -> ProbeSet
     if args.compat == "rust-example":
         return ProbeSettings(framing=Framing.RAW, profile=Profile.RUST_EXAMPLE, hello_versions=(RELAY_HELLO_VERSION,),
                              timeout_s=args.timeout, ssl_context=ssl_context)
+    if url is not None and url.binding == "ws":  # one WebSocket message per AMP message, HELLO first
+        return ProbeSettings(framing=Framing.RAW, binding="ws", timeout_s=args.timeout, ssl_context=ssl_context)
+    if url is not None and url.binding == "http":
+        return ProbeSettings(binding="http", timeout_s=args.timeout, ssl_context=ssl_context)
     return ProbeSettings(timeout_s=args.timeout, ssl_context=ssl_context)
 
 

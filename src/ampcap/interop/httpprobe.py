@@ -1,0 +1,160 @@
+"""The interop probe over HTTP (``ampcap interop https://…``, RFC 002 §6).
+
+The probe speaks RFC 002 frames; this stream carries them over HTTP so the
+same vectors run unchanged where the binding allows it:
+
+* a HANDSHAKE frame is answered here (HTTP has none; the size is ours),
+* each AMP_MESSAGE frame is one ``POST /amp/v1/messages`` with the R21
+  bearer token once the target's DID is known (a HELLO goes without one),
+* a ``200`` body comes back as an AMP_MESSAGE frame; after a ``202`` the
+  stream polls ``GET /amp/v1/messages`` while the probe waits for more,
+* a refusal (§6.4) comes back as a transport ERROR frame carrying the
+  target's ``X-AMP-Error-Code`` (or the status's hint) and the message id,
+  so "rejected with 1002" is judged the same way as over AMPS.
+
+Requests are made one at a time, inside ``send_all`` and ``receive_some``:
+a probe sends little and waits for each answer.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from ..errors import AmpError
+from ..net.url import MESSAGES_PATH, AmpUrl, format_hostport
+from ..wire.bearer import mint
+from ..wire.cbor import DEFAULT_LIMITS
+from ..wire.envelope import decode_envelope
+from ..wire.frames import FrameDecoder, FrameType, FramingError, encode_frame
+from ..wire.httpmap import CONTENT_TYPE, TRANSPORT_VERSION_HEADER, code_for_status, decode_poll
+from ..wire.identity import Identity
+from ..wire.registry import MessageType
+from ..wire.transport import HandshakeResponse, TransportError
+
+__all__ = ["HttpFrameStream"]
+
+_HELLO = int(MessageType.HELLO)
+_POLL_S = 0.05
+
+
+class HttpFrameStream(trio.abc.Stream):
+    """RFC 002 frames for the probe; POSTs and polls on the wire."""
+
+    def __init__(self, url: AmpUrl, *, ssl_context: ssl.SSLContext | None, timeout_s: float,
+                 max_msg_size: int, entropy: Callable[[int], bytes]) -> None:
+        self._base = f"{'https' if url.tls else 'http'}://{format_hostport(url.host, url.port)}"
+        self._ssl = ssl_context
+        self._timeout = timeout_s
+        self._max = max_msg_size
+        self._entropy = entropy
+        self._decoder = FrameDecoder(64 << 20)
+        self._in = bytearray()
+        self._client: Any = None
+        self._waiting = 0  # 202'd messages whose replies may still come by polling
+        self._cursor: str | None = None
+        self._broken = False
+        self.identity: Identity | None = None  # the probe's, set by the probe
+        self.peer_did: Callable[[], str | None] = lambda: None
+
+    def _http(self) -> Any:
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.AsyncClient(base_url=self._base, timeout=self._timeout,
+                                             verify=self._ssl if self._ssl is not None else True)
+        return self._client
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"accept": CONTENT_TYPE, TRANSPORT_VERSION_HEADER: "1", "content-type": CONTENT_TYPE}
+        audience = self.peer_did()
+        if audience is not None and self.identity is not None:
+            import time
+
+            token = mint(self.identity, audience, now_ms=int(time.time() * 1000), entropy=self._entropy)
+            headers["authorization"] = f"Bearer {token}"
+        return headers
+
+    def _frame(self, ftype: FrameType, payload: bytes) -> None:
+        self._in += encode_frame(ftype, payload)
+
+    def _error(self, code: int, message: str, msg_id: bytes | None) -> None:
+        self._frame(FrameType.ERROR, TransportError(code=code, message=message[:200], msg_id=msg_id).to_payload())
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        import httpx
+
+        if self._broken:
+            raise trio.BrokenResourceError("the target refused the framing")
+        try:
+            frames = self._decoder.feed(bytes(data))
+        except FramingError as exc:
+            self._broken = True
+            self._error(1001, f"not sent: {exc.message}", None)
+            return
+        for frame in frames:
+            if frame.type is FrameType.HANDSHAKE:
+                self._frame(FrameType.HANDSHAKE, HandshakeResponse(accepted=True, max_msg_size=self._max).to_payload())
+                continue
+            if frame.type is not FrameType.AMP_MESSAGE:
+                continue  # PING, GOAWAY: HTTP has no such thing
+            try:
+                msg_id: bytes | None = decode_envelope(frame.payload, DEFAULT_LIMITS).id
+            except AmpError:
+                msg_id = None
+            try:
+                response = await self._http().post(MESSAGES_PATH, content=frame.payload, headers=self._headers())
+            except httpx.HTTPError as exc:
+                raise trio.BrokenResourceError(f"POST failed: {exc}") from None
+            if response.status_code == 200:
+                if response.content:
+                    self._frame(FrameType.AMP_MESSAGE, response.content)
+            elif response.status_code == 202:
+                self._waiting += 1
+            else:
+                code_text = response.headers.get("x-amp-error-code", "")
+                code = int(code_text) if code_text.isdigit() and len(code_text) <= 5 else \
+                    code_for_status(response.status_code) or 1001
+                self._error(code, f"HTTP {response.status_code}: {response.text.strip()[:150]}", msg_id)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        while not self._in:
+            if not self._waiting:
+                await trio.sleep_forever()  # nothing can arrive: the probe's deadline ends the wait
+            await self._poll()
+            if not self._in:
+                await trio.sleep(_POLL_S)
+        size = len(self._in) if max_bytes is None else min(max_bytes, len(self._in))
+        chunk = bytes(self._in[:size])
+        del self._in[:size]
+        return chunk
+
+    async def _poll(self) -> None:
+        import httpx
+
+        params = {"limit": "50"} | ({"cursor": self._cursor} if self._cursor else {})
+        try:
+            response = await self._http().get(MESSAGES_PATH, params=params, headers=self._headers())
+            if response.status_code != 200:
+                return
+            messages, cursor, _ = decode_poll(response.content)
+        except (httpx.HTTPError, AmpError):
+            return
+        self._cursor = cursor or self._cursor
+        for raw in messages:
+            self._frame(FrameType.AMP_MESSAGE, raw)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def send_eof(self) -> None:  # pragma: no cover - not a HalfCloseableStream user
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                await self._client.aclose()
+            self._client = None
