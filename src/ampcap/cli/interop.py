@@ -187,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
         url = parse_url(args.target) if args.target else None
     except UrlError as exc:
         raise UsageError(str(exc)) from None
+    if args.compat and url is not None and url.binding != "amps":
+        raise UsageError("--compat rust-example speaks raw TCP framing: give an amp:// or amps:// URL")
     settings = settings_from_args(args, url)
     subject = subject_from_args(args)
     try:
