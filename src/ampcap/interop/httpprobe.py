@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
-from typing import Any
+from urllib.parse import quote
 
 import trio
 
 from ..errors import AmpError
-from ..net.url import MESSAGES_PATH, AmpUrl, format_hostport
+from ..net.httppool import HttpFailure, HttpPool
+from ..net.url import MESSAGES_PATH, AmpUrl
 from ..wire.bearer import mint
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.envelope import decode_envelope
@@ -46,26 +47,23 @@ class HttpFrameStream(trio.abc.Stream):
 
     def __init__(self, url: AmpUrl, *, ssl_context: ssl.SSLContext | None, timeout_s: float,
                  max_msg_size: int, entropy: Callable[[int], bytes]) -> None:
-        self._base = f"{'https' if url.tls else 'http'}://{format_hostport(url.host, url.port)}"
+        self._url = url
         self._ssl = ssl_context
         self._timeout = timeout_s
         self._max = max_msg_size
         self._entropy = entropy
         self._decoder = FrameDecoder(64 << 20)
         self._in = bytearray()
-        self._client: Any = None
+        self._client: HttpPool | None = None
         self._waiting = 0  # 202'd messages whose replies may still come by polling
         self._cursor: str | None = None
         self._broken = False
         self.identity: Identity | None = None  # the probe's, set by the probe
         self.peer_did: Callable[[], str | None] = lambda: None
 
-    def _http(self) -> Any:
+    def _http(self) -> HttpPool:
         if self._client is None:
-            import httpx
-
-            self._client = httpx.AsyncClient(base_url=self._base, timeout=self._timeout,
-                                             verify=self._ssl if self._ssl is not None else True)
+            self._client = HttpPool(self._url, ssl_context=self._ssl, max_connections=4, timeout_s=self._timeout)
         return self._client
 
     def _headers(self) -> dict[str, str]:
@@ -85,8 +83,6 @@ class HttpFrameStream(trio.abc.Stream):
         self._frame(FrameType.ERROR, TransportError(code=code, message=message[:200], msg_id=msg_id).to_payload())
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        import httpx
-
         if self._broken:
             raise trio.BrokenResourceError("the target refused the framing")
         try:
@@ -106,19 +102,20 @@ class HttpFrameStream(trio.abc.Stream):
             except AmpError:
                 msg_id = None
             try:
-                response = await self._http().post(MESSAGES_PATH, content=frame.payload, headers=self._headers())
-            except httpx.HTTPError as exc:
+                response = await self._http().request("POST", MESSAGES_PATH, self._headers(), frame.payload)
+            except HttpFailure as exc:
                 raise trio.BrokenResourceError(f"POST failed: {exc}") from None
-            if response.status_code == 200:
-                if response.content:
-                    self._frame(FrameType.AMP_MESSAGE, response.content)
-            elif response.status_code == 202:
+            if response.status == 200:
+                if response.body:
+                    self._frame(FrameType.AMP_MESSAGE, response.body)
+            elif response.status == 202:
                 self._waiting += 1
             else:
                 code_text = response.headers.get("x-amp-error-code", "")
                 code = int(code_text) if code_text.isdigit() and len(code_text) <= 5 else \
-                    code_for_status(response.status_code) or 1001
-                self._error(code, f"HTTP {response.status_code}: {response.text.strip()[:150]}", msg_id)
+                    code_for_status(response.status) or 1001
+                text = response.body.decode("utf-8", "replace").strip()[:150]
+                self._error(code, f"HTTP {response.status}: {text}", msg_id)
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         while not self._in:
@@ -133,15 +130,13 @@ class HttpFrameStream(trio.abc.Stream):
         return chunk
 
     async def _poll(self) -> None:
-        import httpx
-
-        params = {"limit": "50"} | ({"cursor": self._cursor} if self._cursor else {})
+        target = f"{MESSAGES_PATH}?limit=50" + (f"&cursor={quote(self._cursor)}" if self._cursor else "")
         try:
-            response = await self._http().get(MESSAGES_PATH, params=params, headers=self._headers())
-            if response.status_code != 200:
+            response = await self._http().request("GET", target, self._headers())
+            if response.status != 200:
                 return
-            messages, cursor, _ = decode_poll(response.content)
-        except (httpx.HTTPError, AmpError):
+            messages, cursor, _ = decode_poll(response.body)
+        except (HttpFailure, AmpError):
             return
         self._cursor = cursor or self._cursor
         for raw in messages:

@@ -9,7 +9,7 @@ retries.
 
 * WebSocket: :class:`~.wsmessages.WsMessageStream` after the upgrade.
 * HTTP: :class:`HttpMessageStream`. Each message is one ``POST
-  /amp/v1/messages`` (concurrently, over httpx's connection pool). A
+  /amp/v1/messages`` (concurrently, over keep-alive connections: net/httppool.py). A
   ``200`` body is the reply. After a ``202`` the stream polls ``GET
   /amp/v1/messages?cursor=…`` (short intervals growing to half a second)
   until every such message has had its final reply or has expired; the
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+from urllib.parse import quote
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -43,13 +44,12 @@ from ..wire.frames import Framing
 from ..wire.httpmap import CONTENT_TYPE, TRANSPORT_VERSION_HEADER, code_for_status, decode_poll
 from ..wire.identity import Identity
 from ..wire.registry import MessageType
+from .httppool import HttpFailure, HttpPool
 from .stream import open_stream
 from .tls import tls_failure
 from .url import MESSAGES_PATH, AmpUrl, format_hostport
 
 if TYPE_CHECKING:
-    import httpx
-
     from .daemon import Daemon, Link
 
 __all__ = ["dial", "connect_any", "HttpMessageStream"]
@@ -62,7 +62,7 @@ _ANSWERS = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE,
                                       MessageType.PONG, MessageType.HELLO_ACK, MessageType.HELLO_REJECT))
 _POLL_MIN_S, _POLL_MAX_S = 0.02, 0.5
-_POOL = 64  # concurrent POSTs (httpx connections)
+_POOL = 64  # concurrent POSTs (keep-alive connections)
 
 
 def message_mode(config: ConnectionConfig) -> ConnectionConfig:
@@ -147,7 +147,6 @@ class HttpMessageStream(trio.abc.Stream):
                  on_refused: Callable[[bytes, AmpError], None], entropy: Callable[[int], bytes] | None = None) -> None:
         import os
 
-        self._base = f"{'https' if url.tls else 'http'}://{format_hostport(url.host, url.port)}"
         self._url = url
         self._identity = identity
         self._clock = clock_ms
@@ -167,26 +166,23 @@ class HttpMessageStream(trio.abc.Stream):
         self._poll_kick = trio.Event()
         self._cursor: str | None = None
         self._nursery: trio.Nursery | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._client: HttpPool | None = None
         self.posts = 0
         self.polls = 0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        import httpx
-
-        verify: ssl.SSLContext | bool = self._ssl if self._ssl is not None else True
-        limits = httpx.Limits(max_connections=_POOL, max_keepalive_connections=_POOL)
-        timeout = httpx.Timeout(self._timeout, pool=None)
-        async with httpx.AsyncClient(base_url=self._base, verify=verify, limits=limits, timeout=timeout) as client:
-            self._client = client
-            try:
-                async with trio.open_nursery() as nursery:
-                    self._nursery = nursery
-                    nursery.start_soon(self._poller)
-                    task_status.started()
-                    await trio.sleep_forever()
-            finally:
-                self._end()
+        self._client = HttpPool(self._url, ssl_context=self._ssl, max_connections=_POOL,
+                                max_body=self._max + 4096, timeout_s=self._timeout)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._poller)
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._end()
+            with trio.CancelScope(shield=True):
+                await self._client.aclose()
 
     # ---------------------------------------------------------- input
 
@@ -248,34 +244,32 @@ class HttpMessageStream(trio.abc.Stream):
         return headers
 
     async def _post(self, payload: bytes) -> None:
-        import httpx
-
         env = decode_envelope(payload, DEFAULT_LIMITS)  # our own message: it decodes
         assert self._client is not None
         headers = self._headers()
         headers["content-type"] = CONTENT_TYPE
         self.posts += 1
         try:
-            response = await self._client.post(MESSAGES_PATH, content=payload, headers=headers)
-        except httpx.HTTPError as exc:
-            reason = tls_failure(exc) or shown(str(exc) or type(exc).__name__)
-            if isinstance(exc, httpx.ConnectError) and env.typ == _HELLO and tls_failure(exc) is None:
-                self._refused(env.id, env.typ, Unreachable(str(self._url), reason))  # the next endpoint may do
+            response = await self._client.request("POST", MESSAGES_PATH, headers, payload)
+        except HttpFailure as exc:
+            if exc.connect and env.typ == _HELLO:
+                self._refused(env.id, env.typ, Unreachable(str(self._url), str(exc)))  # the next endpoint may do
             else:
-                self._refused(env.id, env.typ, AmpError(5002, f"POST {MESSAGES_PATH} failed: {reason}"))
+                self._refused(env.id, env.typ, AmpError(5002, f"POST {MESSAGES_PATH} failed: {shown(str(exc))}"))
             return
-        status = response.status_code
+        status = response.status
         if status == 200:
-            if response.content:
-                self._feed(response.content)
+            if response.body:
+                self._feed(response.body)
             return
         if status == 202:
             if env.typ not in _ANSWERS:
                 self._outstanding[env.id] = env.ts + env.ttl
                 self._poll_kick.set()
             return
-        code = _header_code(response) or code_for_status(status) or 1001
-        text = response.text.strip().splitlines()[0] if response.text.strip() else ""
+        code = _header_code(response.headers) or code_for_status(status) or 1001
+        text = response.body.decode("utf-8", "replace").strip()
+        text = text.splitlines()[0] if text else ""
         self._refused(env.id, env.typ, AmpError(code, f"HTTP {status}" + (f": {shown(text)}" if text else "")))
 
     def _refused(self, msg_id: bytes, typ: int, err: AmpError) -> None:
@@ -288,8 +282,6 @@ class HttpMessageStream(trio.abc.Stream):
     # ---------------------------------------------------------- polling
 
     async def _poller(self) -> None:
-        import httpx
-
         delay = _POLL_MIN_S
         while True:
             if not self._outstanding:
@@ -297,17 +289,14 @@ class HttpMessageStream(trio.abc.Stream):
                 await self._poll_kick.wait()
                 delay = _POLL_MIN_S
             assert self._client is not None
-            params = {"limit": "100"}
-            if self._cursor is not None:
-                params["cursor"] = self._cursor
+            target = f"{MESSAGES_PATH}?limit=100" + (f"&cursor={quote(self._cursor)}" if self._cursor else "")
             self.polls += 1
             try:
-                response = await self._client.get(MESSAGES_PATH, params=params, headers=self._headers())
-                if response.status_code != 200:
-                    raise AmpError(code_for_status(response.status_code) or 1001,
-                                   f"poll answered HTTP {response.status_code}")
-                messages, cursor, more = decode_poll(response.content)
-            except (httpx.HTTPError, AmpError) as exc:
+                response = await self._client.request("GET", target, self._headers())
+                if response.status != 200:
+                    raise AmpError(code_for_status(response.status) or 1001, f"poll answered HTTP {response.status}")
+                messages, cursor, more = decode_poll(response.body)
+            except (HttpFailure, AmpError) as exc:
                 log.info("poll of %s failed: %s", self._url, shown(str(exc)))
                 messages, cursor, more = [], self._cursor, False
                 delay = _POLL_MAX_S
@@ -345,8 +334,8 @@ class HttpMessageStream(trio.abc.Stream):
         await trio.lowlevel.checkpoint()
 
 
-def _header_code(response: Any) -> int | None:
-    value = response.headers.get("x-amp-error-code")
+def _header_code(headers: dict[str, str]) -> int | None:
+    value = headers.get("x-amp-error-code")
     if value is None or not value.isdigit() or len(value) > 5:
         return None
     return int(value)

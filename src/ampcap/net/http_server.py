@@ -49,7 +49,7 @@ from ..display import shown
 from ..errors import AmpError, MessageTooLarge
 from ..peer.mailbox import Mailboxes
 from ..peer.outbound import Outbound
-from ..wire.bearer import verify as verify_token
+from ..wire.bearer import verify_until
 from ..wire.envelope import Envelope, seal
 from ..wire.frames import Framing, MIN_MAX_SIZE
 from ..wire.httpmap import (
@@ -82,6 +82,7 @@ _ANSWERS = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.PONG, MessageType.HELLO_ACK, MessageType.HELLO_REJECT))
 _INTERIM = frozenset(int(t) for t in (MessageType.PROCESSING, MessageType.PROGRESS, MessageType.ACK))
 _READ = 64 * 1024
+_MAX_TOKENS = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +149,7 @@ class HttpFront:
                                    replay_window_ms=config.replay_window_ms)
         self._principals: dict[str, _Principal] = {}
         self._waiters: dict[bytes, list[_Waiter]] = {}
+        self._tokens: dict[str, tuple[str, int]] = {}  # verified bearer tokens: principal, valid until (ms)
         self._connections = 0
         self.requests = 0
 
@@ -255,11 +257,20 @@ class HttpFront:
         scheme, _, token = value.decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise _Refused(401, 3001, "Authorization must be 'Bearer <token>'")
+        token = token.strip()
+        now = self.daemon.clock.wall_ms()
+        known = self._tokens.get(token)
+        if known is not None and now <= known[1]:
+            return known[0]  # verified before and not expired: a client reuses its token for minutes
         try:
-            return verify_token(token.strip(), resolver=self.daemon.pipeline.resolver, audience=self.daemon.identity.did,
-                                now_ms=self.daemon.clock.wall_ms())
+            principal, until = verify_until(token, resolver=self.daemon.pipeline.resolver,
+                                            audience=self.daemon.identity.did, now_ms=now)
         except AmpError as exc:
             raise _refusal(exc, authenticated=False) from None
+        if len(self._tokens) >= _MAX_TOKENS:
+            self._tokens.clear()  # crude, bounded: a flood of fresh tokens costs only re-verification
+        self._tokens[token] = (principal, until)
+        return principal
 
     async def _post(self, conn: h11.Connection, stream: trio.abc.Stream,
                     headers: dict[bytes, bytes]) -> tuple[int, bytes]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,13 +32,14 @@ from .didkey import is_did
 from .identity import Identity, KeyResolver
 from .signing import verify_signature
 
-__all__ = ["mint", "verify", "MAX_LIFETIME_S", "MAX_TOKEN_CHARS", "DEFAULT_LIFETIME_S"]
+__all__ = ["mint", "verify", "verify_until", "MAX_LIFETIME_S", "MAX_TOKEN_CHARS", "DEFAULT_LIFETIME_S"]
 
 MAX_LIFETIME_S = 300  # R21: exp at most 5 minutes after iat
 DEFAULT_LIFETIME_S = 240  # what mint() gives: inside the limit with room for clock skew
 MAX_TOKEN_CHARS = 4096  # a DID pair and five claims fit many times over
 _HEADER = {"alg": "EdDSA", "typ": "JWT"}
 _AUTH = 3001  # RFC 002 §8.1: auth failure
+_B64URL = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _b64(data: bytes) -> str:
@@ -45,7 +47,7 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str, what: str) -> bytes:
-    if not text or not all(c.isalnum() or c in "-_" for c in text) or not text.isascii():
+    if _B64URL.fullmatch(text) is None:
         raise AmpError(_AUTH, f"bearer token: the {what} is not base64url")
     try:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
@@ -78,6 +80,13 @@ def mint(identity: Identity, audience: str, *, now_ms: int, entropy: Callable[[i
 
 def verify(token: str, *, resolver: KeyResolver, audience: str, now_ms: int, max_skew_ms: int = 30_000) -> str:
     """The principal DID ``token`` proves, or ``AmpError(3001)`` saying why not."""
+    return verify_until(token, resolver=resolver, audience=audience, now_ms=now_ms, max_skew_ms=max_skew_ms)[0]
+
+
+def verify_until(token: str, *, resolver: KeyResolver, audience: str, now_ms: int,
+                 max_skew_ms: int = 30_000) -> tuple[str, int]:
+    """Like :func:`verify`, with the instant (ms) after which the token no
+    longer passes, so a server may remember a verified token until then."""
     if not token or len(token) > MAX_TOKEN_CHARS:
         raise AmpError(_AUTH, "bearer token missing or too long")
     parts = token.split(".")
@@ -107,4 +116,4 @@ def verify(token: str, *, resolver: KeyResolver, audience: str, now_ms: int, max
     key = resolver.ed25519_for(iss)  # 3001 when it cannot be resolved (R2)
     if not verify_signature(key, (parts[0] + "." + parts[1]).encode("ascii"), signature):
         raise AmpError(_AUTH, "bearer token: the signature does not verify")
-    return iss
+    return iss, exp * 1000 + max_skew_ms
