@@ -83,6 +83,7 @@ _ANSWERS = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
 _INTERIM = frozenset(int(t) for t in (MessageType.PROCESSING, MessageType.PROGRESS, MessageType.ACK))
 _READ = 64 * 1024
 _MAX_TOKENS = 4096
+_UNAUTHENTICATED_BODY = 64 * 1024  # a HELLO POSTed without a token (ConnectionConfig.max_negotiation_payload)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +99,7 @@ class HttpConfig:
     max_pending_messages: int = 1024  # per principal, before POSTs are refused with 429
     max_pending_bytes: int = 16 << 20  # per principal
     max_pending_total: int = 64 << 20  # all principals
+    max_bodies_total: int = 64 << 20  # request bodies being read at once, all connections (503 beyond)
 
 
 class _Principal(ReplySink):
@@ -149,6 +151,7 @@ class HttpFront:
                                    replay_window_ms=config.replay_window_ms)
         self._principals: dict[str, _Principal] = {}
         self._waiters: dict[bytes, list[_Waiter]] = {}
+        self._body_bytes = 0
         self._tokens: dict[str, tuple[str, int]] = {}  # verified bearer tokens: principal, valid until (ms)
         self._connections = 0
         self.requests = 0
@@ -282,7 +285,17 @@ class HttpFront:
             raise _Refused(400, 1001, f"{TRANSPORT_VERSION_HEADER} {shown(version.decode('latin-1'))} "
                                       "is not supported (1 is)", close=True)
         principal = self._principal(headers, required=False)
-        data = await _read_body(conn, stream, self.max_msg_size, headers)
+        # Without a token only a HELLO is acceptable: a few hundred bytes, not max_msg_size.
+        limit = self.max_msg_size if principal is not None else _UNAUTHENTICATED_BODY
+        declared = headers.get(b"content-length", b"").strip()
+        reserve = int(declared) if declared.isdigit() and int(declared) <= limit else limit
+        if self._body_bytes + reserve > self.config.max_bodies_total:
+            raise _Refused(503, 2003, "too many request bodies arriving at once; retry shortly", close=True)
+        self._body_bytes += reserve  # bodies being read, all connections together
+        try:
+            data = await _read_body(conn, stream, limit, headers)
+        finally:
+            self._body_bytes -= reserve
         now = self.daemon.clock.wall_ms()
         try:
             inbound = self.daemon.pipeline.check(data, now)
