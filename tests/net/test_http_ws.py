@@ -427,3 +427,38 @@ def test_interop_runs_over_websocket_and_http(server: Server, tmp_path: Path, sc
     for vector, result in expected.items():
         assert any(line.split()[:2] == [vector, result] for line in done.stdout.splitlines()), done.stdout
     assert json.loads(report.read_text())
+
+
+def test_websocket_keepalive_pings_and_closes_a_silent_peer() -> None:
+    from wsproto.events import Ping
+
+    from ampcap.caps.demo import demo_manifest
+    from ampcap.net.http_server import HttpConfig, HttpFront
+    from ampcap.net.peer import Peer
+    from ampcap.net.wsmessages import client_handshake
+
+    async def main() -> None:
+        provider = Peer(Identity.generate(os.urandom), manifest=demo_manifest())
+        async with provider.serve("amp://127.0.0.1:0") as served, trio.open_nursery() as nursery:
+            front = HttpFront(served.daemon, config=HttpConfig(ws_ping_interval_s=0.3, ws_pong_timeout_s=0.3))
+            port = (await nursery.start(front.serve, "127.0.0.1", 0))[0].socket.getsockname()[1]
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            ws = await client_handshake(stream, "x", token=None, max_size=1 << 20, timeout_s=5)
+            ident = Identity.generate(os.urandom)
+            _, hello = seal(ident, typ=MessageType.HELLO, to="did:web:unknown.invalid",
+                            body={"versions": ["1.0"]}, now_ms=_now(), entropy=os.urandom, ttl=60_000)
+            await stream.send_all(ws.send(Message(data=hello)))
+            seen: list[Any] = []
+            with trio.fail_after(5):
+                while not any(isinstance(e, CloseConnection) for e in seen):
+                    data = await stream.receive_some(65536)  # read, but never answer the Ping
+                    ws.receive_data(data or None)
+                    seen += list(ws.events())
+                    if not data:
+                        break
+            assert any(isinstance(e, Ping) for e in seen)
+            assert any(isinstance(e, CloseConnection) for e in seen)
+            await stream.aclose()
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)

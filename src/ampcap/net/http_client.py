@@ -51,6 +51,7 @@ from .url import MESSAGES_PATH, AmpUrl, format_hostport
 
 if TYPE_CHECKING:
     from .daemon import Daemon, Link
+    from .wsmessages import WsMessageStream
 
 __all__ = ["dial", "connect_any", "HttpMessageStream"]
 
@@ -92,7 +93,10 @@ async def dial(daemon: Daemon, url: AmpUrl, *, peer_did: str | None, ssl_context
         if url.binding == "ws":
             stream = await _open_ws(daemon, url, peer_did=peer_did, ssl_context=ssl_context,
                                     timeout_s=timeout_s, max_size=conf.max_msg_size)
-            return await daemon.connect_stream(stream, peer_did=peer_did, timeout_s=timeout_s, config=conf)
+            link = await daemon.connect_stream(stream, peer_did=peer_did, timeout_s=timeout_s, config=conf)
+            assert daemon.calls.nursery is not None
+            daemon.calls.nursery.start_soon(stream.keepalive, link.driver.close)  # ends with the stream
+            return link
         http = HttpMessageStream(url, identity=daemon.identity, clock_ms=daemon.clock.wall_ms,
                                  ssl_context=ssl_context, peer_did=peer_did, timeout_s=timeout_s,
                                  max_size=conf.max_msg_size, on_refused=daemon.calls.fail)
@@ -113,8 +117,7 @@ async def dial(daemon: Daemon, url: AmpUrl, *, peer_did: str | None, ssl_context
 
 
 async def _open_ws(daemon: Daemon, url: AmpUrl, *, peer_did: str | None, ssl_context: ssl.SSLContext | None,
-                   timeout_s: float, max_size: int) -> trio.abc.Stream:
-    from .wsmessages import WsMessageStream, client_handshake
+                   timeout_s: float, max_size: int) -> WsMessageStream:
 
     stream: trio.abc.Stream | None = None
     with trio.move_on_after(timeout_s):
@@ -124,6 +127,8 @@ async def _open_ws(daemon: Daemon, url: AmpUrl, *, peer_did: str | None, ssl_con
             raise Unreachable(str(url), getattr(exc, "strerror", None) or str(exc)) from exc
     if stream is None:
         raise AmpError(5003, f"connecting to {url} timed out")
+    from .wsmessages import WsMessageStream, client_handshake
+
     token = None
     if peer_did is not None:
         token = mint(daemon.identity, peer_did, now_ms=daemon.clock.wall_ms(), entropy=daemon.entropy)

@@ -33,6 +33,7 @@ code and a one-line text body.
 
 from __future__ import annotations
 
+import functools
 import logging
 import ssl
 from collections.abc import Callable
@@ -100,6 +101,8 @@ class HttpConfig:
     max_pending_bytes: int = 16 << 20  # per principal
     max_pending_total: int = 64 << 20  # all principals
     max_bodies_total: int = 64 << 20  # request bodies being read at once, all connections (503 beyond)
+    ws_ping_interval_s: float = 30.0  # a WebSocket silent this long gets a Ping (§5.3 keepalive)
+    ws_pong_timeout_s: float = 10.0  # ... and is closed when nothing answers within this
 
 
 class _Principal(ReplySink):
@@ -439,7 +442,12 @@ class HttpFront:
             return close_for_code(term.code), f"{term.code}: {term.reason}"
 
         messages.close_reason = close_reason
-        await daemon.serve_driver(driver)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(messages.keepalive, driver.close,
+                                                 interval_s=self.config.ws_ping_interval_s,
+                                                 timeout_s=self.config.ws_pong_timeout_s))
+            await daemon.serve_driver(driver)
+            nursery.cancel_scope.cancel()
         return True
 
 

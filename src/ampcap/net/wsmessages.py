@@ -78,6 +78,7 @@ class WsMessageStream(trio.abc.Stream):
         self._ended = False  # no more input (closed by either side, or refused)
         self.refused: tuple[int, str] | None = None  # the close we sent for what the peer did
         self.peer_closed: tuple[int, str | None] | None = None  # the peer's close frame
+        self.last_heard = trio.current_time()  # when bytes last came (Pongs included): the keepalive's clock
 
     # ---------------------------------------------------------- input
 
@@ -90,6 +91,7 @@ class WsMessageStream(trio.abc.Stream):
                 data = await self._stream.receive_some(_READ)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
+            self.last_heard = trio.current_time()
             self._ws.receive_data(bytes(data) if data else None)
             if not data:
                 await self._handle_events()
@@ -175,7 +177,29 @@ class WsMessageStream(trio.abc.Stream):
     async def send_eof(self) -> None:  # pragma: no cover - not a HalfCloseableStream user
         raise NotImplementedError
 
+    async def keepalive(self, on_dead: Callable[[str], None], *, interval_s: float = 30.0,
+                        timeout_s: float = 10.0) -> None:
+        """RFC 002 §5.3: WebSocket Ping/Pong as the keepalive. After
+        ``interval_s`` with nothing heard, Ping; nothing within ``timeout_s``
+        more: ``on_dead(reason)`` (the owner closes the connection). Runs
+        until the stream ends; start it beside the connection's driver."""
+        while not self._ended and self._ws.state is ConnectionState.OPEN:
+            due = self.last_heard + interval_s
+            if trio.current_time() < due:
+                await trio.sleep_until(due)
+                continue
+            try:
+                await self._write(self._ws.send(Ping(payload=b"amp")))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            pinged = trio.current_time()
+            await trio.sleep(timeout_s)
+            if self.last_heard < pinged and not self._ended:
+                on_dead(f"keepalive: no WebSocket Pong within {timeout_s:g} s")
+                return
+
     async def aclose(self) -> None:
+        self._ended = True
         try:
             if self._ws.state is ConnectionState.OPEN:
                 code, reason = self.close_reason() if self.close_reason is not None else (1000, "")
