@@ -140,6 +140,7 @@ def test_post_hello_then_invoke_with_a_token_answers_200(server: Server) -> None
     ident = Identity.generate(os.urandom)
     hello = _post(server, _message(ident, server, MessageType.HELLO, {"versions": ["1.0"]}), None)
     assert hello.status_code == 200 and hello.headers["content-type"] == "application/cbor"
+    assert int(hello.headers["x-amp-max-message-size"]) >= 1 << 20  # §3.2, §5.3
     ack = decode_envelope(hello.content, cbor.DEFAULT_LIMITS)
     assert ack.typ == MessageType.HELLO_ACK and ack.sender == server.did
     reply = _post(server, _message(ident, server, MessageType.CAP_INVOKE, ECHO), _token(ident, server))

@@ -236,11 +236,11 @@ class HttpFront:
         try:
             if path == MESSAGES_PATH and request.method == b"POST":
                 status, body = await self._post(conn, stream, headers)
-                await _respond(conn, stream, status, None, body=body)
+                await _respond(conn, stream, status, None, body=body, max_size=self.max_msg_size)
             elif path == MESSAGES_PATH and request.method == b"GET":
                 await _drain_body(conn, stream, 0)
                 body = self._poll(headers, query)
-                await _respond(conn, stream, 200, None, body=body)
+                await _respond(conn, stream, 200, None, body=body, max_size=self.max_msg_size)
             elif path == WS_PATH and request.method == b"GET":
                 return await self._websocket(conn, stream, request, headers)
             else:
@@ -249,7 +249,8 @@ class HttpFront:
                                f"{request.method.decode('ascii', 'replace')} {shown(path)} is not served here"
                                if known else f"no AMP endpoint at {shown(path)}", close=True)
         except _Refused as refused:
-            await _respond(conn, stream, refused.status, refused.code, refused.message, close=refused.close)
+            await _respond(conn, stream, refused.status, refused.code, refused.message, close=refused.close,
+                           max_size=self.max_msg_size)
         return False
 
     # ---------------------------------------------------------------- POST
@@ -503,7 +504,8 @@ async def _drain_body(conn: h11.Connection, stream: trio.abc.Stream, limit: int)
 
 
 async def _respond(conn: h11.Connection, stream: trio.abc.Stream, status: int, code: int | None,
-                   message: str = "", *, body: bytes | None = None, close: bool = False) -> None:
+                   message: str = "", *, body: bytes | None = None, close: bool = False,
+                   max_size: int | None = None) -> None:
     if conn.our_state is not h11.SEND_RESPONSE:
         return
     headers: list[tuple[str, str]] = []
@@ -517,6 +519,8 @@ async def _respond(conn: h11.Connection, stream: trio.abc.Stream, status: int, c
         headers.append(("x-amp-error-code", str(code)))
     headers.append(("content-length", str(len(body))))
     headers.append((TRANSPORT_VERSION_HEADER.lower(), "1"))
+    if max_size is not None:  # §5.3: the largest message this agent accepts
+        headers.append((MAX_SIZE_HEADER.lower(), str(max_size)))
     if close:
         headers.append(("connection", "close"))
     data = conn.send(h11.Response(status_code=status, headers=headers))
