@@ -3,7 +3,8 @@
 The probe speaks RFC 002 frames; this stream carries them over HTTP so the
 same vectors run unchanged where the binding allows it:
 
-* a HANDSHAKE frame is answered here (HTTP has none; the size is ours),
+* a HANDSHAKE frame is answered here (HTTP has none) with the size the
+  target announces in ``X-AMP-Max-Message-Size``,
 * each AMP_MESSAGE frame is one ``POST /amp/v1/messages`` with the R21
   bearer token once the target's DID is known (a HELLO goes without one),
 * a ``200`` body comes back as an AMP_MESSAGE frame; after a ``202`` the
@@ -31,7 +32,7 @@ from ..wire.bearer import mint
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.envelope import decode_envelope
 from ..wire.frames import FrameDecoder, FrameType, FramingError, encode_frame
-from ..wire.httpmap import CONTENT_TYPE, TRANSPORT_VERSION_HEADER, code_for_status, decode_poll
+from ..wire.httpmap import CONTENT_TYPE, MAX_SIZE_HEADER, TRANSPORT_VERSION_HEADER, code_for_status, decode_poll
 from ..wire.identity import Identity
 from ..wire.registry import MessageType
 from ..wire.transport import HandshakeResponse, TransportError
@@ -58,6 +59,7 @@ class HttpFrameStream(trio.abc.Stream):
         self._waiting = 0  # 202'd messages whose replies may still come by polling
         self._cursor: str | None = None
         self._broken = False
+        self._readable = trio.Event()
         self.identity: Identity | None = None  # the probe's, set by the probe
         self.peer_did: Callable[[], str | None] = lambda: None
 
@@ -78,6 +80,7 @@ class HttpFrameStream(trio.abc.Stream):
 
     def _frame(self, ftype: FrameType, payload: bytes) -> None:
         self._in += encode_frame(ftype, payload)
+        self._readable.set()  # a receive waiting meanwhile (the probe reads and writes at once)
 
     def _error(self, code: int, message: str, msg_id: bytes | None) -> None:
         self._frame(FrameType.ERROR, TransportError(code=code, message=message[:200], msg_id=msg_id).to_payload())
@@ -93,7 +96,16 @@ class HttpFrameStream(trio.abc.Stream):
             return
         for frame in frames:
             if frame.type is FrameType.HANDSHAKE:
-                self._frame(FrameType.HANDSHAKE, HandshakeResponse(accepted=True, max_msg_size=self._max).to_payload())
+                # HTTP has no handshake; every answer names the target's size limit (§5.3), so ask once.
+                theirs = self._max
+                try:
+                    answer = await self._http().request("GET", MESSAGES_PATH, {"accept": CONTENT_TYPE})
+                    text = answer.headers.get(MAX_SIZE_HEADER.lower(), "")
+                    if text.isdigit() and len(text) <= 15:
+                        theirs = int(text)
+                except HttpFailure as exc:
+                    raise trio.BrokenResourceError(f"GET failed: {exc}") from None
+                self._frame(FrameType.HANDSHAKE, HandshakeResponse(accepted=True, max_msg_size=theirs).to_payload())
                 continue
             if frame.type is not FrameType.AMP_MESSAGE:
                 continue  # PING, GOAWAY: HTTP has no such thing
@@ -119,11 +131,14 @@ class HttpFrameStream(trio.abc.Stream):
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         while not self._in:
+            self._readable = trio.Event()
             if not self._waiting:
-                await trio.sleep_forever()  # nothing can arrive: the probe's deadline ends the wait
+                await self._readable.wait()  # until a request's answer comes (or the probe's deadline)
+                continue
             await self._poll()
             if not self._in:
-                await trio.sleep(_POLL_S)
+                with trio.move_on_after(_POLL_S):
+                    await self._readable.wait()
         size = len(self._in) if max_bytes is None else min(max_bytes, len(self._in))
         chunk = bytes(self._in[:size])
         del self._in[:size]

@@ -224,7 +224,12 @@ class HttpFront:
                     await _respond(conn, stream, exc.error_status_hint, 1001, f"malformed HTTP request: {exc}",
                                    close=True)
                 return
-            if upgraded or conn.our_state is h11.MUST_CLOSE or conn.their_state is not h11.DONE:
+            if upgraded:
+                return
+            if conn.their_state is not h11.DONE:
+                await _linger(stream)  # a body we refused unread: let the client finish sending it
+                return
+            if conn.our_state is h11.MUST_CLOSE:
                 return
             conn.start_next_cycle()
 
@@ -464,6 +469,23 @@ async def _next_event(conn: h11.Connection, stream: trio.abc.Stream) -> Any:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             data = b""
         conn.receive_data(bytes(data))
+
+
+async def _linger(stream: trio.abc.Stream, *, seconds: float = 2.0, limit: int = 128 << 20) -> None:
+    """Read and drop what the client still sends after a refusal (at most
+    ``limit`` bytes, ``seconds``), then close: closing with its body unread
+    would reset the connection, and the reset can destroy our answer (a 413)
+    before the client reads it."""
+    with trio.move_on_after(seconds):
+        taken = 0
+        try:
+            while taken < limit:
+                data = await stream.receive_some(_READ)
+                if not data:
+                    return
+                taken += len(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
 
 
 def _size_header(headers: dict[bytes, bytes]) -> int | None:

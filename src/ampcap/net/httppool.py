@@ -112,7 +112,12 @@ class HttpPool:
             if body:
                 data += h.send(h11.Data(data=body))
             data += h.send(h11.EndOfMessage())
-            await conn.stream.send_all(data)
+            try:
+                await conn.stream.send_all(data)
+            except trio.BrokenResourceError:
+                # The server may have refused before reading it all (413) and
+                # closed: its answer can still be waiting to be read.
+                pass
             response: h11.Response | None = None
             parts: list[bytes] = []
             size = 0
