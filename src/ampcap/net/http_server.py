@@ -380,11 +380,12 @@ class HttpFront:
         if waiting:
             if interim:
                 return env  # the POST answers with the final word only
-            for waiter in waiting:
-                if waiter.raw is None:
-                    waiter.raw = wire
-                    waiter.done.set()
-                    return env
+            pending = [waiter for waiter in waiting if waiter.raw is None]
+            for waiter in pending:  # a POST retried while the first still waits: both get the answer
+                waiter.raw = wire
+                waiter.done.set()
+            if pending:
+                return env
         assert sink.peer_did is not None
         if not self.mailboxes.put(sink.peer_did, wire, expires_ms=env.ts + env.ttl, interim=interim, now_ms=now):
             log.debug("interim reply for %s dropped: its mailbox is full", shown(sink.peer_did))
