@@ -96,3 +96,10 @@ def test_bench_mcp_gateway_quick() -> None:
     assert all(float(values[0]) > 0 for values in rows.values())
     assert rows["gateway, stdio"][2].startswith("+")  # the p50 each way adds over the Python API
     assert float(rows["gateway, in process"][-1]) > 0  # the CPU time each call costs this process
+
+
+@pytest.mark.slow
+def test_bench_http_quick() -> None:
+    out = run_tool("bench_http.py", "--quick", "--no-mcp")
+    assert "ampcap WebSocket" in out and "ampcap HTTP POST (200)" in out
+    assert "AMPS / WebSocket throughput, 64 in flight" in out

@@ -217,7 +217,7 @@ def test_bad_listen_hostport_is_usage(capsys: pytest.CaptureFixture[str], hostpo
 
 @pytest.mark.parametrize("argv,needle", [
     (["invoke", "amp://127.0.0.1:9", "org.ampcap.demo.echo:1.0.0", "--params", "{bad"], "--params is not valid JSON"),
-    (["query", "http://127.0.0.1:9", "echo"], "unsupported scheme 'http'"),
+    (["query", "ftp://127.0.0.1:9", "echo"], "unsupported scheme 'ftp'"),
     (["query", "amp://127.0.0.1:9", "echo", "--limit", "-1"], "--limit must be from 0 to 18446744073709551615"),
     (["query", "amp://127.0.0.1:9", "echo", "--limit", str(1 << 64)], "--limit must be from 0"),
     (["serve", "--demo", "--listen", "nohost"], "--listen: expected HOST:PORT"),

@@ -240,7 +240,8 @@ def test_cli_json_output_and_failure_exit_code(target_port: int, capsys: pytest.
 
 @pytest.mark.parametrize("argv", [
     ["interop"],
-    ["interop", "http://example.com"],
+    ["interop", "ftp://example.com"],
+    ["interop", "wss://127.0.0.1:1", "--compat", "rust-example", "--target-did", "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"],
     ["interop", "amp://127.0.0.1:1", "--self"],
     ["interop", "amp://127.0.0.1:1", "--params", "{not json"],
     ["interop", "--self", "--compat", "rust-example"],

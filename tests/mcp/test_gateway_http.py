@@ -217,3 +217,19 @@ async def test_an_amps_peer_checked_against_its_ca(tmp_path: Path) -> None:
         # Without the CA the certificate is not trusted: no tools, calls answer 5002.
         async with embedded(server.url) as (url, _), http_session(url) as session:
             assert (await session.list_tools()).tools == []
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("scheme", ["http", "ws"])
+async def test_a_peer_reached_over_the_rfc002_http_and_websocket_bindings(tmp_path: Path, scheme: str) -> None:
+    """Issue 27: the gateway dials what every client dials, http(s):// and
+    ws(s):// included (a real `serve --http`)."""
+    with serve_process(tmp_path, "--http", "127.0.0.1:0") as served:
+        assert served.proc.stdout is not None
+        http_url = served.proc.stdout.readline().split()[0]  # the second line names the HTTP endpoint
+        url = http_url.replace("http://", f"{scheme}://", 1)
+        async with embedded(url) as (mcp_url, _), http_session(mcp_url) as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert "org.ampcap.demo.math.add" in names
+            result = await session.call_tool("org.ampcap.demo.math.add", {"a": 40, "b": 2})
+            assert not result.is_error and result.structured_content == {"sum": 42}

@@ -338,7 +338,7 @@ async def test_connect_refused_is_5002_not_a_hang() -> None:
         assert info.value.code == 5002 and f"cannot reach {url}" in info.value.message
         assert isinstance(info.value, OSError)
     with pytest.raises(ValueError):
-        async with connect("http://127.0.0.1:1", identity=new_identity()):
+        async with connect("ftp://127.0.0.1:1", identity=new_identity()):
             pass
 
 

@@ -27,7 +27,9 @@ def test_round_trip_and_tls_flag() -> None:
 @pytest.mark.parametrize("text, fragment", [
     ("", "empty"),
     ("example.com:7700", "no scheme"),
-    ("http://example.com", "unsupported scheme"),
+    ("ftp://example.com", "unsupported scheme"),
+    ("https://example.com/other", "no path"),
+    ("wss://example.com/amp/v1/messages", "no path"),
     ("amp://", "no host"),
     ("amp://host:0", "port"),
     ("amp://host:70000", "port"),
@@ -90,3 +92,21 @@ def test_hostport_invalid(text: str, fragment: str) -> None:
     with pytest.raises(UrlError) as info:
         parse_hostport(text)
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("text, scheme, port, binding, tls", [
+    ("https://example.com", "https", 443, "http", True),
+    ("http://example.com:8080/amp/v1/messages", "http", 8080, "http", False),
+    ("wss://example.com/amp/v1/ws", "wss", 443, "ws", True),
+    ("ws://[::1]:9", "ws", 9, "ws", False),
+])
+def test_http_and_websocket_urls(text: str, scheme: str, port: int, binding: str, tls: bool) -> None:
+    url = parse_url(text)
+    assert (url.scheme, url.port, url.binding, url.tls) == (scheme, port, binding, tls)
+
+
+def test_endpoints_are_ordered_amps_then_wss_then_https() -> None:
+    from ampcap.net.url import parse_endpoints
+
+    urls = parse_endpoints("https://a,ws://b,amp://c,wss://d,amps://e")
+    assert [u.host for u in urls] == ["c", "e", "b", "d", "a"]  # same class: the given order

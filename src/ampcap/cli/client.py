@@ -132,11 +132,13 @@ def _run(args: argparse.Namespace, call: Any) -> int:
     from ..net.peer import Peer
 
     try:
-        from ..net.url import UrlError, parse_url
+        from ..net.url import UrlError, parse_endpoints
 
-        parse_url(args.url)
+        endpoints = parse_endpoints(args.url)  # one URL, or several endpoints of the peer (RFC 002 §3.5)
     except UrlError as exc:
         raise UsageError(str(exc)) from None
+    if args.compat == "rust-example" and any(url.binding != "amps" for url in endpoints):
+        raise UsageError("--compat rust-example speaks raw TCP framing: give an amp:// or amps:// URL")
     if args.compat == "rust-example" and args.to is None and args.peer_did is None:
         # Its raw framing has no HELLO, so nothing would tell us whom to address.
         raise UsageError("--compat rust-example needs --peer-did DID (the daemon's DID), or --to DID with a relay URL")

@@ -137,6 +137,10 @@ def settings_from_args(args: argparse.Namespace, url: AmpUrl | None) -> ProbeSet
     if args.compat == "rust-example":
         return ProbeSettings(framing=Framing.RAW, profile=Profile.RUST_EXAMPLE, hello_versions=(RELAY_HELLO_VERSION,),
                              timeout_s=args.timeout, ssl_context=ssl_context)
+    if url is not None and url.binding == "ws":  # one WebSocket message per AMP message, HELLO first
+        return ProbeSettings(framing=Framing.RAW, binding="ws", timeout_s=args.timeout, ssl_context=ssl_context)
+    if url is not None and url.binding == "http":
+        return ProbeSettings(binding="http", timeout_s=args.timeout, ssl_context=ssl_context)
     return ProbeSettings(timeout_s=args.timeout, ssl_context=ssl_context)
 
 
@@ -204,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
         relay = parse_url(args.relay) if args.relay else None
     except UrlError as exc:
         raise UsageError(str(exc)) from None
+    if args.compat and url is not None and url.binding != "amps":
+        raise UsageError("--compat rust-example speaks raw TCP framing: give an amp:// or amps:// URL")
     settings = settings_from_args(args, url or relay)
     relay_options = {"relay_did": args.relay_did, "relay_framing": args.relay_framing,
                      "relay_forward": args.relay_forward}

@@ -38,7 +38,7 @@ Register it with an MCP host as a stdio server:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("mcp", help="MCP gateway: serve AMP peers' capabilities as MCP tools",
                               description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("urls", nargs="+", metavar="URL", help="a peer to serve, e.g. amp://127.0.0.1:7700 (several: "
+    p.add_argument("urls", nargs="+", metavar="URL", help="a peer to serve, e.g. amp://127.0.0.1:7700 (or amps://, https://, wss://; several: "
                                                          "the tools of all; clashing names get .peerN)")
     p.add_argument("--identity", type=Path, default=None, metavar="FILE",
                    help=f"identity key file (default {default_identity_path()}, created if missing)")
@@ -89,13 +89,15 @@ def _ranges(items: list[str]) -> dict[str, Any]:
 
 
 def run_mcp(args: argparse.Namespace) -> int:
-    from ..net.url import UrlError, parse_hostport, parse_url
+    from ..net.url import UrlError, parse_endpoints, parse_hostport
 
     for url in args.urls:
         try:
-            parse_url(url)
+            endpoints = parse_endpoints(url)  # one URL, or several endpoints of one peer (RFC 002 §3.5)
         except UrlError as exc:
             raise UsageError(str(exc)) from None
+        if args.compat and any(e.binding != "amps" for e in endpoints):
+            raise UsageError("--compat rust-example speaks raw TCP framing: give amp:// or amps:// URLs")
     if args.peer_did and len(args.peer_did) != len(args.urls):
         raise UsageError(f"--peer-did is given {len(args.peer_did)} times for {len(args.urls)} URLs: give it "
                          "once per URL, in the same order, or not at all")

@@ -96,6 +96,10 @@ def register(subparsers: Any) -> None:
                         "backoff, when the link is lost); may be repeated")
     p.add_argument("--relay-did", default=RELAY_DID, metavar="DID", type=did,
                    help=f"the relay's own DID, to which the registration frame is addressed (default {RELAY_DID})")
+    p.add_argument("--http", default=None, metavar="HOST:PORT",
+                   help="also serve the RFC 002 HTTP and WebSocket bindings here (POST/GET /amp/v1/messages, "
+                        "/amp/v1/ws; https:// and wss:// with --tls-cert), into the same daemon; prints a "
+                        "second line '<http-url> <did:key>'")
     p.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="serve amps:// with this certificate")
     p.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="private key for --tls-cert")
     add_tls_client_arguments(p, "the peers and relays it dials")
@@ -222,6 +226,10 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     from ..peer.policy import ALLOW_ALL
 
     host, port = parse_listen(args.listen)
+    if getattr(args, "http", None) is not None:
+        args.http_address = parse_listen(args.http)
+        if args.compat is not None or args.framing == "raw":
+            raise UsageError("--http speaks RFC 002 as written: not with --compat or --framing raw")
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
     if args.compat == "rust-example" and args.framing == "rfc002":
@@ -272,13 +280,15 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
 def run_serve(args: argparse.Namespace) -> int:
     import trio
 
-    from ..net.url import UrlError, parse_url
+    from ..net.url import UrlError, parse_endpoints, parse_url
 
     publisher = [args.revocation_publisher] if args.revocation_publisher else []
     for flag, urls in (("--relay", args.relay), ("--connect", args.connect), ("--revocation-publisher", publisher)):
         for url in urls:
             try:
-                parse_url(url)
+                if flag == "--relay" and parse_url(url).binding != "amps":
+                    raise UrlError("a relay like the public Rust example's is dialled over amp:// or amps://")
+                parse_endpoints(url)
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
     dial_tls = tls_client_context(args, [*args.relay, *args.connect])
@@ -292,15 +302,16 @@ def run_serve(args: argparse.Namespace) -> int:
         return 0
     # Errors from inside the nurseries (a port in use...) arrive wrapped in an
     # exception group; main reports a lone one as one line.
-    trio.run(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
-             args.relay_did, tuple(args.connect), dial_tls)
+    trio.run(functools.partial(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
+                               args.relay_did, tuple(args.connect), dial_tls,
+                               http=getattr(args, "http_address", None)))
     return 0
 
 
 async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relays: tuple[str, ...] = (),
                              relay_did: str = RELAY_DID, peers: tuple[str, ...] = (),
-                             dial_tls: ssl.SSLContext | None = None) -> None:
-    """Listen, register at relays, dial peers (``dial_tls`` verifies the
+                             dial_tls: ssl.SSLContext | None = None, *, http: tuple[str, int] | None = None) -> None:
+    """Listen (and with ``http``, serve HTTP and WebSocket there too), register at relays, dial peers (``dial_tls`` verifies the
     amps:// ones), print the URL line, serve until SIGTERM/SIGINT/SIGHUP,
     then drain. A second signal ends the drain's wait: the invokes still
     running get their 5002 at once. Either way the exit is orderly (0)."""
@@ -330,6 +341,13 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                 listeners = await daemon.listen(host, port)
                 bound = listeners[0].socket.getsockname()
                 url_line = f"{AmpUrl('amps' if tls else 'amp', bound[0], bound[1])} {daemon.identity.did}"
+                http_line = None
+                if http is not None:
+                    from ..net.http_server import HttpFront  # the HTTP stack only when asked for
+
+                    front = HttpFront(daemon, ssl_context=daemon.listener.ssl_context)
+                    http_bound = (await nursery.start(front.serve, *http))[0].socket.getsockname()
+                    http_line = f"{AmpUrl('https' if tls else 'http', http_bound[0], http_bound[1])} {daemon.identity.did}"
                 for flag, url in [*(("--relay", u) for u in relays), *(("--connect", u) for u in peers)]:
                     dial = (functools.partial(daemon.join_relay, url, relay_did=relay_did, ssl_context=dial_tls,
                                               probe_s=RELAY_PROBE_S)
@@ -340,6 +358,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                         raise _dial_error(flag, url, exc, given_ca=dial_tls is not None) from None
                     nursery.start_soon(_keep_linked, daemon, f"{flag} {url}", dial, link)
                 _announce(url_line)
+                if http_line is not None:
+                    _announce(http_line)
             await stop.wait()
             await daemon.drain()
             nursery.cancel_scope.cancel()
@@ -351,7 +371,8 @@ def _dial_error(flag: str, url: str, exc: AmpError, *, given_ca: bool) -> AmpErr
 
     if isinstance(exc, Unreachable):
         return AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.reason}")
-    message = exc.message.removeprefix(f"{parse_url(url)}: ")  # the daemon names the URL too
+    named = f"{parse_url(url)}: " if "," not in url else ""  # a list of endpoints: the daemon names the one it tried
+    message = exc.message.removeprefix(named)  # the daemon names the URL too
     return AmpError(exc.code, f"{flag} {url}: {tls_advice(message, given_ca=given_ca)}")
 
 

@@ -41,7 +41,8 @@ def tls_client_context(args: argparse.Namespace, dials: Iterable[str | AmpUrl]) 
     flags are given but no URL is amps://."""
     if args.ca_file is None and not args.insecure:
         return None
-    if not any(str(url).lower().startswith("amps://") for url in dials):
+    if not any(part.strip().lower().startswith(("amps://", "https://", "wss://"))
+               for url in dials for part in str(url).split(",")):
         flag = "--ca-file" if args.ca_file is not None else "--insecure"
         raise UsageError(f"{flag} only applies to amps:// URLs (TLS); nothing here is dialled over TLS")
     from ..net.tls import client_context

@@ -35,7 +35,8 @@ import dpkt
 
 from ..errors import AmpError
 from ..wire.frames import Framing
-from .streams import FramedStream, PrefixedReader, StreamEvent, Where, read_fully
+from .httpws import SniffingStream, sniffing_stream
+from .streams import PrefixedReader, StreamEvent, Where, read_fully
 
 __all__ = ["read_capture", "CaptureCut", "TcpReassembler", "MAX_PENDING_BYTES"]
 
@@ -134,7 +135,7 @@ class TcpReassembler:
 class _Connection:
     client: Endpoint
     server: Endpoint
-    flows: dict[Endpoint, tuple[TcpReassembler, FramedStream]]
+    flows: dict[Endpoint, tuple[TcpReassembler, SniffingStream]]
 
 
 def _fmt(ep: Endpoint) -> str:
@@ -442,7 +443,7 @@ def read_capture(fp: BinaryIO, *, framing: Framing | None, max_size: int,
             conn = _Connection(client, server, {})
             for ep, other, direction in ((client, server, "c2s"), (server, client, "s2c")):
                 conn.flows[ep] = (TcpReassembler(),
-                                  FramedStream(Where(direction, _fmt(ep), _fmt(other)), framing, max_size))
+                                  sniffing_stream(Where(direction, _fmt(ep), _fmt(other)), framing, max_size))
             conns[key] = conn
         reasm, stream = conn.flows[a]
         if tcp.flags & _SYN:

@@ -75,10 +75,19 @@ class ProbeSettings:
     settle_s: float = 0.3  # keep listening this long for a second terminal reply
     ssl_context: ssl.SSLContext | None = None
     default_ttl_ms: int = 60_000
+    # "amps" (TCP framing) or "ws": over a WebSocket (RFC 002 §5) each
+    # message is one binary message, so the probe frames as RAW (a length per
+    # unit, turned into one WebSocket message each) but HELLO still comes first.
+    binding: str = "amps"
 
     @property
     def raw(self) -> bool:
-        return self.framing is Framing.RAW
+        """The Rust example's raw framing (no HANDSHAKE, no HELLO)."""
+        return self.framing is Framing.RAW and self.binding == "amps"
+
+    @property
+    def websocket(self) -> bool:
+        return self.binding == "ws"
 
 
 class ReceivedKind(enum.Enum):
@@ -190,6 +199,15 @@ class Probe:
 
     @classmethod
     async def open(cls, url: AmpUrl, settings: ProbeSettings, **kwargs: Any) -> Probe:
+        if settings.binding == "http":  # no connection to open: each frame becomes a request
+            from .httpprobe import HttpFrameStream
+
+            http = HttpFrameStream(url, ssl_context=settings.ssl_context, timeout_s=settings.timeout_s,
+                                   max_msg_size=settings.max_msg_size, entropy=kwargs.get("entropy", os.urandom))
+            probe = cls(http, settings, **kwargs)
+            http.identity = probe.identity
+            http.peer_did = lambda: probe.peer_did
+            return probe
         try:
             with trio.fail_after(settings.timeout_s):
                 stream: trio.abc.Stream = await trio.open_tcp_stream(url.host, url.port)
@@ -197,6 +215,15 @@ class Probe:
                     from ..net.tls import client_context, wrap_client
 
                     stream = wrap_client(stream, settings.ssl_context or client_context(), url.host)
+                if settings.websocket:
+                    from ..net.url import format_hostport
+                    from ..net.wsmessages import WsMessageStream, client_handshake
+
+                    ws = await client_handshake(stream, format_hostport(url.host, url.port), token=None,
+                                                max_size=settings.max_msg_size, timeout_s=settings.timeout_s)
+                    stream = WsMessageStream(stream, ws, max_size=16 << 20)
+        except AmpError as exc:  # the WebSocket upgrade was refused
+            raise ProbeError(f"cannot open a WebSocket to {url}: {exc.message}") from None
         except trio.TooSlowError:
             raise ProbeTimeout(f"cannot connect to {url}: no connection within {settings.timeout_s:g} s") from None
         except (OSError, UnicodeError) as exc:  # UnicodeError: a host name the resolver's IDNA step refuses
@@ -364,7 +391,11 @@ class Probe:
     # ----------------------------------------------------- session set-up
 
     async def handshake(self) -> HandshakeResponse:
-        """RFC 002 §4.4: our HANDSHAKE, the target's answer."""
+        """RFC 002 §4.4: our HANDSHAKE, the target's answer. A WebSocket has
+        none (its upgrade carried the size): the answer is made up from it."""
+        if self.settings.websocket:
+            self.handshake_response = HandshakeResponse(accepted=True, max_msg_size=self.settings.max_msg_size)
+            return self.handshake_response
         request = HandshakeRequest(max_msg_size=self.settings.max_msg_size, did=self.identity.did)
         await self.send_bytes(self.frame(request.to_payload(), FrameType.HANDSHAKE))
         deadline = trio.current_time() + self.settings.timeout_s

@@ -143,6 +143,8 @@ async def v002_a2(ctx: Context) -> Outcome:
     """A.2: ``0000000401a1617801`` (length 4 where 5 would be right) is rejected."""
     if ctx.raw:
         return skipped("RFC 002 frame-type framing vector; raw framing (--compat rust-example) has no type byte")
+    if ctx.settings.binding != "amps":
+        return skipped("TCP framing vector; a WebSocket message or an HTTP body delimits the message itself")
     async with ctx.session() as probe:
         await probe.send_bytes(bytes.fromhex("0000000401a1617801"))
         ex = await probe.collect(None, frozenset())
@@ -156,11 +158,18 @@ async def v002_a5(ctx: Context) -> Outcome:
         if ctx.raw:
             limit = RUST_EXAMPLE_MAX_FRAME
             header = limit + 1
+        elif ctx.settings.websocket:  # one WebSocket message one byte over the size we announced
+            limit = probe.settings.max_msg_size
+            header = limit + 1
+        elif ctx.settings.binding == "http":  # a POST body over the size the target announced: 413
+            limit = max(probe.handshake_response.max_msg_size if probe.handshake_response else 0, 1 << 20)
+            header = limit + 2
         else:
             theirs = probe.handshake_response.max_msg_size if probe.handshake_response else 0
             limit = max(min(probe.settings.max_msg_size, theirs), 1 << 20)
             header = limit + 2  # the length counts the frame-type byte
-        frame = header.to_bytes(4, "big") + (b"" if ctx.raw else bytes((FrameType.AMP_MESSAGE,)))
+        frame = header.to_bytes(4, "big") + (b"" if ctx.raw or ctx.settings.websocket
+                                              else bytes((FrameType.AMP_MESSAGE,)))
         payload = bytes(limit + 1)
         ex: Exchange | None = None
         async with trio.open_nursery() as nursery:
@@ -180,6 +189,8 @@ async def v002_a7(ctx: Context) -> Outcome:
     protocol violation (1004, or 1001 by binding-local mapping)."""
     if ctx.raw:
         return skipped("raw framing has no HELLO phase (the Rust example never negotiates)")
+    if ctx.settings.binding == "http":
+        return skipped("HTTP POST may skip HELLO (RFC 002 §3.3): no pre-HELLO phase to violate")
     async with ctx.connect() as probe:
         await probe.handshake()
         env = await probe.send_message(MessageType.MESSAGE, {"text": "before HELLO"},

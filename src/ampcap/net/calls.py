@@ -162,6 +162,13 @@ class Calls:
         outcome.result, outcome.error = result, error
         outcome.done.set()
 
+    def fail(self, handle: bytes, error: AmpError) -> None:
+        """End call ``handle`` with ``error`` now: its message was refused
+        before any reply could come (an HTTP POST answered 403, 413, 429...)."""
+        self._invoker.abandon(handle)
+        self.finish(handle, error=error)
+        self._rearm()
+
     def progress(self, event: InvokeProgress) -> None:
         """Hand a PROGRESS report to the caller's ``on_progress``, if it gave one."""
         outcome = self._pending.get(event.handle)

@@ -90,9 +90,10 @@ from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .jobs import Jobs, LocalHandler
 from .listener import OVERLOADED_FRAME, Listener
 from .budget import ReceiveBudget, SendBudget
+from .sink import ReplySink
 from .stream import ConnectionDriver, open_stream
 from .tls import tls_failure
-from .url import AmpUrl, parse_url
+from .url import AmpUrl, parse_endpoints, parse_url
 
 __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler"]
 
@@ -424,7 +425,17 @@ class Daemon:
         :class:`~ampcap.errors.Unreachable` when nothing answers).
         ``config`` replaces the daemon's connection settings for this link."""
         assert self._nursery is not None, "start the daemon first"
+        if isinstance(url, str) and "," in url:  # several endpoints of one peer: RFC 002 §3.5 order
+            from .http_client import connect_any
+
+            return await connect_any(self, parse_endpoints(url), peer_did=peer_did, ssl_context=ssl_context,
+                                     timeout_s=timeout_s, config=config)
         target = parse_url(url) if isinstance(url, str) else url
+        if target.binding != "amps":  # the HTTP stack is imported only when a URL asks for it
+            from .http_client import dial
+
+            return await dial(self, target, peer_did=peer_did, ssl_context=ssl_context, timeout_s=timeout_s,
+                              config=config)
         stream: trio.abc.Stream | None = None
         with trio.move_on_after(timeout_s) as scope:
             try:
@@ -456,6 +467,36 @@ class Daemon:
         tests, a socket accepted elsewhere) until the connection ends."""
         driver = self._driver(self._new_server_connection(), stream)
         await self._serve_link(driver)
+
+    @property
+    def entropy(self) -> Callable[[int], bytes]:
+        """The daemon's source of randomness (message ids, token ids)."""
+        return self._entropy
+
+    @property
+    def connection_config(self) -> ConnectionConfig:
+        """The settings every connection of this daemon starts from."""
+        return self._conn_config
+
+    def server_connection(self, *, peer_did: str | None = None, **changes: Any) -> Connection:
+        """A server-side Connection with this daemon's settings and ``changes``
+        (the WebSocket binding runs one in its message mode); ``peer_did`` is
+        the principal a bearer token already proved (3001 if HELLO differs)."""
+        return Connection(role=Role.SERVER, identity=self.identity, pipeline=self.pipeline,
+                          config=replace(self._conn_config, **changes), entropy=self._entropy, peer_did=peer_did)
+
+    def driver(self, conn: Connection, stream: trio.abc.Stream) -> ConnectionDriver:
+        """The driver for ``conn`` over ``stream``, sharing this daemon's budgets."""
+        return self._driver(conn, stream)
+
+    async def serve_driver(self, driver: ConnectionDriver) -> None:
+        """Serve an inbound connection built with :meth:`driver` until it ends."""
+        await self._serve_link(driver)
+
+    def deliver(self, sink: ReplySink, inbound: Any) -> None:
+        """Act on one message that arrived without a connection (an HTTP POST,
+        already checked by :attr:`pipeline`): replies go to ``sink``."""
+        self._on_message(sink, MessageReceived(inbound=inbound))  # type: ignore[arg-type]
 
     def _driver(self, conn: Connection, stream: trio.abc.Stream) -> ConnectionDriver:
         return ConnectionDriver(conn, stream, clock_ms=self.clock.wall_ms, send_budget=self.send_budget,
@@ -605,10 +646,14 @@ class Daemon:
     # =============================================================== actions
 
     def _send(self, link: Any, out: Outbound) -> None:
-        if not isinstance(link, Link):
+        if isinstance(link, Link):
+            target: ConnectionDriver | ReplySink = link.driver
+        elif isinstance(link, ReplySink):  # replies to an HTTP POST: the principal's mailbox
+            target = link
+        else:
             return
         try:
-            link.driver.send_nowait(out)
+            target.send_nowait(out)
         except MessageTooLarge as exc:
             # The caller must still get its one terminal reply: a small one stands in.
             stand_in = stand_in_for_oversize(out, exc.size, exc.limit)

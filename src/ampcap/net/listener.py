@@ -85,6 +85,11 @@ class Listener:
         self._drain_reason = (0, "")
 
     @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server TLS context (None: plain TCP); the HTTP front uses it too."""
+        return self._ssl
+
+    @property
     def active(self) -> int:
         return len(self.drivers)
 

@@ -424,6 +424,8 @@ class Peer:
                     ) -> AsyncIterator[Server]:
         """Listen on ``url`` (port 0 = any free port) while the block runs;
         on exit, GOAWAY to every peer and drain (see :meth:`Daemon.drain`)."""
+        if not url.startswith(("amp:", "amps:")):  # HTTP/WebSocket are served by `serve --http` (HttpFront)
+            raise ValueError(f"Peer.serve listens on amp:// or amps:// URLs, not {url!r}")
         if url.endswith(":0"):  # parse_url refuses port 0; here it means "any free port"
             host, port, tls = _host_of(url), 0, url.startswith("amps:")
         else:
@@ -472,6 +474,10 @@ class Peer:
                       relay_to: str | None = None, relay_did: str = RELAY_DID,
                       ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[Remote]:
         """Open a connection to ``url`` for the duration of the block.
+
+        ``url`` is ``amp(s)://``, ``https://``/``http://`` (RFC 002 §6: POST
+        and polling) or ``wss://``/``ws://`` (§5), or several endpoints of
+        the peer separated by commas, tried in the order ``amps > wss > https``.
 
         ``peer_did`` pins whom we expect to reach (3001 if someone else answers).
         With ``relay_to``, ``url`` is a relay like the public Rust example's:

@@ -20,7 +20,8 @@ import trio
 
 from ..errors import AmpError
 from ..wire.frames import Framing
-from ..dump.streams import FramedStream, StreamEvent, Where
+from ..dump.httpws import SniffingStream, sniffing_stream
+from ..dump.streams import StreamEvent, Where
 from .url import format_hostport
 from .listener import open_listeners
 
@@ -76,7 +77,7 @@ async def _copy(src: trio.SocketStream, dst: trio.SocketStream,
                 pass
 
 
-async def _decode(chunks: trio.MemoryReceiveChannel[bytes], decode: FramedStream, backlog: _Backlog,
+async def _decode(chunks: trio.MemoryReceiveChannel[bytes], decode: SniffingStream, backlog: _Backlog,
                   on_event: Callable[[StreamEvent], None], clock: Callable[[], float]) -> None:
     async with chunks:
         async for data in chunks:
@@ -120,7 +121,7 @@ async def run_tap(listen: tuple[str, int], upstream: tuple[str, int], *, framing
                 send, receive = trio.open_memory_channel[bytes](_DECODE_BACKLOG)
                 backlog = _Backlog()
                 nursery.start_soon(_copy, src, dst, send, backlog, _recording(recorder, n, direction, clock))
-                nursery.start_soon(_decode, receive, FramedStream(where, framing, max_size), backlog,
+                nursery.start_soon(_decode, receive, sniffing_stream(where, framing, max_size), backlog,
                                    on_event, clock)
 
     port = listeners[0].socket.getsockname()[1]

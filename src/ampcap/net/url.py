@@ -1,10 +1,14 @@
-"""``amp://`` and ``amps://`` endpoint URLs (RFC 002 §4.1).
+"""Endpoint URLs: ``amp(s)://`` (RFC 002 §4.1), ``http(s)://`` (§6) and
+``ws(s)://`` (§5).
 
-RFC 002 gives no default port, so ampcap picks one: 7700 for both schemes
-(a URL without a port means 7700). ``amps`` means TLS 1.2+; plain ``amp`` is
-for trusted development networks only. The URL names an endpoint and nothing
-else: a path other than ``/``, a query, a fragment or user info is refused
-rather than silently ignored. Listening addresses (``--listen``, the dump
+RFC 002 gives AMPS no default port, so ampcap picks one: 7700 for both
+schemes (a URL without a port means 7700). HTTP and WebSocket URLs default to
+80 and 443 as usual. ``amps``, ``https`` and ``wss`` mean TLS 1.2+; the plain
+ones are for trusted development networks only. The URL names an endpoint and
+nothing else: a path other than ``/`` (or, for HTTP and WebSocket, the
+binding's own fixed path), a query, a fragment or user info is refused
+rather than silently ignored. Several endpoints of one peer (a
+comma-separated list) are ordered by RFC 002 §3.5: ``amps > wss > https``. Listening addresses (``--listen``, the dump
 tap's ``--upstream``) are bare ``HOST:PORT`` pairs, parsed here too.
 
 Both check the host the way the resolver will: a name with an empty label
@@ -20,10 +24,20 @@ import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["AmpUrl", "UrlError", "parse_url", "parse_hostport", "format_hostport", "host_problem", "DEFAULT_PORT"]
+__all__ = ["AmpUrl", "UrlError", "parse_url", "parse_endpoints", "by_priority", "parse_hostport", "format_hostport",
+           "host_problem", "DEFAULT_PORT", "MESSAGES_PATH", "WS_PATH"]
 
 DEFAULT_PORT = 7700
-_SCHEMES = ("amp", "amps")
+MESSAGES_PATH = "/amp/v1/messages"  # RFC 002 §6.1 (submit) and §6.2 (poll)
+WS_PATH = "/amp/v1/ws"  # RFC 002 §5.1
+_SCHEMES = ("amp", "amps", "ws", "wss", "http", "https")
+_DEFAULT_PORTS = {"amp": DEFAULT_PORT, "amps": DEFAULT_PORT, "ws": 80, "wss": 443, "http": 80, "https": 443}
+_TLS = frozenset({"amps", "wss", "https"})
+# The binding class of each scheme, and RFC 002 §3.5's priority among them.
+_BINDING = {"amp": "amps", "amps": "amps", "ws": "ws", "wss": "ws", "http": "http", "https": "http"}
+_PRIORITY = {"amps": 0, "ws": 1, "http": 2}
+_PATHS = {"amps": ("", "/"), "ws": ("", "/", WS_PATH), "http": ("", "/", MESSAGES_PATH)}
+_USE = "amp://, amps://, https://, http://, wss:// or ws://"
 _IPV6_HINT = "IPv6 addresses go in brackets"
 
 
@@ -33,20 +47,26 @@ class UrlError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class AmpUrl:
-    scheme: str  # "amp" or "amps"
+    scheme: str  # "amp", "amps", "http", "https", "ws" or "wss"
     host: str  # a name or an IP address; IPv6 without brackets
     port: int
 
     @property
     def tls(self) -> bool:
-        return self.scheme == "amps"
+        return self.scheme in _TLS
+
+    @property
+    def binding(self) -> str:
+        """The RFC 002 binding: ``"amps"`` (TCP framing), ``"ws"`` or ``"http"``."""
+        return _BINDING[self.scheme]
 
     def __str__(self) -> str:
         return f"{self.scheme}://{format_hostport(self.host, self.port)}"
 
 
 def parse_url(text: str) -> AmpUrl:
-    """Parse ``amp://host[:port]`` / ``amps://host[:port]``; :class:`UrlError` otherwise."""
+    """Parse ``amp(s)://host[:port]``, ``http(s)://…`` or ``ws(s)://…``;
+    :class:`UrlError` otherwise."""
     if not isinstance(text, str) or not text.strip():
         raise UrlError("empty URL; expected amp://host:port or amps://host:port")
     text = text.strip()
@@ -58,10 +78,10 @@ def parse_url(text: str) -> AmpUrl:
         raise UrlError(f"{text!r} is not a valid URL: {exc} ({_IPV6_HINT}: amp://[::1]:7700)") from None
     scheme = parts.scheme.lower()
     if scheme not in _SCHEMES:
-        raise UrlError(f"unsupported scheme {parts.scheme!r} in {text!r}; use amp:// or amps://")
+        raise UrlError(f"unsupported scheme {parts.scheme!r} in {text!r}; use {_USE}")
     if parts.username is not None or parts.password is not None:
         raise UrlError(f"{text!r}: user information is not allowed in an AMP endpoint URL")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
+    if parts.path not in _PATHS[_BINDING[scheme]] or parts.query or parts.fragment:
         raise UrlError(f"{text!r}: an AMP endpoint URL has no path, query or fragment")
     host = parts.hostname
     netloc = parts.netloc
@@ -81,10 +101,22 @@ def parse_url(text: str) -> AmpUrl:
     if port is None:
         if netloc.endswith(":"):
             raise UrlError(f"{text!r}: empty port")
-        port = DEFAULT_PORT
+        port = _DEFAULT_PORTS[scheme]
     if port == 0:
         raise UrlError(f"{text!r}: the port must be a number from 1 to 65535")
     return AmpUrl(scheme, host, port)
+
+
+def parse_endpoints(text: str) -> list[AmpUrl]:
+    """One URL, or several endpoints of the same peer separated by commas
+    (``amps://h:7700,https://h``), in the order to try them (:func:`by_priority`)."""
+    urls = [parse_url(part) for part in text.split(",")] if "," in text else [parse_url(text)]
+    return by_priority(urls)
+
+
+def by_priority(urls: list[AmpUrl]) -> list[AmpUrl]:
+    """RFC 002 §3.5: ``amps > wss > https``, the given order kept within a class."""
+    return sorted(urls, key=lambda url: _PRIORITY[url.binding])
 
 
 def parse_hostport(text: str) -> tuple[str, int]:
