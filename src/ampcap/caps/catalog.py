@@ -23,7 +23,6 @@ from ..errors import AmpError
 from .bodies import InvokeRequest, QueryPage, QueryRequest, Resolved
 from .bindings import resolve_callable
 from .cursor import CURSOR_TTL_MS
-from .negotiate import adapt_params, adapt_result, select_for
 from .registry import DEFAULT_PAGE_LIMIT, Registry
 
 if TYPE_CHECKING:  # the manifest model (and what it imports) is not needed to serve specs
@@ -68,6 +67,11 @@ class Catalog:
         return found
 
     def check_version(self, target: list[CapabilitySpec], request: InvokeRequest) -> Resolved:
+        # Negotiation (and the manifest model it reads) loads on the first
+        # invoke served: a one-shot CLI caller builds a Catalog it never
+        # serves from (tests/cli/test_startup_imports.py).
+        from .negotiate import adapt_params, adapt_result, select_for
+
         chosen = select_for(target, request)
         params = adapt_params(chosen, request.params, self._bridge)
         back = None
