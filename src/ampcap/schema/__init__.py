@@ -86,12 +86,14 @@ SCHEMA_FILES = ("rfc001.cddl", "rfc002.cddl", "rfc004.cddl", "rfc006.cddl", "amp
 def schema_sources() -> list[tuple[str, str]]:
     """``(file name, text)`` of the packaged schema files, in load order."""
     folder = Path(__file__).with_name("cddl")
-    if folder.is_dir():
+    try:
         # A package on disk (installed or checked out): read the files
         # directly. importlib.resources (and the zipfile module it brings)
         # costs a one-shot command about 3 ms.
         return [(name, (folder / name).read_text(encoding="utf-8")) for name in SCHEMA_FILES]
-    from importlib import resources  # a zipped package
+    except OSError:  # not plain files: a zipped package
+        pass
+    from importlib import resources
 
     packaged = resources.files(__package__).joinpath("cddl")
     return [(name, packaged.joinpath(name).read_text(encoding="utf-8")) for name in SCHEMA_FILES]
