@@ -17,8 +17,13 @@ from amp_helpers import serve_process  # noqa: E402
 
 # Imported only by serve, manifests and params checks, dump's capture
 # reader and the interop harness; none of them by a client call.
+# The capability negotiation and the manifest model load on the first invoke
+# a Catalog serves; the other subcommands' modules only when named.
 NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap.caps.demo", "ampcap.interop",
-                      "ampcap.dump.pcap", "ampcap.files.manifest", "ampcap.files.policy")
+                      "ampcap.dump.pcap", "ampcap.files.manifest", "ampcap.files.policy", "ampcap.caps.negotiate",
+                      "ampcap.caps.manifest")
+# A command line naming query or invoke builds only their parser.
+OTHER_COMMANDS = ("ampcap.cli.caps", "ampcap.cli.dump", "ampcap.cli.interop", "ampcap.cli.keys")
 # --help builds the parser only: no event loop, no codec, no schemas either.
 NEVER_FOR_HELP = (*NEVER_FOR_A_CLIENT, "trio", "ampcap.net.daemon", "ampcap.schema.engine", "cddlparser",
                   "ampcap.caps.manifest")
@@ -51,6 +56,8 @@ def test_help_imports_no_event_loop_schemas_or_servers(tmp_path: Path) -> None:
         status, modules = _modules_after(tmp_path, *argv)
         assert status in (0, None), argv
         assert _loaded(modules, NEVER_FOR_HELP) == [], argv
+        if argv[0] in ("invoke", "query"):
+            assert _loaded(modules, OTHER_COMMANDS) == [], argv
 
 
 def test_a_client_call_imports_only_what_it_uses(tmp_path: Path) -> None:
@@ -61,4 +68,38 @@ def test_a_client_call_imports_only_what_it_uses(tmp_path: Path) -> None:
             status, modules = _modules_after(tmp_path, *argv)
             assert status == 0, argv
             assert "trio" in modules and "ampcap.net.daemon" in modules  # it did run the call
-            assert _loaded(modules, NEVER_FOR_A_CLIENT) == [], argv
+            assert _loaded(modules, (*NEVER_FOR_A_CLIENT, *OTHER_COMMANDS)) == [], argv
+
+
+def test_the_command_table_names_every_subcommand_and_its_module() -> None:
+    import argparse
+    import importlib
+
+    from ampcap.cli.main import COMMAND_MODULES, SUBCOMMAND_MODULES, build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(COMMAND_MODULES) == sorted(sub.choices)
+    for command, module in COMMAND_MODULES.items():
+        assert module in SUBCOMMAND_MODULES
+        one = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"ampcap.cli.{module}").register(one)
+        assert command in one.choices, (command, module)
+
+
+def test_only_a_named_command_builds_just_its_parser() -> None:
+    import argparse
+
+    from ampcap.cli.main import build_parser
+
+    def commands(argv: list[str] | None) -> list[str]:
+        parser = build_parser(argv)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return sorted(sub.choices)
+
+    everything = commands(None)
+    assert commands(["invoke", "amp://x", "y"]) == ["invoke", "query"]
+    assert commands(["-vv", "--verbose", "keygen"]) == ["id", "keygen"]
+    # Anything that could change the parse, or no command at all: every parser,
+    # so --help lists them all and a wrong name is told the choices.
+    for argv in ([], ["--help"], ["--help", "invoke"], ["--version"], ["nosuch"], ["--", "invoke"], ["-x", "dump"]):
+        assert commands(argv) == everything, argv

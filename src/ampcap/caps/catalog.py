@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..display import quoted
@@ -23,7 +24,6 @@ from ..errors import AmpError
 from .bodies import InvokeRequest, QueryPage, QueryRequest, Resolved
 from .bindings import resolve_callable
 from .cursor import CURSOR_TTL_MS
-from .negotiate import adapt_params, adapt_result, select_for
 from .registry import DEFAULT_PAGE_LIMIT, Registry
 
 if TYPE_CHECKING:  # the manifest model (and what it imports) is not needed to serve specs
@@ -32,6 +32,20 @@ if TYPE_CHECKING:  # the manifest model (and what it imports) is not needed to s
 __all__ = ["Catalog", "CURSOR_TTL_MS", "DEFAULT_PAGE_LIMIT"]
 
 NOT_FOUND = 4002
+
+# caps.negotiate (and the manifest model it reads), loaded on the first invoke
+# a Catalog serves: a one-shot CLI caller builds a Catalog it never serves
+# from (tests/cli/test_startup_imports.py). A global, not an import in the
+# method, which would cost every invoke served a microsecond.
+_negotiate: ModuleType | None = None
+
+
+def _load_negotiate() -> ModuleType:
+    global _negotiate
+    from . import negotiate
+
+    _negotiate = negotiate
+    return negotiate
 
 
 class Catalog:
@@ -68,11 +82,12 @@ class Catalog:
         return found
 
     def check_version(self, target: list[CapabilitySpec], request: InvokeRequest) -> Resolved:
-        chosen = select_for(target, request)
-        params = adapt_params(chosen, request.params, self._bridge)
+        negotiate = _negotiate or _load_negotiate()
+        chosen = negotiate.select_for(target, request)
+        params = negotiate.adapt_params(chosen, request.params, self._bridge)
         back = None
         if chosen.bridged and getattr(chosen.spec, "bridge_result", None) is not None:
-            back = functools.partial(adapt_result, chosen, resolve=self._bridge)
+            back = functools.partial(negotiate.adapt_result, chosen, resolve=self._bridge)
         return Resolved(descriptor=chosen.spec.descriptor, params=params, binding=chosen.spec.binding,
                         adapt_result=back)
 

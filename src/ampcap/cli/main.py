@@ -39,7 +39,29 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The commands each module registers: a command line naming one builds (and
+# imports) only that module's parser (tests/cli/test_startup_imports.py
+# checks this table against the full parser).
+COMMAND_MODULES: dict[str, str] = {
+    "serve": "serve", "query": "client", "invoke": "client", "caps": "caps", "dump": "dump",
+    "interop": "interop", "keygen": "keys", "id": "keys",
+}
+
+
+def _command_module(argv: Sequence[str]) -> str | None:
+    """The module of the command ``argv`` names, when nothing before it can
+    change the parse (only -v flags); None: build every parser."""
+    for arg in argv:
+        if arg == "--verbose" or (len(arg) > 1 and arg.startswith("-") and set(arg[1:]) == {"v"}):
+            continue
+        return COMMAND_MODULES.get(arg)
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``ampcap`` parser: every subcommand's, or, given the command line
+    about to be parsed, only the one it names (a one-shot call does not pay
+    for building, or importing, the others)."""
     parser = argparse.ArgumentParser(
         prog="ampcap",
         description="Capability messaging for AMP: a peer daemon, a packet dump and an interop harness.",
@@ -49,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="count", default=0, help="more log output (-v info, -vv debug)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
+    only = _command_module(argv) if argv is not None else None
+    for name in (only,) if only is not None else SUBCOMMAND_MODULES:
         importlib.import_module(f"{__package__}.{name}").register(sub)
     return parser
 
@@ -176,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else argv)
     args, extra = parser.parse_known_args(argv)
     if extra:
         # argparse leaves arguments no subcommand took to the top parser,
