@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AmpError
-from ..wire.cbor import CBORTag, DecodeLimits, dumps, loads
+from ..wire.cbor import CBORTag, DecodeLimits, bytes_item, dumps, loads
 from ..wire.didkey import is_did, split_did_url
 from ..wire.identity import Identity, KeyResolver
 from ..wire.signing import verify_signature
@@ -68,8 +68,14 @@ class Signed:
         return _sig_structure(self.protected, self.payload)
 
 
+# array(4), text(10) "Signature1": the fixed start of every Sig_structure.
+_SIG1_PREFIX = b"\x84\x6aSignature1"
+
+
 def _sig_structure(protected: bytes, payload: bytes) -> bytes:
-    return dumps(["Signature1", protected, b"", payload])
+    # ["Signature1", protected, h'', payload] written directly: the same bytes
+    # as dumps() of that array (a test checks), without its generic walk.
+    return b"".join((_SIG1_PREFIX, bytes_item(protected), b"\x40", bytes_item(payload)))
 
 
 def protected_header(kid: str) -> bytes:
@@ -146,6 +152,25 @@ def decode_sign1(data: Any, what: str = "credential") -> Signed:
         raise AmpError(MALFORMED, f"{what}: the payload must be attached (a byte string)")
     if not isinstance(signature, bytes):
         raise AmpError(MALFORMED, f"{what}: the signature must be a byte string")
+    kid_text = _HEADERS.get(protected)
+    if kid_text is None:
+        kid_text = _protected_kid(protected, what)
+        if len(_HEADERS) >= _HEADERS_SIZE:
+            _HEADERS.clear()
+        _HEADERS[protected] = kid_text
+    return Signed(protected=protected, kid=kid_text, payload=payload, signature=signature)
+
+
+# Protected headers that passed :func:`_protected_kid` → their kid. A
+# signer's header is the same bytes in every credential it issues, so a chain
+# of known delegators skips the header's decoding and checks (only the
+# accepted ones are kept; bounded, cleared when full).
+_HEADERS: dict[bytes, str] = {}
+_HEADERS_SIZE = 4096
+
+
+def _protected_kid(protected: bytes, what: str) -> str:
+    """The protected header's checks (§4.5); its kid as text."""
     header = loads(protected, _HEADER_LIMITS) if protected else {}
     if not isinstance(header, dict):
         raise AmpError(MALFORMED, f"{what}: the protected header is not a map")
@@ -165,7 +190,7 @@ def decode_sign1(data: Any, what: str = "credential") -> Signed:
         raise AmpError(DELEGATION_INVALID, f"{what}: kid is not UTF-8") from None
     if not did_url_ok(kid_text):
         raise AmpError(DELEGATION_INVALID, f"{what}: kid is not a DID URL")
-    return Signed(protected=protected, kid=kid_text, payload=payload, signature=signature)
+    return kid_text
 
 
 def verify_sign1(signed: Signed, resolver: KeyResolver, *, signer: str, what: str = "credential") -> None:

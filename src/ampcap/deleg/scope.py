@@ -84,7 +84,7 @@ class Target:
     resource: str | None = None
 
 
-def _selector_ok(text: str) -> bool:
+def _check_selector(text: str) -> bool:
     if is_capability_name(text):
         return True
     try:
@@ -92,6 +92,24 @@ def _selector_ok(text: str) -> bool:
     except AmpError:
         return False
     return True
+
+
+_SELECTORS: dict[str, bool] = {}
+_SELECTORS_SIZE = 4096
+
+
+def _selector_ok(text: str) -> bool:
+    """:func:`_check_selector`, remembered: the name and SemVer grammars cost
+    more than the rest of a scope's parse, and scopes repeat the same few
+    capabilities. Bounded (cleared when full); entries are at most 64 per
+    dimension and short, since a credential is at most 8 KiB."""
+    known = _SELECTORS.get(text)
+    if known is None:
+        known = _check_selector(text)
+        if len(_SELECTORS) >= _SELECTORS_SIZE:
+            _SELECTORS.clear()
+        _SELECTORS[text] = known
+    return known
 
 
 def _dimension(raw: Any, name: str) -> frozenset[str]:
