@@ -21,7 +21,7 @@ what came before. A capability *name* covers every id of that name, so
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..caps.names import is_capability_name, parse_capability_id
@@ -65,11 +65,14 @@ class EffectiveScope:
     actions: frozenset[str] | None
     resources: frozenset[str] | None
     constraints: Mapping[str, Any]
+    names_ids: bool = field(init=False)
+    """Does the capability dimension name a version (``name:x.y.z``)? Worked
+    out once: the executor asks for every delegated invoke, and a cached
+    chain's scope is the same object each time."""
 
-    @property
-    def names_ids(self) -> bool:
-        """Does the capability dimension name a version (``name:x.y.z``)?"""
-        return self.capabilities is not None and any(":" in s for s in self.capabilities)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names_ids",
+                           self.capabilities is not None and any(":" in s for s in self.capabilities))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
