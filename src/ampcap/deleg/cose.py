@@ -138,6 +138,22 @@ def decode_sign1(data: Any, what: str = "credential") -> Signed:
         raise AmpError(MALFORMED, f"{what} must be a byte string (COSE_Sign1)")
     if len(data) > MAX_ARTIFACT_BYTES:
         raise AmpError(MALFORMED, f"{what} is {len(data)} bytes; at most {MAX_ARTIFACT_BYTES} are accepted")
+    parts = _usual_sign1(data)
+    if parts is not None:
+        protected, payload, signature = parts
+    else:
+        protected, payload, signature = _decoded_sign1(data, what)
+    kid_text = _HEADERS.get(protected)
+    if kid_text is None:
+        kid_text = _protected_kid(protected, what)
+        if len(_HEADERS) >= _HEADERS_SIZE:
+            _HEADERS.clear()
+        _HEADERS[protected] = kid_text
+    return Signed(protected=protected, kid=kid_text, payload=payload, signature=signature)
+
+
+def _decoded_sign1(data: bytes, what: str) -> tuple[bytes, bytes, bytes]:
+    """A COSE_Sign1 through the CBOR decoder: every shape, every fault named."""
     item = loads(data, _OUTER_LIMITS)
     if isinstance(item, CBORTag):
         if item.tag != COSE_SIGN1_TAG:
@@ -152,13 +168,51 @@ def decode_sign1(data: Any, what: str = "credential") -> Signed:
         raise AmpError(MALFORMED, f"{what}: the payload must be attached (a byte string)")
     if not isinstance(signature, bytes):
         raise AmpError(MALFORMED, f"{what}: the signature must be a byte string")
-    kid_text = _HEADERS.get(protected)
-    if kid_text is None:
-        kid_text = _protected_kid(protected, what)
-        if len(_HEADERS) >= _HEADERS_SIZE:
-            _HEADERS.clear()
-        _HEADERS[protected] = kid_text
-    return Signed(protected=protected, kid=kid_text, payload=payload, signature=signature)
+    return protected, payload, signature
+
+
+def _byte_string(data: bytes, pos: int) -> tuple[bytes, int]:
+    """The definite-length byte string whose head is at ``pos``, and where
+    the next item starts. IndexError/ValueError when there is none."""
+    first = data[pos]
+    if first >> 5 != 2:
+        raise ValueError
+    n = first & 31
+    pos += 1
+    if n >= 24:
+        if n > 27:  # 28-30 reserved, 31 indefinite: the decoder says what is wrong
+            raise ValueError
+        width = 1 << (n - 24)
+        if pos + width > len(data):
+            raise IndexError
+        n = int.from_bytes(data[pos:pos + width], "big")
+        pos += width
+    end = pos + n
+    if end > len(data):
+        raise IndexError
+    return data[pos:end], end
+
+
+def _usual_sign1(data: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """What every issuer writes (and :func:`sign1` does): tag 18, an array
+    of four, byte strings around an empty unprotected map, nothing after.
+    Read directly, it yields what the decoder would (its byte strings, and
+    it takes the same lengths in any head width); anything else is None
+    and goes through :func:`_decoded_sign1`. A first-seen chain reads three
+    of these; the decoder's generality costs more than all the slicing."""
+    if data[:2] != b"\xd2\x84":
+        return None
+    try:
+        protected, pos = _byte_string(data, 2)
+        if data[pos:pos + 1] != b"\xa0":
+            return None
+        payload, pos = _byte_string(data, pos + 1)
+        signature, pos = _byte_string(data, pos)
+    except (IndexError, ValueError):
+        return None
+    if pos != len(data):
+        return None
+    return protected, payload, signature
 
 
 # Protected headers that passed :func:`_protected_kid` → their kid. A
