@@ -93,6 +93,14 @@ def register(subparsers: Any) -> None:
                    help="running invokes per connection (default 64; beyond: 5004)")
     p.add_argument("--max-connections", type=int, default=10_000, metavar="N",
                    help="open connections (default 10000)")
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="where the daemon keeps its durable state (the invoke journal: a retry after a restart "
+                        "gets the same reply, an invoke a restart interrupted gets 5002; one SQLite file, "
+                        "state.sqlite3); default $XDG_STATE_HOME/ampcap/<did fingerprint>/, 'none' keeps "
+                        "everything in memory")
+    p.add_argument("--durability", choices=("process", "power"), default="process",
+                   help="what a committed write survives: 'process' (default) a crash of the daemon, "
+                        "'power' also a power loss or kernel crash (each commit waits for fsync)")
     p.set_defaults(func=run_serve)
 
 
@@ -186,6 +194,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     for name in ("max_in_flight", "max_in_flight_per_connection", "max_connections"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    state_dir = _state_dir_option(args)
     manifests = _manifests(args)  # files before the identity: a mistake in them creates no key file
     with local_file_errors():
         policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
@@ -213,9 +222,37 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
         profile=connection.profile)
+    with local_file_errors():
+        state = _state_store(state_dir, args.durability, identity.did)
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
-                    resolver=_resolver(args.keyring), ssl_context=ssl_context)
+                    resolver=_resolver(args.keyring), ssl_context=ssl_context, store=state)
     return daemon, host, port
+
+
+_DEFAULT_STATE = Path("<default>")  # --state-dir not given: the identity's default directory
+
+
+def _state_dir_option(args: argparse.Namespace) -> Path | None:
+    """``--state-dir``: a directory, ``None`` for 'none' (in memory), or the default marker."""
+    if args.state_dir is None:
+        return _DEFAULT_STATE
+    from ..store.database import parse_state_dir
+
+    try:
+        return parse_state_dir(args.state_dir)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _state_store(state_dir: Path | None, durability: str, did: str) -> Any:
+    """The open StateStore (R19) for ``--state-dir`` / ``--durability``."""
+    from ..store.database import Durability, StateStore, default_state_dir
+
+    directory = default_state_dir(did) if state_dir is _DEFAULT_STATE else state_dir
+    store = StateStore.open(directory, durability=Durability(durability))
+    if directory is not None:
+        log.info("state: %s (durability %s)", store.path, durability)
+    return store
 
 
 def run_serve(args: argparse.Namespace) -> int:

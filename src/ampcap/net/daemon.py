@@ -66,11 +66,14 @@ from ..peer.invoker import (
     QueryAnswered,
     QueryFailed,
 )
+from ..peer.journal import Persist
 from ..peer.limits import InFlightLimits
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.state import HelloState
+from ..store.database import StateStore
+from ..store.journal import SqliteJournal
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
@@ -156,7 +159,8 @@ class Daemon:
     def __init__(self, identity: Identity, catalog: Catalog, *, config: DaemonConfig = DaemonConfig(),
                  policy: Policy = ALLOW_ALL, params: Any = None, resolver: KeyResolver | None = None,
                  handlers: Mapping[str, LocalHandler] | None = None, clock: Clock = SYSTEM_CLOCK,
-                 entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None) -> None:
+                 entropy: Callable[[int], bytes] = os.urandom, ssl_context: ssl.SSLContext | None = None,
+                 store: StateStore | None = None) -> None:
         self.identity = identity
         self.catalog = catalog
         self.config = config
@@ -178,8 +182,30 @@ class Daemon:
             params = ParamsValidator(SchemaStore([], offline=True))
         limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
         self._log_throttle = LogThrottle()
+        # Durable state (R19): the invoke journal only when the store is on
+        # disk; in memory, the idempotency cache alone already does its job.
+        self.store = store if store is not None else StateStore.open(None)
+        self.journal = SqliteJournal(self.store) if self.store.durable else None
+        executor_config = config.executor
+        if executor_config.reply_ttl_ms != config.connection.default_ttl_ms:
+            executor_config = replace(executor_config, reply_ttl_ms=config.connection.default_ttl_ms)
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
-                                 limits=limits, config=config.executor)
+                                 limits=limits, config=executor_config, entropy=entropy,
+                                 journal=self.journal is not None)
+        self._batch: list[Any] = []  # journal records to commit before the held actions
+        self._held: list[list[Any]] = []  # action lists waiting for that commit
+        self._flush_kick = trio.Event()
+        self._pruned_ms = 0
+        if self.journal is not None:
+            now = clock.wall_ms()
+            records = self.journal.load(now)
+            closed = self.executor.preload(records, now, lambda cid: bool(getattr(catalog.get(cid), "idempotent",
+                                                                                  False)))
+            self.journal.write(closed)
+            self._pruned_ms = now
+            if records:
+                log.info("journal: %d invokes restored from %s (%d interrupted by the restart)", len(records),
+                         self.store.path, len(closed))
         self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
@@ -214,6 +240,8 @@ class Daemon:
             # end with the daemon, not with the connection that started them.
             self._nursery = self.jobs.nursery = self.calls.nursery = nursery
             nursery.start_soon(self._timer_loop)
+            if self.journal is not None:
+                nursery.start_soon(self._journal_loop)
             task_status.started(self)
             await trio.sleep_forever()
 
@@ -265,6 +293,7 @@ class Daemon:
                 log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout,
                             self.executor.running, code, error_info(code).name)
         self._apply(self.executor.shutdown(self.clock.wall_ms()))
+        self._flush_journal(until_empty=True)  # the shutdown's terminal replies are committed, then sent
         self.calls.end_all()
         for usage in self.jobs.usage.snapshot():
             log.info("usage %s", usage.summary())
@@ -495,6 +524,9 @@ class Daemon:
             log.debug("not sent to %s: %s", _peer(link), shown(exc, MESSAGE_LIMIT))
 
     def _apply(self, actions: list[Any]) -> None:
+        if self.journal is not None and any(type(action) is Persist for action in actions):
+            self._hold(actions)
+            return
         for action in actions:
             kind = type(action)
             if kind is Send:
@@ -508,6 +540,54 @@ class Daemon:
         if self._half_closed:
             self._close_answered()
         self._rearm()
+
+    # ============================================================= journal
+
+    def _hold(self, actions: list[Any]) -> None:
+        """Keep ``actions`` until their journal records are committed (R19):
+        records are batched per event-loop tick, one commit for all of them."""
+        rest = []
+        for action in actions:
+            if type(action) is Persist:
+                self._batch.extend(action.records)
+            else:
+                rest.append(action)
+        self._held.append(rest)
+        self._flush_kick.set()
+
+    async def _journal_loop(self) -> None:
+        while True:
+            await self._flush_kick.wait()
+            self._flush_kick = trio.Event()
+            # Wake-ups land after every task runnable in this tick has run,
+            # so their records share this one commit.
+            self._flush_journal()
+
+    def _flush_journal(self, *, until_empty: bool = False) -> None:
+        """Commit the batch, then apply what waited for it. That may hold
+        more (an inline job completes on the spot): the next tick's batch,
+        or at once ``until_empty``."""
+        if self.journal is None:
+            return
+        while self._held:
+            batch, held = self._batch, self._held
+            self._batch, self._held = [], []
+            try:
+                self.journal.write(batch)
+                now = self.clock.wall_ms()
+                if now - self._pruned_ms > 60_000:
+                    self._pruned_ms = now
+                    self.journal.prune(now)
+            except Exception as exc:
+                # The replies still go out (exactly one per invoke, R5); only
+                # their survival of a restart is lost. Loud, and throttled.
+                self._log_throttle.log(log, "journal", logging.ERROR, self.clock.monotonic_ms(),
+                                       "state database write failed (replies sent, not journaled): %s",
+                                       shown(exc, MESSAGE_LIMIT))
+            for actions in held:
+                self._apply(actions)
+            if not until_empty:
+                return
 
     def _log(self, action: Log) -> None:
         # The core cuts the peer's values in the lines it builds; this bounds

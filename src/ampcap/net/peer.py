@@ -58,6 +58,7 @@ from ..files.manifest import load_manifest
 from ..files.policy import load_policy
 from ..wire.identity import Identity, KeyResolver
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
+from ..store.database import StateStore
 from .clock import SYSTEM_CLOCK, Clock
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
 from .url import AmpUrl, parse_url
@@ -283,9 +284,12 @@ class Peer:
                  policy: Policy | str | os.PathLike[str] = ALLOW_ALL, resolver: KeyResolver | None = None,
                  config: DaemonConfig = DaemonConfig(), clock: Clock = SYSTEM_CLOCK,
                  manifest: Manifest | str | os.PathLike[str] | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, store: StateStore | None = None) -> None:
         self.identity = _load_identity(identity)
         self.tls = tls
+        # Durable state (R19): StateStore.open(directory) keeps the invoke
+        # journal across restarts; None keeps everything in memory.
+        self.store = store
         # Files are read now, so a mistake in one fails here, not at serve().
         self.policy = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
         if isinstance(manifest, (str, os.PathLike)):
@@ -356,7 +360,7 @@ class Peer:
         catalog = Catalog(specs, cursor_key=os.urandom(32))
         return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
                       params=ParamsValidator(SchemaStore(bundles, offline=True)), resolver=self.resolver,
-                      handlers=handlers, clock=self.clock, ssl_context=self.tls)
+                      handlers=handlers, clock=self.clock, ssl_context=self.tls, store=self.store)
 
     @asynccontextmanager
     async def _running(self) -> AsyncIterator[Daemon]:

@@ -64,11 +64,12 @@ from ..caps.bodies import (
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, LocalProtocolError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, dumps
-from ..wire.envelope import BODY_MAX_DEPTH, Envelope
+from ..wire.envelope import BODY_MAX_DEPTH, Envelope, new_message_id
 from ..wire.receive import Inbound
 from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
 from .dedupe import CacheStatus, InvokeCache, InvokeKey
+from .journal import JournalRecord, JournalState, Persist
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
@@ -208,7 +209,9 @@ class Cancel:
     code: int
 
 
-Action = Send | Execute | Cancel | Log
+Action = Send | Execute | Cancel | Log | Persist
+
+INTERRUPTED = "interrupted by a restart; retry with a new id"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,6 +223,9 @@ class ExecutorConfig:
     cache_entries: int = 100_000
     cache_bytes: int = 64 * 1024 * 1024  # encoded terminal replies kept for retries (R8)
     max_waiters: int = 16
+    # The ttl of the terminal messages the executor fixes (id, ts, ttl) so that
+    # a retry gets the same bytes (R8); the daemon sets its connections' default.
+    reply_ttl_ms: int = 86_400_000
 
     def __post_init__(self) -> None:
         if not 0 < self.default_timeout_ms <= self.max_timeout_ms:
@@ -266,6 +272,8 @@ class _Deferred:
 class _Running:
     job: Job
     state: InvokeState
+    fingerprint: bytes
+    expires_at: int
 
 
 # --------------------------------------------------------------- executor
@@ -274,7 +282,13 @@ class _Running:
 class Executor:
     def __init__(self, *, registry: CapabilityDirectory | None, resolver: CapabilityResolver,
                  params: ParamsChecker, policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
-                 config: ExecutorConfig = ExecutorConfig()) -> None:
+                 config: ExecutorConfig = ExecutorConfig(), entropy: Callable[[int], bytes] | None = None,
+                 journal: bool = False) -> None:
+        # entropy: with it, each terminal message gets its id, ts and ttl here,
+        # once, so that resending it (R8) repeats the same signed bytes.
+        # journal: emit Persist actions (ruling R19; see peer/journal.py).
+        self._entropy = entropy
+        self.journal = journal
         self._registry = registry
         self._resolver = resolver
         self._params = params
@@ -312,8 +326,14 @@ class Executor:
             err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
             return [Send(conn, error_reply(env, err)), Log(logging.WARNING, f"id reuse by {shown(env.sender)}", "id reuse")]
         if seen.status is CacheStatus.DONE:
-            assert seen.terminal is not None
-            return [Send(conn, seen.terminal)]
+            terminal = seen.terminal
+            assert terminal is not None
+            if terminal.ts_ms is not None and terminal.ttl_ms is not None \
+                    and terminal.ts_ms + terminal.ttl_ms < now_ms:
+                # R8: never re-sign an expired terminal message with a new ts.
+                err = AmpError(BAD_REQUEST, "this invocation already completed; its result expired", path="id")
+                return [Send(conn, error_reply(env, err))]
+            return [Send(conn, terminal)]
         if seen.status is CacheStatus.FORGOTTEN:
             # R8: it ran once and must not run again, but its reply was dropped
             # to keep the cache within its memory budget.
@@ -360,9 +380,14 @@ class Executor:
                   deadline_ms=now_ms + min(timeout, self.config.max_timeout_ms),
                   thread_id=env.thread_id, session=request.session, adapt_result=resolved.adapt_result)
         self._limits.acquire(conn)  # room was checked in step 2, nothing ran since
-        self._cache.start(key, inbound.fingerprint, conn, expires_at=env.ts + env.ttl)
-        self._running[key] = _Running(job, state)
+        expires_at = env.ts + env.ttl
+        self._cache.start(key, inbound.fingerprint, conn, expires_at=expires_at)
+        self._running[key] = _Running(job, state, inbound.fingerprint, expires_at)
         self._deadlines.set(key, job.deadline_ms)
+        if self.journal:  # committed before the job may have any effect
+            actions.append(Persist((JournalRecord(key=key, fingerprint=inbound.fingerprint,
+                                                  capability_id=job.capability_id, state=JournalState.RUNNING,
+                                                  expires_at=max(expires_at, job.deadline_ms)),)))
         actions.append(Execute(job=job))
         return actions
 
@@ -566,8 +591,57 @@ class Executor:
         run.state = advance(run.state, InvokeInput.FINISH)
         self._deadlines.discard(key)
         self._limits.release(run.job.conn)
-        terminal = self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded)
-        return [Send(conn, terminal) for conn in self._cache.finish(key, terminal, now_ms)]
+        terminal = self._terminal(run.job, body, encoded, now_ms)
+        sends: list[Action] = [Send(conn, terminal) for conn in self._cache.finish(key, terminal, now_ms)]
+        if self.journal:  # committed before the terminal message leaves
+            record = JournalRecord(key=key, fingerprint=run.fingerprint, capability_id=run.job.capability_id,
+                                   state=JournalState.DONE, expires_at=max(run.expires_at, now_ms),
+                                   terminal=terminal)
+            return [Persist((record,)), *sends]
+        return sends
+
+    def _terminal(self, job: Job, body: dict[str, Any], encoded: bytes | None, now_ms: int) -> Outbound:
+        """The CAP_RESULT ending ``job``. With entropy, every signed field is
+        fixed here (id, ts, ttl, encoded body), so each resend is the same bytes."""
+        if self._entropy is None:
+            return self._reply(job, int(MessageType.CAP_RESULT), body, encoded)
+        return Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=job.key.msg_id,
+                        thread_id=job.thread_id, to=job.key.sender,
+                        body_cbor=encoded if encoded is not None else dumps(body),
+                        msg_id=new_message_id(now_ms, self._entropy), ts_ms=now_ms,
+                        ttl_ms=self.config.reply_ttl_ms)
+
+    # ----------------------------------------------------------- restart
+
+    def preload(self, records: list[JournalRecord], now_ms: int,
+                idempotent: Callable[[str], bool]) -> list[JournalRecord]:
+        """Restore what the journal kept across a restart (R19). DONE records
+        answer their retries with the same message; a RUNNING one was cut
+        short by the restart: unless ``idempotent(capability_id)`` (then a
+        retry runs it again), it is closed now with CAP_RESULT 5002, which
+        the returned records (to write) keep for the next restart too."""
+        if self._entropy is None:
+            raise RuntimeError("preload needs the executor's entropy (terminal messages with fixed ids)")
+        closed: list[JournalRecord] = []
+        for record in records:
+            if record.expires_at < now_ms:
+                continue
+            if record.state is JournalState.RUNNING:
+                if idempotent(record.capability_id):
+                    continue  # unknown to the cache: its retry runs again
+                body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
+                terminal = Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
+                                    to=record.key.sender, body_cbor=dumps(body),
+                                    msg_id=new_message_id(now_ms, self._entropy), ts_ms=now_ms,
+                                    ttl_ms=self.config.reply_ttl_ms)
+                record = JournalRecord(key=record.key, fingerprint=record.fingerprint,
+                                       capability_id=record.capability_id, state=JournalState.DONE,
+                                       expires_at=record.expires_at, terminal=terminal)
+                closed.append(record)
+            assert record.terminal is not None
+            self._cache.restore(record.key, record.fingerprint, record.terminal,
+                                expires_at=record.expires_at, now_ms=now_ms)
+        return closed
 
     @staticmethod
     def _reply(job: Job, typ: int, body: dict[str, Any], encoded: bytes | None = None) -> Outbound:
