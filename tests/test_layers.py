@@ -20,13 +20,15 @@ ALLOWED = {
     "caps": {"caps", "schema", "wire"} | _COMMON,
     "peer": {"peer", "caps", "schema", "wire"} | _COMMON,
     "dump": {"dump", "caps", "schema", "wire"} | _COMMON,
+    # RFC 006 sessions: sans-I/O beside peer/, driven by events like the executor.
+    "session": {"session", "peer", "caps", "schema", "wire"} | _COMMON,
     "files": {"files", "peer", "caps", "schema", "wire"} | _COMMON,
     # The durable state store (R19) is the edge beside files/: it implements the
     # narrow state protocols of the core packages over SQLite, and no core package
     # imports it.
     "store": {"store", "files", "peer", "caps", "schema", "wire", "deleg", "session"} | _COMMON,
 }
-SANS_IO = ("wire", "schema", "caps", "peer", "dump")
+SANS_IO = ("wire", "schema", "caps", "peer", "session", "dump")
 FORBIDDEN_LIBRARIES = {"trio", "socket", "asyncio", "selectors"}  # (threading.local is no I/O)
 
 
