@@ -80,13 +80,28 @@ class Calls:
     async def invoke(self, link: Link, target: Target, params: Any, *, timeout_ms: int,
                      retry: RetryPolicy | None = None,
                      on_progress: Callable[[int | None, str | None], Any] | None = None,
-                     to: str | None = None) -> Any:
+                     to: str | None = None, thread_id: bytes | None = None,
+                     session: Mapping[str, Any] | None = None,
+                     sent: Callable[[Outbound], None] | None = None) -> Any:
         """Send a CAP_INVOKE on ``link`` and wait for its one outcome. ``to``
-        addresses another agent than the link's peer (through a relay)."""
+        addresses another agent than the link's peer (through a relay);
+        ``thread_id`` and ``session`` scope it to an RFC 006 session;
+        ``sent(out)`` is told the message before it leaves (to resend it)."""
         if self._refusing:
             raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
         handle, out = self._invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
-                                                 to=to or link.peer_did, now_ms=self._clock.wall_ms())
+                                                 to=to or link.peer_did, thread_id=thread_id, session=session,
+                                                 now_ms=self._clock.wall_ms())
+        if sent is not None:
+            sent(out)
+        return await self._await(handle, self.register(link, handle, out, on_progress))
+
+    async def resend(self, link: Link, out: Outbound, *, timeout_ms: int,
+                     on_progress: Callable[[int | None, str | None], Any] | None = None) -> Any:
+        """Send ``out`` (an invoke sent before) again on ``link`` and wait for its outcome."""
+        if self._refusing:
+            raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
+        handle = self._invoker.resend(link, out, timeout_ms=timeout_ms, now_ms=self._clock.wall_ms())
         return await self._await(handle, self.register(link, handle, out, on_progress))
 
     async def query(self, link: Link, filter: Mapping[str, Any], *, limit: int | None, cursor: str | None,

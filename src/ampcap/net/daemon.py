@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import trio
+from msgspec.structs import replace as replace_struct
 
 from ..caps.catalog import Catalog
 from ..display import MESSAGE_LIMIT, printable, shown
@@ -72,8 +73,13 @@ from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.state import HelloState
+from ..session.context import RequestTracker
+from ..session.control import is_control
+from ..session.provider import ProviderConfig, SaveSession, SessionProvider
 from ..store.database import StateStore
 from ..store.journal import SqliteJournal
+from ..store.sessions import SqliteSessions
+from ..wire.envelope import new_message_id
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
@@ -97,6 +103,8 @@ _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
                                       MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
+_REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
+_PROVISIONAL = frozenset(int(t) for t in (MessageType.PROCESSING, MessageType.PROGRESS, MessageType.INPUT_REQUIRED))
 UNAVAILABLE, TIMEOUT = 5002, 5003
 UNKNOWN_TYPE = 1005
 _LOG_LINE_LIMIT = 2 * MESSAGE_LIMIT  # characters of a line the core asks us to log (a Log action)
@@ -192,6 +200,16 @@ class Daemon:
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
                                  limits=limits, config=executor_config, entropy=entropy,
                                  journal=self.journal is not None)
+        # RFC 006 provider (sessions other agents open with us) and the
+        # session-scoped calls we make ourselves (provisional correlation).
+        self.sessions = SessionProvider(can_serve=lambda cid: catalog.get(cid) is not None,
+                                        canonical=catalog.canonical_name, authorized=policy.caller_allowed,
+                                        entropy=entropy,
+                                        config=ProviderConfig(reply_ttl_ms=config.connection.default_ttl_ms))
+        self.session_store = SqliteSessions(self.store) if self.store.durable else None
+        self.session_calls = RequestTracker()
+        self._controls: dict[bytes, _ControlWait] = {}  # our session-control requests awaiting their answer
+        self._session_batch: dict[bytes, Any] = {}  # session records to commit with the journal batch
         self._batch: list[Any] = []  # journal records to commit before the held actions
         self._held: list[list[Any]] = []  # action lists waiting for that commit
         self._flush_kick = trio.Event()
@@ -206,6 +224,13 @@ class Daemon:
             if records:
                 log.info("journal: %d invokes restored from %s (%d interrupted by the restart)", len(records),
                          self.store.path, len(closed))
+        if self.session_store is not None:
+            now = clock.wall_ms()
+            kept = self.session_store.load(now)
+            self.session_store.write(self.sessions.preload(kept, now))
+            if kept:
+                log.info("sessions: %d restored from %s (%d live)", len(kept), self.store.path,
+                         sum(1 for r in self.sessions.sessions.values() if r.live))
         self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
@@ -423,9 +448,37 @@ class Daemon:
         return link
 
     def _link_gone(self, link: Link) -> None:
+        for handle, wait in list(self._controls.items()):
+            if wait.link is link:
+                del self._controls[handle]
+                wait.fail(AmpError(UNAVAILABLE, "connection closed before the session answer"))
         self.executor.connection_closed(link)
         self._half_closed.discard(link)
         self.calls.end_on(link)
+
+    async def session_control(self, link: Link, out: Outbound, *, timeout_s: float = 30.0) -> Any:
+        """Send an RFC 006 control REQUEST on ``link`` and wait for its
+        RESPONSE; return its body. An ERROR answer raises its AmpError; no
+        answer in time is 5003, a lost connection 5002."""
+        now = self.clock.wall_ms()
+        handle = new_message_id(now, self._entropy)
+        out = replace_struct(out, msg_id=handle, ts_ms=now, to=out.to or link.peer_did)
+        wait = _ControlWait(link)
+        self._controls[handle] = wait
+        try:
+            try:
+                link.driver.send_nowait(out)
+            except (LocalProtocolError, MessageTooLarge) as exc:
+                raise AmpError(UNAVAILABLE, f"cannot send: {exc.message}") from None
+            with trio.move_on_after(timeout_s):
+                await wait.done.wait()
+        finally:
+            self._controls.pop(handle, None)
+        if not wait.done.is_set():
+            raise AmpError(TIMEOUT, "no answer to the session request in time")
+        if wait.error is not None:
+            raise wait.error
+        return wait.body
 
     def _close_answered(self) -> None:
         """Close the half-closed links that nothing is owed on any more."""
@@ -483,15 +536,43 @@ class Daemon:
         env = inbound.envelope
         typ = env.typ
         now = self.clock.wall_ms()
-        if typ == _INVOKE or typ == _QUERY:  # the executor checks delegation in its own order (R9, R10)
+        if typ == _INVOKE:
+            body = inbound.body
+            if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
+                if not self.executor.knows(inbound, now):  # a retry gets its first outcome (R8), session or not
+                    try:
+                        self.sessions.check_invoke(inbound, now)  # RFC 006 §4.4, §7.3
+                    except AmpError as err:
+                        log.info("session-scoped invoke refused id=%s code=%d: %s", env.id.hex(), err.code,
+                                 shown(err.message, MESSAGE_LIMIT))
+                        self._send(link, error_reply(env, err))
+                        return
             self._apply(self.executor.handle(inbound, link, now))
+            return
+        if typ == _QUERY:  # the executor checks delegation in its own order (R9, R10)
+            self._apply(self.executor.handle(inbound, link, now))
+            return
+        if (typ == _RESPONSE or typ == _ERROR) and env.reply_to in self._controls:
+            self._controls.pop(env.reply_to).settle(inbound)
             return
         violation = delegation_violation(inbound)  # R9 for every other type
         if violation is not None:
             if typ != int(MessageType.ERROR):
                 self._send(link, error_reply(env, violation))
             return
+        if typ == _REQUEST and is_control(typ, inbound.body):  # RFC 006 §5.1 (A.14: no sess_v, not ours)
+            self._apply(self.sessions.handle(inbound, link, now))
+            return
         if typ in _REPLIES:
+            if self.session_calls.knows(env.reply_to) or (env.reply_to is None and typ in _PROVISIONAL):
+                try:
+                    self.session_calls.on_reply(env, inbound.body)  # RFC 006 §4.4, §6
+                except AmpError as err:
+                    log.info("session-scoped reply refused id=%s code=%d: %s", env.id.hex(), err.code,
+                             shown(err.message, MESSAGE_LIMIT))
+                    if typ != _ERROR:
+                        self._send(link, error_reply(env, err))
+                    return
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
             self._send(link, reply_to(env, _PONG, None))
@@ -524,7 +605,8 @@ class Daemon:
             log.debug("not sent to %s: %s", _peer(link), shown(exc, MESSAGE_LIMIT))
 
     def _apply(self, actions: list[Any]) -> None:
-        if self.journal is not None and any(type(action) is Persist for action in actions):
+        if self.journal is not None and any(type(action) is Persist or type(action) is SaveSession
+                                            for action in actions):
             self._hold(actions)
             return
         for action in actions:
@@ -550,6 +632,8 @@ class Daemon:
         for action in actions:
             if type(action) is Persist:
                 self._batch.extend(action.records)
+            elif type(action) is SaveSession:
+                self._session_batch[action.record.session_id] = action.record
             else:
                 rest.append(action)
         self._held.append(rest)
@@ -570,10 +654,15 @@ class Daemon:
         if self.journal is None:
             return
         while self._held:
-            batch, held = self._batch, self._held
-            self._batch, self._held = [], []
+            batch, held, saved = self._batch, self._held, self._session_batch
+            self._batch, self._held, self._session_batch = [], [], {}
+            for record in self.sessions.take_dirty():  # checkpoints advanced by invokes, in the same commit
+                saved.setdefault(record.session_id, record)
             try:
-                self.journal.write(batch)
+                with self.store.transaction() as db:
+                    self.journal.write_rows(db, batch)
+                    if self.session_store is not None and saved:
+                        self.session_store.write_rows(db, saved.values())
                 now = self.clock.wall_ms()
                 if now - self._pruned_ms > 60_000:
                     self._pruned_ms = now
@@ -625,14 +714,15 @@ class Daemon:
     # ================================================================ timers
 
     def _rearm(self) -> None:
-        deadline = _earliest(self.executor.get_timer(), self.invoker.get_timer())
+        deadline = _earliest(_earliest(self.executor.get_timer(), self.invoker.get_timer()), self.sessions.get_timer())
         if deadline is not None and (self._armed is None or deadline < self._armed):
             self._timer_kick.set()
 
     async def _timer_loop(self) -> None:
         while True:
             self._timer_kick = trio.Event()
-            self._armed = _earliest(self.executor.get_timer(), self.invoker.get_timer())
+            self._armed = _earliest(_earliest(self.executor.get_timer(), self.invoker.get_timer()),
+                                    self.sessions.get_timer())
             with trio.move_on_at(to_trio_deadline(self._armed, self.clock.wall_ms)):
                 await self._timer_kick.wait()
                 continue
@@ -640,6 +730,34 @@ class Daemon:
             self._armed = None
             self._apply(self.executor.handle_timer(now))
             self._apply_invoker(self.invoker.handle_timer(now))
+            self._apply(self.sessions.handle_timer(now))
+
+class _ControlWait:
+    """One of our session-control requests, until its answer (or the link's end)."""
+
+    __slots__ = ("link", "done", "body", "error")
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.done = trio.Event()
+        self.body: Any = None
+        self.error: AmpError | None = None
+
+    def settle(self, inbound: Any) -> None:
+        env, body = inbound.envelope, inbound.body
+        if env.typ == _ERROR:
+            code = body.get("code") if type(body) is dict else None
+            message = body.get("message") if type(body) is dict else None
+            self.error = AmpError(code if type(code) is int else 5001, printable(str(message or "error"),
+                                                                                  MESSAGE_LIMIT))
+        else:
+            self.body = body
+        self.done.set()
+
+    def fail(self, error: AmpError) -> None:
+        self.error = error
+        self.done.set()
+
 
 def _earliest(a: int | None, b: int | None) -> int | None:
     if a is None:

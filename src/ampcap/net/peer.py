@@ -59,7 +59,9 @@ from ..files.policy import load_policy
 from ..wire.identity import Identity, KeyResolver
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
 from ..store.database import StateStore
+from ..session.record import ThreadMode
 from .clock import SYSTEM_CLOCK, Clock
+from .sessions import Session
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
 from .url import AmpUrl, parse_url
 
@@ -464,7 +466,8 @@ class Peer:
             else:
                 link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout, ssl_context=ssl_context)
             try:
-                yield Remote(daemon, link, to=relay_to)
+                yield Remote(daemon, link, to=relay_to, url=None if relay_to is not None else url,
+                             ssl_context=ssl_context)
             finally:
                 link.driver.close()
                 with trio.CancelScope(shield=True), trio.move_on_after(2):
@@ -499,10 +502,13 @@ class Server:
 class Remote:
     """One open connection to another agent, seen from the caller's side."""
 
-    def __init__(self, daemon: Daemon, link: Link, *, to: str | None = None) -> None:
+    def __init__(self, daemon: Daemon, link: Link, *, to: str | None = None, url: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self._daemon = daemon
         self._link = link
         self._to = to  # through a relay: the agent calls are addressed to
+        self._url = url  # where a session dials again after a lost connection
+        self._ssl = ssl_context
 
     @property
     def did(self) -> str:
@@ -548,6 +554,30 @@ class Remote:
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
                                                to=self._to)
+
+    @asynccontextmanager
+    async def session(self, *, pin: Mapping[str, str] | None = None, independent: bool = False,
+                      expires_in: float = 3600.0, purpose: str | None = None,
+                      reconnect_attempts: int = 5) -> AsyncIterator[Session]:
+        """An RFC 006 session for the block (see :mod:`ampcap.net.sessions`):
+        ``pin`` maps capability names to the full ids they keep for the whole
+        session (4003 if the provider cannot serve one). A lost connection is
+        dialled again and the session resumed, up to ``reconnect_attempts``."""
+        if self._to is not None:
+            raise ValueError("sessions through a relay are not supported")
+        session = Session(self._daemon, self._link, url=self._url, pin=pin,
+                          mode=ThreadMode.INDEPENDENT if independent else ThreadMode.COUPLED,
+                          expires_in_ms=_ms(expires_in), purpose=purpose, ssl_context=self._ssl,
+                          reconnect_attempts=reconnect_attempts)
+        await session.open()
+        try:
+            yield session
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                try:
+                    await session.close()
+                except AmpError:
+                    pass  # the session ends with its expiry instead
 
     async def aclose(self) -> None:
         self._link.driver.close()

@@ -538,6 +538,9 @@ class Executor:
         if run is None:
             return []  # already ended: nothing may follow the terminal message
         run.state = advance(run.state, InvokeInput.PROVISIONAL)
+        session = run.job.session
+        if session is not None and session.get("session_scope") is True:
+            body["session"] = dict(session)  # RFC 006 §4.4: provisional replies carry the signed context
         out = self._reply(run.job, typ, body)
         return [Send(conn, out) for conn in self._cache.waiters(key)]
 
@@ -572,6 +575,13 @@ class Executor:
         """Stop addressing ``conn``. Its jobs keep running: a retry on another
         connection still gets their outcome."""
         self._cache.drop_waiter(conn)
+
+    def knows(self, inbound: Inbound, now_ms: int) -> bool:
+        """Has this very invoke been seen (running, done, or a conflict)? Then
+        the cache answers it, before any newer check could refuse it."""
+        env = inbound.envelope
+        return self._cache.lookup(InvokeKey(env.sender, env.id), inbound.fingerprint, now_ms).status \
+            is not CacheStatus.NEW
 
     @property
     def running(self) -> int:

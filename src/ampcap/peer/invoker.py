@@ -268,11 +268,15 @@ class Invoker:
 
     def start_invoke(self, conn: Hashable, target: Target, params: Any, *, timeout_ms: int | None = None,
                      retry: RetryPolicy | None = None, to: str | None = None,
-                     thread_id: bytes | None = None, now_ms: int) -> tuple[Handle, Outbound]:
+                     thread_id: bytes | None = None, session: Mapping[str, Any] | None = None,
+                     now_ms: int) -> tuple[Handle, Outbound]:
         """Begin a CAP_INVOKE. ``timeout_ms`` is the local deadline per attempt
-        and is also sent in the body, so the provider gives up no later."""
+        and is also sent in the body, so the provider gives up no later.
+        ``session`` is the signed RFC 006 context (``body.session``)."""
         timeout = timeout_ms if timeout_ms is not None else self.config.default_timeout_ms
         body = invoke_body(target, params, timeout)
+        if session is not None:
+            body["session"] = dict(session)
         return self._start(_Kind.INVOKE, conn, int(_T.CAP_INVOKE), body, timeout, retry, to, thread_id,
                            target if isinstance(target, str) else None, now_ms)
 
@@ -306,6 +310,19 @@ class Invoker:
                                     peer=to, capability_id=capability_id)
         self._timers.set(handle, now_ms + timeout_ms)
         return handle, out
+
+    def resend(self, conn: Hashable, out: Outbound, *, timeout_ms: int, now_ms: int) -> Handle:
+        """Send an invoke again, unchanged (same id, ts, signature), on
+        another connection: after a lost connection (RFC 006 §7.2), the
+        provider recognises it (R8) and answers with its first outcome."""
+        if out.msg_id is None or out.typ != int(_T.CAP_INVOKE):
+            raise LocalProtocolError(BAD_REQUEST, "only a CAP_INVOKE with its id can be resent")
+        handle = out.msg_id
+        self._finished.pop(handle, None)
+        self._calls[handle] = _Call(kind=_Kind.INVOKE, conn=conn, out=out, timeout_ms=timeout_ms, retry=None,
+                                    peer=out.to if isinstance(out.to, str) else None, capability_id=None)
+        self._timers.set(handle, now_ms + timeout_ms)
+        return handle
 
     def abandon(self, handle: Handle) -> None:
         """The caller lost interest: forget the call; no outcome is reported."""

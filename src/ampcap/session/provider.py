@@ -204,10 +204,10 @@ class SessionProvider:
                          pinned=self._canonical_pins(request.pin))
         return [self._save(record)], control.accept_body(record)
 
-    def _canonical_pins(self, pins: dict[str, str]) -> dict[str, str]:
+    def _canonical_pins(self, pins: Mapping[str, str]) -> dict[str, str]:
         return {self._canonical(name): cid for name, cid in pins.items()}
 
-    def _pin_problem(self, pins: dict[str, str]) -> AmpError | None:
+    def _pin_problem(self, pins: Mapping[str, str]) -> AmpError | None:
         for name, cid in sorted(pins.items()):
             if not is_full_id(cid) or self._canonical(cid.rsplit(":", 1)[0]) != self._canonical(name):
                 return AmpError(BAD_REQUEST, f"pin {shown(name)} must name one of its versions (name:version)")

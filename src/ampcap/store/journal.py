@@ -12,6 +12,7 @@ keeps the seal (and its cost) in one place, the connection.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
@@ -71,11 +72,15 @@ class SqliteJournal:
                                          terminal=decode_terminal(terminal) if terminal is not None else None))
         return records
 
+    def write_rows(self, db: sqlite3.Connection, records: Iterable[JournalRecord]) -> None:
+        """Within a transaction the caller holds (the daemon's batch)."""
+        db.executemany(_UPSERT, [(r.key.sender, r.key.msg_id, r.fingerprint, r.capability_id, r.state.value,
+                                  r.expires_at, encode_terminal(r.terminal) if r.terminal is not None else None)
+                                 for r in records])
+
     def write(self, records: Iterable[JournalRecord]) -> None:
-        rows = [(r.key.sender, r.key.msg_id, r.fingerprint, r.capability_id, r.state.value, r.expires_at,
-                 encode_terminal(r.terminal) if r.terminal is not None else None) for r in records]
         with self.store.transaction() as db:
-            db.executemany(_UPSERT, rows)
+            self.write_rows(db, records)
 
     def prune(self, now_ms: int) -> int:
         with self.store.transaction() as db:
