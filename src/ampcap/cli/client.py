@@ -91,7 +91,18 @@ def register(subparsers: Any) -> None:
     i.add_argument("--retry", action="store_true",
                    help="resend the same message (same id, RFC 001 §16.3 back-off) after a local timeout or a "
                         "retryable ERROR such as 5004 OVERLOADED; the provider still runs it at most once")
+    i.add_argument("--answer", action="append", default=[], metavar="TEXT",
+                   help="answer the capability's questions (RFC 006 INPUT_REQUIRED) with TEXT, in order; "
+                        "may be repeated. Without it, questions are asked on the terminal, and declined "
+                        "(the invoke then fails 4001) when stdin is not one")
+    i.add_argument("--session", default=None, metavar="ID",
+                   help="run inside the RFC 006 session ID (32 hex digits, from `ampcap session URL open`): "
+                        "it is resumed first, and a pinned capability runs its pinned version")
     i.set_defaults(func=run_invoke)
+
+    from .session import register_session
+
+    register_session(subparsers, common)
 
 
 def _fail(exc: AmpError, as_json: bool) -> int:
@@ -241,17 +252,74 @@ def run_invoke(args: argparse.Namespace) -> int:
     if full_id and (args.version is not None or args.range is not None):
         raise UsageError(f"{args.target!r} is a full id (name:version) already: drop --version/--range, "
                          "or give the bare name with them")
-    if args.version is None and args.range is None and not full_id:
+    session_id = parse_session_id(args.session) if args.session is not None else None
+    if args.version is None and args.range is None and not full_id and session_id is None:
         raise UsageError(f"{args.target!r} names no version: give a full id (name:version), --version V or "
                          f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")
+    if session_id is not None and args.range is not None:
+        raise UsageError("--session with --range: inside a session give --version, a full id, or a pinned name")
 
     def show_progress(pct: int | None, text: str | None) -> None:
         print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text, SHOWN_TEXT)}" if text else ""),
               file=sys.stderr, flush=True)
 
+    on_input = answers(args.answer)
+
     async def call(remote: Any) -> str:
-        result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
-                                     timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry)
+        if session_id is not None:
+            from .session import resumed
+
+            async with resumed(remote, session_id) as session:
+                name, _, version = args.target.partition(":") if full_id else (args.target, "", args.version)
+                result = await session.invoke(name, version=version or None, params=params,
+                                              timeout=args.timeout or 60.0, on_progress=show_progress,
+                                              on_input=on_input)
+        else:
+            result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
+                                         timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry,
+                                         on_input=on_input)
         return _json({"result": result}) if args.json else _json(result, indent=2)
 
     return _run(args, call)
+
+
+def parse_session_id(text: str) -> bytes:
+    try:
+        sid = bytes.fromhex(text)
+    except ValueError:
+        sid = b""
+    if len(sid) != 16:
+        raise UsageError(f"--session {text!r}: a session id is 32 hex digits (16 bytes, RFC 006 §4.1)")
+    return sid
+
+
+def answers(given: list[str]) -> Any:
+    """The ``on_input`` of ``ampcap invoke``: the ``--answer`` values in
+    order; else, on a terminal, ask there; else decline, saying why."""
+    queue = list(given)
+
+    async def on_input(prompt: str, options: tuple[str, ...] | None) -> str | None:
+        import trio
+
+        shown_options = f" [{' / '.join(printable(o, 80) for o in options)}]" if options else ""
+        if queue:
+            answer = queue.pop(0)
+            print(f"question: {printable(prompt, SHOWN_TEXT)}{shown_options} -> {printable(answer, 80)} (--answer)",
+                  file=sys.stderr, flush=True)
+            return answer
+        if given or not sys.stdin.isatty():
+            why = "no --answer left" if given else "stdin is not a terminal"
+            print(f"ampcap: the capability asks: {printable(prompt, SHOWN_TEXT)}{shown_options}; {why}, so the "
+                  "question is declined (give --answer TEXT)", file=sys.stderr, flush=True)
+            return None
+        print(f"question: {printable(prompt, SHOWN_TEXT)}{shown_options}", file=sys.stderr, flush=True)
+        print("answer> ", end="", file=sys.stderr, flush=True)
+        line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        if not line:  # end of input: decline
+            return None
+        answer = line.rstrip("\n")
+        if options and answer.isdigit() and 1 <= int(answer) <= len(options):
+            answer = options[int(answer) - 1]  # "2" picks the second option
+        return answer
+
+    return on_input

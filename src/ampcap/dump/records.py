@@ -71,6 +71,10 @@ class Record:
     latency_ms: float | None = None
     flags: list[str] = field(default_factory=list)  # correlation problems (count for --strict)
     notes: list[str] = field(default_factory=list)  # informational only
+    # RFC 006 (dump/sessions.py): the session (hex id) it belongs to, its control op
+    session: str | None = None
+    session_op: str | None = None
+    input_answer: bool = False  # a RESPONSE answering an INPUT_REQUIRED
 
     @property
     def typ_name(self) -> str | None:

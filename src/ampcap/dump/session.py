@@ -14,6 +14,7 @@ from typing import Any
 from ..wire.registry import MessageType
 from .correlate import Correlator
 from .records import Inspector, Record
+from .sessions import SessionTracker
 from .render import Summary
 from .streams import StreamEvent
 
@@ -112,7 +113,9 @@ class DumpSession:
         self.inspector = inspector
         self.filter = record_filter
         self.correlator = Correlator()
+        self.sessions = SessionTracker()
         self.summary = Summary()
+        self.summary.sessions = self.sessions.sessions
         self.any_findings = False
         self._matched_ids: dict[bytes, None] = {}  # insertion-ordered: the oldest is forgotten first
 
@@ -125,6 +128,7 @@ class DumpSession:
             rec = self.inspector.stream_error(event.error, direction=w.direction, src=w.src, dst=w.dst,
                                               at=event.at)
         self.correlator.add(rec)
+        self.sessions.add(rec)
         return rec
 
     def shown(self, rec: Record) -> bool:

@@ -102,7 +102,8 @@ log = logging.getLogger("ampcap.daemon")
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
-                                      MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE))
+                                      MessageType.INPUT_REQUIRED, MessageType.ERROR, MessageType.CAP_RESULT,
+                                      MessageType.CAP_DECLARE))
 _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
 _PROVISIONAL = frozenset(int(t) for t in (MessageType.PROCESSING, MessageType.PROGRESS, MessageType.INPUT_REQUIRED))
 UNAVAILABLE, TIMEOUT = 5002, 5003
@@ -554,6 +555,14 @@ class Daemon:
             return
         if (typ == _RESPONSE or typ == _ERROR) and env.reply_to in self._controls:
             self._controls.pop(env.reply_to).settle(inbound)
+            return
+        if typ == _RESPONSE and self.executor.asking(env.reply_to):  # an answer to INPUT_REQUIRED (§6.3)
+            try:
+                qid, answer, declined = self.executor.on_input(inbound)
+            except AmpError as err:
+                self._send(link, error_reply(env, err))
+                return
+            self.jobs.answer(qid, answer, declined)
             return
         violation = delegation_violation(inbound)  # R9 for every other type
         if violation is not None:

@@ -69,6 +69,7 @@ __all__ = ["Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationCo
 
 F = TypeVar("F", bound=Callable[..., Any])
 ProgressCallback = Callable[[int | None, str | None], Any]
+InputCallback = Callable[[str, tuple[str, ...] | None], Any]  # -> str (the answer) or None (decline)
 InvocationContext = RunnerContext  # what a ``ctx`` parameter receives
 _CONTEXT_PARAM = "ctx"
 _DRAFT7 = "http://json-schema.org/draft-07/schema#"
@@ -536,7 +537,8 @@ class Remote:
 
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
                      negotiate: Negotiate | None = None, params: Any = None, timeout: float = 60.0,
-                     on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False) -> Any:
+                     on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False,
+                     on_input: InputCallback | None = None) -> Any:
         """CAP_INVOKE and wait for the one outcome; returns the result.
 
         ``capability`` is a full id (``name:version``) or a name combined
@@ -545,7 +547,10 @@ class Remote:
         seconds pass without a terminal reply, or, when the connection ends
         first, the code and reason that ended it (5002 without a code: the
         peer closed it). ``on_progress(pct, text)``
-        (plain or async) sees every PROGRESS. ``retry=True`` resends the same
+        (plain or async) sees every PROGRESS; ``on_input(prompt, options)``
+        (plain or async) answers the provider's questions (RFC 006
+        INPUT_REQUIRED) with a string, or None to decline (without it every
+        question is declined). ``retry=True`` resends the same
         message after a local timeout or a retryable ERROR (RFC 001 §16.3; the
         provider runs it once; a CAP_RESULT error is final).
         """
@@ -553,7 +558,7 @@ class Remote:
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
-                                               to=self._to)
+                                               to=self._to, on_input=on_input)
 
     @asynccontextmanager
     async def session(self, *, pin: Mapping[str, str] | None = None, independent: bool = False,

@@ -78,7 +78,7 @@ class Session:
                                              to=self.peer_did))
 
     async def close(self, reason: str | None = None) -> None:
-        if self.client.status in (SessionState.CLOSED, SessionState.FAILED, SessionState.NONE):
+        if self.client.status in (SessionState.CLOSED, SessionState.FAILED):
             return
         await self._control(self.client.close(reason, to=self.peer_did))
 
@@ -94,7 +94,8 @@ class Session:
                                                expires_in_ms=expires_in_ms, to=self.peer_did))
 
     async def invoke(self, capability: str, *, version: str | None = None, params: Any = None,
-                     timeout: float = 60.0, on_progress: Callable[[int | None, str | None], Any] | None = None) -> Any:
+                     timeout: float = 60.0, on_progress: Callable[[int | None, str | None], Any] | None = None,
+                     on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None) -> Any:
         """A session-scoped CAP_INVOKE; a pinned ``capability`` runs its pinned version."""
         body = self.client.invoke_body(capability, {} if params is None else params, version=version)
         target: Any = body["id"] if "id" in body else (body["capability"], body["version"])
@@ -109,17 +110,19 @@ class Session:
         try:
             return await self._daemon.calls.invoke(
                 self._link, target, body["params"], timeout_ms=timeout_ms, on_progress=on_progress,
-                to=self.peer_did, thread_id=self.client.thread_id, session=body["session"], sent=track)
+                to=self.peer_did, thread_id=self.client.thread_id, session=body["session"], sent=track,
+                on_input=on_input)
         except AmpError as exc:
             if exc.code not in _LOST or not sent or self._url is None or self._link.open:
                 raise
-            return await self._recover(sent[0], timeout_ms, on_progress, exc)
+            return await self._recover(sent[0], timeout_ms, on_progress, on_input, exc)
         finally:
             for out in sent:
                 self._daemon.session_calls.forget(out.msg_id or b"")
                 self.client.last_seen = out.msg_id
 
-    async def _recover(self, out: Outbound, timeout_ms: int, on_progress: Any, first: AmpError) -> Any:
+    async def _recover(self, out: Outbound, timeout_ms: int, on_progress: Any, on_input: Any,
+                       first: AmpError) -> Any:
         """The connection went while ``out`` waited: dial again, resume, resend ``out`` unchanged."""
         assert self._url is not None
         error = first
@@ -130,7 +133,8 @@ class Session:
                 await self.resume()
                 self.resumes += 1
                 self._daemon.session_calls.sent(out.msg_id or b"", self.session_id, out.thread_id, self.client.mode)
-                return await self._daemon.calls.resend(self._link, out, timeout_ms=timeout_ms, on_progress=on_progress)
+                return await self._daemon.calls.resend(self._link, out, timeout_ms=timeout_ms,
+                                                       on_progress=on_progress, on_input=on_input)
             except AmpError as exc:
                 if exc.code not in _LOST and exc.code != 5003:
                     raise

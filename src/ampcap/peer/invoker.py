@@ -75,7 +75,8 @@ __all__ = [
 
 BAD_REQUEST, TIMEOUT = 4001, 5003
 _T = MessageType
-_PROVISIONAL = {int(_T.ACK): "ack", int(_T.PROCESSING): "processing", int(_T.PROGRESS): "progress"}
+_PROVISIONAL = {int(_T.ACK): "ack", int(_T.PROCESSING): "processing", int(_T.PROGRESS): "progress",
+                int(_T.INPUT_REQUIRED): "input_required"}
 _FINAL_TYPES = frozenset({int(_T.ERROR), int(_T.CAP_RESULT), int(_T.CAP_DECLARE)})
 _REPLY_TYPES = _FINAL_TYPES | frozenset(_PROVISIONAL)
 
@@ -148,9 +149,24 @@ def _advance(state: CallState, event: CallInput) -> CallState:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InvokeProgress:
     handle: Handle
-    kind: str  # "ack", "processing" or "progress"
+    kind: str  # "ack", "processing", "progress" or "input_required"
     pct: int | None = None
     text: str | None = None
+    # input_required (RFC 006 §6.3): the question, and what the answer must name
+    question: InputQuestion | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputQuestion:
+    """An INPUT_REQUIRED the provider sent mid-call."""
+
+    message_id: bytes  # the answer's reply_to
+    sender: str
+    thread_id: bytes | None
+    prompt: str
+    options: tuple[str, ...] | None
+    timeout_ms: int | None
+    session: Mapping[str, Any] | None  # the signed context, echoed in the answer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -353,6 +369,8 @@ class Invoker:
         kind = _PROVISIONAL.get(env.typ)
         if kind is not None:
             call.state = _advance(call.state, CallInput.PROVISIONAL)
+            if env.typ == _T.INPUT_REQUIRED:
+                return [self._question(handle, env, body)]
             return [self._progress(handle, kind, body)]
         if env.typ == _T.ERROR:
             err, retryable = _error_from_error_body(body)
@@ -388,6 +406,15 @@ class Invoker:
             err = AmpError(BAD_REQUEST, "reply_to does not match a pending request", path="reply_to")
             actions.append(Send(conn, error_reply(env, err)))
         return actions
+
+    def _question(self, handle: Handle, env: Envelope, body: Any) -> InvokeProgress:
+        # The body passed its CDDL rule (input-required-body) in the receive pipeline.
+        options = body.get("options")
+        session = body.get("session")
+        return InvokeProgress(handle=handle, kind="input_required", text=body["prompt"], question=InputQuestion(
+            message_id=env.id, sender=env.sender, thread_id=env.thread_id, prompt=body["prompt"],
+            options=tuple(options) if options is not None else None, timeout_ms=body.get("timeout_ms"),
+            session=session if isinstance(session, dict) else None))
 
     def _progress(self, handle: Handle, kind: str, body: Any) -> InvokeProgress:
         pct = text = None
