@@ -91,7 +91,10 @@ class SessionProvider:
         self._expiry: DeadlineQueue[bytes] = DeadlineQueue()
         # (sender, request id) -> (fingerprint, answer): a duplicate request gets the same message (§7.2).
         self._answers: dict[tuple[str, bytes], tuple[bytes, Outbound]] = {}
-        self._dirty: dict[bytes, SessionRecord] = {}  # checkpoints advanced by invokes, saved with the next batch
+        # Checkpoints advanced by session-scoped invokes: (last message id, when),
+        # folded into the record when it is read for a control op or saved with
+        # the next batch. Not a new record per invoke: that is the hot path.
+        self._activity: dict[bytes, tuple[bytes, int]] = {}
 
     # ------------------------------------------------------------ restore
 
@@ -115,12 +118,23 @@ class SessionProvider:
 
     def _save(self, record: SessionRecord) -> SaveSession:
         self._put(record)
-        self._dirty.pop(record.session_id, None)
         return SaveSession(record)
 
+    def record(self, session_id: bytes) -> SessionRecord | None:
+        """The session's record, with the activity of its invokes folded in."""
+        activity = self._activity.pop(session_id, None)
+        record = self.sessions.get(session_id)
+        if record is not None and activity is not None:
+            msg_id, at = activity
+            record = replace(record, last_activity_at=at,
+                             checkpoint=Checkpoint(last_seen_msg_id=msg_id, last_activity_at=at))
+            self.sessions[session_id] = record
+        return record
+
     def take_dirty(self) -> list[SessionRecord]:
-        dirty, self._dirty = list(self._dirty.values()), {}
-        return dirty
+        """The records whose checkpoints invokes advanced since the last call (to save)."""
+        dirty = [self.record(sid) for sid in list(self._activity)]
+        return [r for r in dirty if r is not None]
 
     # ------------------------------------------------------------ control
 
@@ -160,7 +174,7 @@ class SessionProvider:
                   now_ms: int) -> tuple[list[Any], dict[str, Any]]:
         if request.op == "init":
             return self._init(request, sender, thread_id, now_ms)
-        record = self.sessions.get(request.session_id)
+        record = self.record(request.session_id)
         if record is None:
             raise AmpError(BAD_REQUEST, _UNKNOWN, path="body.session_id")
         if not record.is_participant(sender):
@@ -298,10 +312,7 @@ class SessionProvider:
                     raise AmpError(VERSION_MISMATCH, f"this session pins {shown(pinned)}", path="body.version")
                 if not self._can_serve(pinned):
                     raise AmpError(VERSION_MISMATCH, f"pinned {shown(pinned)} can no longer be served")
-        record = replace(record, last_activity_at=now_ms,
-                         checkpoint=Checkpoint(last_seen_msg_id=env.id, last_activity_at=now_ms))
-        self.sessions[record.session_id] = record
-        self._dirty[record.session_id] = record
+        self._activity[record.session_id] = (env.id, now_ms)
         return record
 
     def is_session_thread(self, thread_id: bytes | None) -> bool:
