@@ -73,7 +73,7 @@ from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.state import HelloState
-from ..session.context import RequestTracker
+from ..session.context import RequestTracker, read_context
 from ..session.control import is_control
 from ..session.provider import ProviderConfig, SaveSession, SessionProvider
 from ..store.database import StateStore
@@ -573,6 +573,20 @@ class Daemon:
             self._apply(self.sessions.handle(inbound, link, now))
             return
         if typ in _REPLIES:
+            in_session = (self.executor.session_of(env.sender, env.reply_to)
+                          if typ in _PROVISIONAL and env.reply_to is not None else None)
+            if in_session is not None:
+                # A provisional message naming a session-scoped request in flight
+                # here enters session-scoped validation (§4.4): without its signed
+                # context it is refused (A.15), never bound by reply_to alone.
+                try:
+                    sid, scoped = read_context(inbound.body)
+                    if not scoped or sid != in_session["session_id"]:
+                        raise AmpError(4001, "provisional message in a session without its body.session context",
+                                       path="body.session")
+                except AmpError as err:
+                    self._send(link, error_reply(env, err))
+                return
             if self.session_calls.knows(env.reply_to) or (env.reply_to is None and typ in _PROVISIONAL):
                 try:
                     self.session_calls.on_reply(env, inbound.body)  # RFC 006 §4.4, §6

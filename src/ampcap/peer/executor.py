@@ -633,6 +633,13 @@ class Executor:
         connection still gets their outcome."""
         self._cache.drop_waiter(conn)
 
+    def session_of(self, sender: str, msg_id: bytes) -> Mapping[str, Any] | None:
+        """The signed session context of ``sender``'s running invoke ``msg_id``
+        when it is session-scoped (RFC 006 §4.4), else None."""
+        run = self._running.get(InvokeKey(sender, msg_id))
+        session = run.job.session if run is not None else None
+        return session if session is not None and session.get("session_scope") is True else None
+
     def knows(self, inbound: Inbound, now_ms: int) -> bool:
         """Has this very invoke been seen (running, done, or a conflict)? Then
         the cache answers it, before any newer check could refuse it."""
