@@ -137,3 +137,25 @@ async def test_a_session_and_its_pins_survive_a_daemon_restart(tmp_path: Path) -
             assert again.pinned == {ECHO: f"{ECHO}:1.1.0"}
             assert (await again.invoke(ECHO, params={"message": "after"}))["version"] == "1.1.0"
             await again.close()
+
+
+@pytest.mark.trio
+async def test_an_independent_session_sends_no_thread_id_and_updates_a_pin() -> None:
+    provider = make_provider()
+    async with provider.serve("amp://127.0.0.1:0") as server:
+        async with connect(server.url, identity=new_identity()) as remote:
+            async with remote.session(independent=True, pin={ECHO: f"{ECHO}:1.0.0"}) as s:
+                assert s.client.mode.value == "independent" and s.client.thread_id is None
+                assert (await s.invoke(ECHO, params={"message": "a"}))["version"] == "1.0.0"
+                with pytest.raises(AmpError) as exc:  # a pin change needs allow_renegotiate
+                    await s.update(pin={ECHO: f"{ECHO}:1.1.0"})
+                assert exc.value.code == 4001
+                await s.update(pin={ECHO: f"{ECHO}:1.1.0"}, allow_renegotiate=True)
+                assert s.pinned == {ECHO: f"{ECHO}:1.1.0"}
+                assert (await s.invoke(ECHO, params={"message": "b"}))["version"] == "1.1.0"
+                await s.suspend()
+                with pytest.raises(AmpError) as exc:  # no work in a suspended session
+                    await s.invoke(ECHO, params={"message": "c"})
+                assert exc.value.code == 4001
+                await s.resume()
+                assert (await s.invoke(ECHO, params={"message": "d"}))["version"] == "1.1.0"

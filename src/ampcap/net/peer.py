@@ -120,13 +120,15 @@ class _Registered:
     notes: str | None
     aliases: tuple[str, ...]
     handler: Callable[[Any, RunnerContext], Awaitable[Any]]
+    idempotent: bool = False  # R19: an invoke a restart interrupted runs again on retry
 
     def manifest_entry(self) -> dict[str, Any]:
         """This capability as a manifest table: the Python API's capabilities
         pass the same checks as a manifest file's."""
         return {"name": self.name, "version": self.version, "input_schema": self.schema,
                 "output_schema": self.output_schema, "binding": {"python": f"{__name__}:_local_only"},
-                **({"notes": self.notes} if self.notes else {}), **({"aliases": list(self.aliases)} if self.aliases else {})}
+                **({"notes": self.notes} if self.notes else {}), **({"aliases": list(self.aliases)} if self.aliases else {}),
+                **({"idempotent": True} if self.idempotent else {})}
 
 
 def _load_identity(identity: Identity | str | os.PathLike[str] | None) -> Identity:
@@ -313,7 +315,7 @@ class Peer:
 
     def capability(self, name: str, version: str = "1.0.0", *, schema: Mapping[str, Any] | None = None,
                    output_schema: Mapping[str, Any] | bool = True, notes: str | None = None,
-                   aliases: Sequence[str] = ()) -> Callable[[F], F]:
+                   aliases: Sequence[str] = (), idempotent: bool = False) -> Callable[[F], F]:
         """Decorator: offer ``fn`` as capability ``name:version``.
 
         The function is called with the invoke's params as keyword arguments
@@ -328,7 +330,8 @@ class Peer:
             input_schema = dict(schema) if schema is not None else schema_from_signature(fn)
             out = dict(output_schema) if isinstance(output_schema, Mapping) else output_schema
             reg = _Registered(name=name, version=version, schema=input_schema, output_schema=out,
-                              notes=notes or _first_line(fn.__doc__), aliases=tuple(aliases), handler=_adapt(fn))
+                              notes=notes or _first_line(fn.__doc__), aliases=tuple(aliases), handler=_adapt(fn),
+                              idempotent=idempotent)
             _check_registration(reg, self._registered)  # here, where the mistake is, not at serve()
             self._registered.append(reg)
             return fn
