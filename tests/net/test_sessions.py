@@ -118,9 +118,9 @@ async def test_a_session_and_its_pins_survive_a_daemon_restart(tmp_path: Path) -
     async with first.serve("amp://127.0.0.1:0") as server:
         url = server.url
         async with connect(url, identity=caller) as remote:
-            # Entered and never left: the session stays open while the daemon goes away.
-            session_cm = remote.session(pin={ECHO: f"{ECHO}:1.1.0"})
-            s = await session_cm.__aenter__()
+            # Opened and never closed: the session stays open while the daemon goes away.
+            s = remote.new_session(pin={ECHO: f"{ECHO}:1.1.0"})
+            await s.open()
             await s.invoke(ECHO, params={"message": "before"})
             sid = s.session_id
     # The daemon is gone (its store closed with it); a new one on the same state reads the session back.
@@ -129,10 +129,7 @@ async def test_a_session_and_its_pins_survive_a_daemon_restart(tmp_path: Path) -
         record = server2.daemon.sessions.sessions[sid]
         assert record.status is SessionState.ACTIVE and dict(record.pinned) == {ECHO: f"{ECHO}:1.1.0"}
         async with connect(url, identity=caller) as remote:
-            from ampcap.net.sessions import Session
-            again = Session(remote._daemon, remote._link, url=url, pin=None, mode=s.client.mode,
-                            expires_in_ms=60_000, purpose=None, ssl_context=None, reconnect_attempts=1)
-            again.client.session_id = sid
+            again = remote.existing_session(sid)
             await again.resume()
             assert again.pinned == {ECHO: f"{ECHO}:1.1.0"}
             assert (await again.invoke(ECHO, params={"message": "after"}))["version"] == "1.1.0"

@@ -54,12 +54,7 @@ def _pins(given: list[str]) -> dict[str, str]:
 @asynccontextmanager
 async def resumed(remote: Any, session_id: bytes) -> AsyncIterator[Any]:
     """The session ``session_id`` resumed on ``remote`` (left open afterwards)."""
-    from ..net.sessions import Session
-    from ..session.record import ThreadMode
-
-    session = Session(remote._daemon, remote._link, url=remote._url, pin=None, mode=ThreadMode.COUPLED,
-                      expires_in_ms=1, purpose=None, ssl_context=remote._ssl, reconnect_attempts=2)
-    session.client.session_id = session_id
+    session = remote.existing_session(session_id)
     await session.resume()
     yield session
 
@@ -80,19 +75,13 @@ def run_session(args: argparse.Namespace) -> int:
     pins = _pins(args.pin)
 
     async def call(remote: Any) -> str:
-        from ..net.sessions import Session
-        from ..session.record import ThreadMode
-
         if sid is None:
-            session = Session(remote._daemon, remote._link, url=remote._url, pin=pins,
-                              mode=ThreadMode.INDEPENDENT if args.independent else ThreadMode.COUPLED,
-                              expires_in_ms=int(args.expires_in * 1000), purpose=None, ssl_context=remote._ssl,
-                              reconnect_attempts=0)
+            # Opened and left open: a later command resumes it (or it expires).
+            session = remote.new_session(pin=pins, independent=args.independent, expires_in=args.expires_in,
+                                         reconnect_attempts=0)
             await session.open()
         else:
-            session = Session(remote._daemon, remote._link, url=None, pin=None, mode=ThreadMode.COUPLED,
-                              expires_in_ms=1, purpose=None, ssl_context=None, reconnect_attempts=0)
-            session.client.session_id = sid
+            session = remote.existing_session(sid, reconnect_attempts=0)
             if args.action == "resume":
                 await session.resume()
             else:

@@ -563,6 +563,17 @@ class Remote:
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
                                                to=self._to, on_input=on_input)
 
+    def new_session(self, *, pin: Mapping[str, str] | None = None, independent: bool = False,
+                    expires_in: float = 3600.0, purpose: str | None = None, reconnect_attempts: int = 5) -> Session:
+        """An RFC 006 session not opened yet (``await s.open()``; ``close()`` it
+        when done, or let it expire). :meth:`session` does both around a block."""
+        if self._to is not None:
+            raise ValueError("sessions through a relay are not supported")
+        return Session(self._daemon, self._link, url=self._url, pin=pin,
+                       mode=ThreadMode.INDEPENDENT if independent else ThreadMode.COUPLED,
+                       expires_in_ms=_ms(expires_in), purpose=purpose, ssl_context=self._ssl,
+                       reconnect_attempts=reconnect_attempts)
+
     @asynccontextmanager
     async def session(self, *, pin: Mapping[str, str] | None = None, independent: bool = False,
                       expires_in: float = 3600.0, purpose: str | None = None,
@@ -571,12 +582,8 @@ class Remote:
         ``pin`` maps capability names to the full ids they keep for the whole
         session (4003 if the provider cannot serve one). A lost connection is
         dialled again and the session resumed, up to ``reconnect_attempts``."""
-        if self._to is not None:
-            raise ValueError("sessions through a relay are not supported")
-        session = Session(self._daemon, self._link, url=self._url, pin=pin,
-                          mode=ThreadMode.INDEPENDENT if independent else ThreadMode.COUPLED,
-                          expires_in_ms=_ms(expires_in), purpose=purpose, ssl_context=self._ssl,
-                          reconnect_attempts=reconnect_attempts)
+        session = self.new_session(pin=pin, independent=independent, expires_in=expires_in, purpose=purpose,
+                                   reconnect_attempts=reconnect_attempts)
         await session.open()
         try:
             yield session
@@ -586,6 +593,16 @@ class Remote:
                     await session.close()
                 except AmpError:
                     pass  # the session ends with its expiry instead
+
+    def existing_session(self, session_id: bytes, *, reconnect_attempts: int = 2) -> Session:
+        """A handle on a session opened earlier (by this identity, perhaps in
+        another process): ``await s.resume()`` first (it learns the mode and
+        the pins), then invoke, ``close()``... Nothing is sent until then."""
+        session = Session(self._daemon, self._link, url=self._url, pin=None, mode=ThreadMode.COUPLED,
+                          expires_in_ms=1, purpose=None, ssl_context=self._ssl,
+                          reconnect_attempts=reconnect_attempts)
+        session.client.session_id = bytes(session_id)
+        return session
 
     async def aclose(self) -> None:
         self._link.driver.close()
