@@ -77,3 +77,35 @@ def test_session_usage_mistakes_exit_2(tmp_path: Path) -> None:
         result = _ampcap(tmp_path, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_invoke_asks_on_a_terminal(tmp_path: Path) -> None:
+    import pty
+    import select
+
+    with serve_process(tmp_path, "--manifest", str(_manifest(tmp_path))) as proc:
+        master, slave = pty.openpty()
+        env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"))
+        child = subprocess.Popen([sys.executable, "-m", "ampcap.cli.main", "invoke", proc.url,
+                                  "org.test.confirm:1.0.0", "--params",
+                                  '{"question": "Ship it?", "options": ["yes", "no"]}', "--json"],
+                                 stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        os.close(slave)
+        try:
+            # The question goes to stderr; answer "2" (the second option) on the terminal.
+            seen = b""
+            deadline = 30.0
+            while b"answer>" not in seen and deadline > 0:
+                readable, _, _ = select.select([child.stderr], [], [], 0.5)
+                deadline -= 0.5
+                if readable:
+                    seen += os.read(child.stderr.fileno(), 4096)
+            assert b"Ship it?" in seen and b"yes / no" in seen
+            os.write(master, b"2\n")
+            out, err = child.communicate(timeout=30)
+        finally:
+            os.close(master)
+            if child.poll() is None:
+                child.kill()
+        assert child.returncode == 0, err
+        assert json.loads(out) == {"result": {"answer": "no"}}
