@@ -109,3 +109,23 @@ def test_invoke_asks_on_a_terminal(tmp_path: Path) -> None:
                 child.kill()
         assert child.returncode == 0, err
         assert json.loads(out) == {"result": {"answer": "no"}}
+
+
+def test_a_session_and_its_pins_survive_kill_9(tmp_path: Path) -> None:
+    import signal
+
+    state = str(tmp_path / "state")
+    with serve_process(tmp_path, "--state-dir", state) as first:
+        opened = _ampcap(tmp_path, "session", first.url, "open", "--pin", f"{ECHO}={ECHO}:1.0.0", "--json")
+        assert opened.returncode == 0, opened.stderr
+        sid = json.loads(opened.stdout)["session_id"]
+        first.proc.send_signal(signal.SIGKILL)  # the accept was sent: the record was committed before it
+        first.proc.wait(10)
+    with serve_process(tmp_path, "--state-dir", state) as second:
+        resumed = _ampcap(tmp_path, "session", second.url, "resume", sid, "--json")
+        assert resumed.returncode == 0, resumed.stderr
+        state_after = json.loads(resumed.stdout)
+        assert state_after["status"] == "active" and state_after["pinned"] == {ECHO: f"{ECHO}:1.0.0"}
+        ran = _ampcap(tmp_path, "invoke", second.url, ECHO, "--session", sid, "--params", '{"message": "x"}',
+                      "--json")
+        assert json.loads(ran.stdout)["result"]["version"] == "1.0.0"
