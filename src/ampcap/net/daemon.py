@@ -67,7 +67,6 @@ from ..peer.invoker import (
     QueryAnswered,
     QueryFailed,
 )
-from ..peer.journal import Persist
 from ..peer.limits import InFlightLimits
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
@@ -75,10 +74,8 @@ from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.state import HelloState
 from ..session.context import RequestTracker, read_context
 from ..session.control import is_control
-from ..session.provider import ProviderConfig, SaveSession, SessionProvider
+from ..session.provider import ProviderConfig, SessionProvider
 from ..store.database import StateStore
-from ..store.journal import SqliteJournal
-from ..store.sessions import SqliteSessions
 from ..wire.envelope import new_message_id
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
@@ -87,6 +84,8 @@ from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
 from .calls import Calls
+from .durable import DurableState, holds
+from .sessions import ControlRequests
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .jobs import Jobs, LocalHandler
 from .listener import OVERLOADED_FRAME, Listener
@@ -191,47 +190,26 @@ class Daemon:
             params = ParamsValidator(SchemaStore([], offline=True))
         limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
         self._log_throttle = LogThrottle()
-        # Durable state (R19): the invoke journal only when the store is on
-        # disk; in memory, the idempotency cache alone already does its job.
+        # Durable state (R19): the invoke journal and the session store only
+        # when the store is on disk; in memory, the idempotency cache alone
+        # already does the journal's job (net/durable.py).
         self.store = store if store is not None else StateStore.open(None)
-        self.journal = SqliteJournal(self.store) if self.store.durable else None
         executor_config = config.executor
         if executor_config.reply_ttl_ms != config.connection.default_ttl_ms:
             executor_config = replace(executor_config, reply_ttl_ms=config.connection.default_ttl_ms)
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
                                  limits=limits, config=executor_config, entropy=entropy,
-                                 journal=self.journal is not None)
+                                 journal=self.store.durable)
         # RFC 006 provider (sessions other agents open with us) and the
         # session-scoped calls we make ourselves (provisional correlation).
         self.sessions = SessionProvider(can_serve=lambda cid: catalog.get(cid) is not None,
                                         canonical=catalog.canonical_name, authorized=policy.caller_allowed,
                                         entropy=entropy,
                                         config=ProviderConfig(reply_ttl_ms=config.connection.default_ttl_ms))
-        self.session_store = SqliteSessions(self.store) if self.store.durable else None
         self.session_calls = RequestTracker()
-        self._controls: dict[bytes, _ControlWait] = {}  # our session-control requests awaiting their answer
-        self._session_batch: dict[bytes, Any] = {}  # session records to commit with the journal batch
-        self._batch: list[Any] = []  # journal records to commit before the held actions
-        self._held: list[list[Any]] = []  # action lists waiting for that commit
-        self._flush_kick = trio.Event()
-        self._pruned_ms = 0
-        if self.journal is not None:
-            now = clock.wall_ms()
-            records = self.journal.load(now)
-            closed = self.executor.preload(records, now, lambda cid: bool(getattr(catalog.get(cid), "idempotent",
-                                                                                  False)))
-            self.journal.write(closed)
-            self._pruned_ms = now
-            if records:
-                log.info("journal: %d invokes restored from %s (%d interrupted by the restart)", len(records),
-                         self.store.path, len(closed))
-        if self.session_store is not None:
-            now = clock.wall_ms()
-            kept = self.session_store.load(now)
-            self.session_store.write(self.sessions.preload(kept, now))
-            if kept:
-                log.info("sessions: %d restored from %s (%d live)", len(kept), self.store.path,
-                         sum(1 for r in self.sessions.sessions.values() if r.live))
+        self.controls = ControlRequests()  # our session-control requests awaiting their answer
+        self.durable = (DurableState(self.store, self.executor, self.sessions, catalog, clock, self._apply,
+                                     self._log_throttle) if self.store.durable else None)
         self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
@@ -266,8 +244,8 @@ class Daemon:
             # end with the daemon, not with the connection that started them.
             self._nursery = self.jobs.nursery = self.calls.nursery = nursery
             nursery.start_soon(self._timer_loop)
-            if self.journal is not None:
-                nursery.start_soon(self._journal_loop)
+            if self.durable is not None:
+                nursery.start_soon(self.durable.run)
             task_status.started(self)
             await trio.sleep_forever()
 
@@ -319,7 +297,8 @@ class Daemon:
                 log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout,
                             self.executor.running, code, error_info(code).name)
         self._apply(self.executor.shutdown(self.clock.wall_ms()))
-        self._flush_journal(until_empty=True)  # the shutdown's terminal replies are committed, then sent
+        if self.durable is not None:
+            self.durable.flush(until_empty=True)  # the shutdown's terminal replies are committed, then sent
         self.calls.end_all()
         for usage in self.jobs.usage.snapshot():
             log.info("usage %s", usage.summary())
@@ -449,10 +428,7 @@ class Daemon:
         return link
 
     def _link_gone(self, link: Link) -> None:
-        for handle, wait in list(self._controls.items()):
-            if wait.link is link:
-                del self._controls[handle]
-                wait.fail(AmpError(UNAVAILABLE, "connection closed before the session answer"))
+        self.controls.end_on(link)
         self.executor.connection_closed(link)
         self._half_closed.discard(link)
         self.calls.end_on(link)
@@ -462,24 +438,8 @@ class Daemon:
         RESPONSE; return its body. An ERROR answer raises its AmpError; no
         answer in time is 5003, a lost connection 5002."""
         now = self.clock.wall_ms()
-        handle = new_message_id(now, self._entropy)
-        out = replace_struct(out, msg_id=handle, ts_ms=now, to=out.to or link.peer_did)
-        wait = _ControlWait(link)
-        self._controls[handle] = wait
-        try:
-            try:
-                link.driver.send_nowait(out)
-            except (LocalProtocolError, MessageTooLarge) as exc:
-                raise AmpError(UNAVAILABLE, f"cannot send: {exc.message}") from None
-            with trio.move_on_after(timeout_s):
-                await wait.done.wait()
-        finally:
-            self._controls.pop(handle, None)
-        if not wait.done.is_set():
-            raise AmpError(TIMEOUT, "no answer to the session request in time")
-        if wait.error is not None:
-            raise wait.error
-        return wait.body
+        out = replace_struct(out, msg_id=new_message_id(now, self._entropy), ts_ms=now, to=out.to or link.peer_did)
+        return await self.controls.request(link, out, timeout_s)
 
     def _close_answered(self) -> None:
         """Close the half-closed links that nothing is owed on any more."""
@@ -553,8 +513,7 @@ class Daemon:
         if typ == _QUERY:  # the executor checks delegation in its own order (R9, R10)
             self._apply(self.executor.handle(inbound, link, now))
             return
-        if (typ == _RESPONSE or typ == _ERROR) and env.reply_to in self._controls:
-            self._controls.pop(env.reply_to).settle(inbound)
+        if (typ == _RESPONSE or typ == _ERROR) and self.controls.settle(inbound):
             return
         if typ == _RESPONSE and self.executor.asking(env.reply_to):  # an answer to INPUT_REQUIRED (§6.3)
             try:
@@ -628,9 +587,8 @@ class Daemon:
             log.debug("not sent to %s: %s", _peer(link), shown(exc, MESSAGE_LIMIT))
 
     def _apply(self, actions: list[Any]) -> None:
-        if self.journal is not None and any(type(action) is Persist or type(action) is SaveSession
-                                            for action in actions):
-            self._hold(actions)
+        if self.durable is not None and holds(actions):
+            self.durable.hold(actions)
             return
         for action in actions:
             kind = type(action)
@@ -645,61 +603,6 @@ class Daemon:
         if self._half_closed:
             self._close_answered()
         self._rearm()
-
-    # ============================================================= journal
-
-    def _hold(self, actions: list[Any]) -> None:
-        """Keep ``actions`` until their journal records are committed (R19):
-        records are batched per event-loop tick, one commit for all of them."""
-        rest = []
-        for action in actions:
-            if type(action) is Persist:
-                self._batch.extend(action.records)
-            elif type(action) is SaveSession:
-                self._session_batch[action.record.session_id] = action.record
-            else:
-                rest.append(action)
-        self._held.append(rest)
-        self._flush_kick.set()
-
-    async def _journal_loop(self) -> None:
-        while True:
-            await self._flush_kick.wait()
-            self._flush_kick = trio.Event()
-            # Wake-ups land after every task runnable in this tick has run,
-            # so their records share this one commit.
-            self._flush_journal()
-
-    def _flush_journal(self, *, until_empty: bool = False) -> None:
-        """Commit the batch, then apply what waited for it. That may hold
-        more (an inline job completes on the spot): the next tick's batch,
-        or at once ``until_empty``."""
-        if self.journal is None:
-            return
-        while self._held:
-            batch, held, saved = self._batch, self._held, self._session_batch
-            self._batch, self._held, self._session_batch = [], [], {}
-            for record in self.sessions.take_dirty():  # checkpoints advanced by invokes, in the same commit
-                saved.setdefault(record.session_id, record)
-            try:
-                with self.store.transaction() as db:
-                    self.journal.write_rows(db, batch)
-                    if self.session_store is not None and saved:
-                        self.session_store.write_rows(db, saved.values())
-                now = self.clock.wall_ms()
-                if now - self._pruned_ms > 60_000:
-                    self._pruned_ms = now
-                    self.journal.prune(now)
-            except Exception as exc:
-                # The replies still go out (exactly one per invoke, R5); only
-                # their survival of a restart is lost. Loud, and throttled.
-                self._log_throttle.log(log, "journal", logging.ERROR, self.clock.monotonic_ms(),
-                                       "state database write failed (replies sent, not journaled): %s",
-                                       shown(exc, MESSAGE_LIMIT))
-            for actions in held:
-                self._apply(actions)
-            if not until_empty:
-                return
 
     def _log(self, action: Log) -> None:
         # The core cuts the peer's values in the lines it builds; this bounds
@@ -754,33 +657,6 @@ class Daemon:
             self._apply(self.executor.handle_timer(now))
             self._apply_invoker(self.invoker.handle_timer(now))
             self._apply(self.sessions.handle_timer(now))
-
-class _ControlWait:
-    """One of our session-control requests, until its answer (or the link's end)."""
-
-    __slots__ = ("link", "done", "body", "error")
-
-    def __init__(self, link: Link) -> None:
-        self.link = link
-        self.done = trio.Event()
-        self.body: Any = None
-        self.error: AmpError | None = None
-
-    def settle(self, inbound: Any) -> None:
-        env, body = inbound.envelope, inbound.body
-        if env.typ == _ERROR:
-            code = body.get("code") if type(body) is dict else None
-            message = body.get("message") if type(body) is dict else None
-            self.error = AmpError(code if type(code) is int else 5001, printable(str(message or "error"),
-                                                                                  MESSAGE_LIMIT))
-        else:
-            self.body = body
-        self.done.set()
-
-    def fail(self, error: AmpError) -> None:
-        self.error = error
-        self.done.set()
-
 
 def _earliest(a: int | None, b: int | None) -> int | None:
     if a is None:
