@@ -99,7 +99,7 @@ async def test_an_answer_from_someone_else_is_refused() -> None:
 
     async with asking_peer().serve("amp://127.0.0.1:0") as server:
         ex = server.daemon.executor
-        ex._questions[b"q" * 16] = InvokeKey("did:key:zSomeoneElse", b"i" * 16)
+        ex._questions.ask(b"q" * 16, InvokeKey("did:key:zSomeoneElse", b"i" * 16))
         env = SimpleNamespace(reply_to=b"q" * 16, sender="did:key:zIntruder")
         with pytest.raises(AmpError) as exc:
             ex.on_input(SimpleNamespace(envelope=env, body={"answer": "x"}))  # type: ignore[arg-type]

@@ -70,6 +70,7 @@ from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
 from .dedupe import CacheStatus, InvokeCache, InvokeKey
 from .journal import JournalRecord, JournalState, Persist
+from .questions import Questions, question_body
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
@@ -299,7 +300,7 @@ class Executor:
         self._cache = InvokeCache(max_entries=config.cache_entries, max_bytes=config.cache_bytes,
                                   max_waiters=config.max_waiters)
         self._running: dict[InvokeKey, _Running] = {}
-        self._questions: dict[bytes, InvokeKey] = {}  # INPUT_REQUIRED message id -> the invoke that asks
+        self._questions = Questions()  # INPUT_REQUIRED id -> the invoke that asks (RFC 006 §6.3)
         self._deadlines: DeadlineQueue[InvokeKey] = DeadlineQueue()
         self._closing = False
 
@@ -549,19 +550,16 @@ class Executor:
 
     def input_required(self, key: InvokeKey, prompt: str, options: list[str] | None, timeout_ms: int | None,
                        *, now_ms: int) -> tuple[bytes | None, list[Action]]:
-        """RFC 006 §6.3: the job asks its caller. Returns the question's id
-        (the INPUT_REQUIRED message id, which the answer's ``reply_to`` names;
-        None when the invoke has already ended) and the messages to send."""
+        """RFC 006 §6.3: the job asks its caller (peer/questions.py). Returns
+        the question's id (the INPUT_REQUIRED message id, which the answer's
+        ``reply_to`` names; None when the invoke has already ended) and the
+        messages to send."""
         run = self._running.get(key)
         if run is None:
             return None, []
         if self._entropy is None:
             raise RuntimeError("asking for input needs the executor's entropy (the question's id)")
-        body: dict[str, Any] = {"prompt": prompt}
-        if options is not None:
-            body["options"] = list(options)
-        if timeout_ms is not None:
-            body["timeout_ms"] = int(timeout_ms)
+        body = question_body(prompt, options, timeout_ms)
         run.state = advance(run.state, InvokeInput.PROVISIONAL)
         session = run.job.session
         if session is not None and session.get("session_scope") is True:
@@ -569,37 +567,19 @@ class Executor:
         qid = new_message_id(now_ms, self._entropy)
         out = msgspec.structs.replace(self._reply(run.job, int(MessageType.INPUT_REQUIRED), body), msg_id=qid,
                                       ts_ms=now_ms)
-        self._questions[qid] = key
+        self._questions.ask(qid, key)
         return qid, [Send(conn, out) for conn in self._cache.waiters(key)]
 
     def asking(self, question_id: bytes | None) -> bool:
         return question_id is not None and question_id in self._questions
 
     def on_input(self, inbound: Inbound) -> tuple[bytes, str | None, str | None]:
-        """The caller's answer to a question (ampcap's carriage, docs/sessions.md:
-        a RESPONSE whose ``reply_to`` is the INPUT_REQUIRED id, body
-        ``{"answer": text}`` or ``{"declined": true, ?"reason": text}``).
-        Returns ``(question id, answer, None)`` or ``(question id, None,
-        reason declined)``; AmpError 3001 (not the invoke's caller), 1001."""
-        env = inbound.envelope
-        qid = env.reply_to
-        if qid is None or qid not in self._questions:
-            raise AmpError(BAD_REQUEST, "no question is pending under that reply_to", path="reply_to")
-        if env.sender != self._questions[qid].sender:
-            raise _denied()
-        body = inbound.body
-        if type(body) is not dict:
-            raise AmpError(1001, "the answer's body must be a map", path="body")
-        if body.get("declined") is True:
-            reason = body.get("reason")
-            return qid, None, reason if isinstance(reason, str) else "declined"
-        answer = body.get("answer")
-        if not isinstance(answer, str):
-            raise AmpError(1001, "the answer must be text ({\"answer\": tstr})", path="body.answer")
-        return qid, answer, None
+        """The caller's answer to a question: ``(question id, answer, None)``
+        or ``(question id, None, reason declined)``; AmpError 3001, 4001, 1001."""
+        return self._questions.answer(inbound.envelope.reply_to, inbound.envelope.sender, inbound.body)
 
     def forget_question(self, question_id: bytes) -> None:
-        self._questions.pop(question_id, None)
+        self._questions.forget(question_id)
 
     def get_timer(self) -> int | None:
         """The earliest job deadline, for the daemon to arm."""
