@@ -66,3 +66,9 @@ def test_flood_large_frames_short() -> None:
     ratios = [float(part.split("peak growth / bound = ")[1].split()[0]) for part in (before, after)]
     assert ratios[0] < 1.0 and ratios[1] < 1.0, out
     assert "3 connections were still open" in after  # admitted, not refused
+
+
+@pytest.mark.slow
+def test_bench_sessions_quick() -> None:
+    out = run_tool("bench_sessions.py", "--quick")
+    assert "session/plain 64" in out and "state-dir/none 64" in out
