@@ -226,3 +226,22 @@ def test_thread_id_naming_a_live_session_without_the_marker_is_4001() -> None:
     with pytest.raises(AmpError) as exc:
         scope_of(plain.envelope, plain.body, p.sessions)
     assert exc.value.code == 4001
+
+
+def test_ended_sessions_are_forgotten_a_day_after_they_end() -> None:
+    from ampcap.session.provider import ProviderConfig
+
+    p, _ = provider(config=ProviderConfig(keep_ended_ms=1_000))
+    p.handle(init(), "c", T0)
+    p.handle(op("close", now=T0 + 5), "c", T0 + 5)
+    assert p.sessions[SID].status is SessionState.CLOSED
+    deadline = p.get_timer()
+    assert deadline is not None and deadline >= T0 + 1_000
+    p.handle_timer(T0 + 60_000 + 1_000)  # expires_at (T0 + 60 s) + keep_ended_ms
+    assert SID not in p.sessions and p.get_timer() is None
+    # a live session is expired at its time, then forgotten later
+    p.handle(init(sid=b"L" * 16), "c", T0)
+    p.handle_timer(T0 + 60_001)
+    assert p.sessions[b"L" * 16].status is SessionState.EXPIRED
+    p.handle_timer(T0 + 62_000)
+    assert b"L" * 16 not in p.sessions

@@ -68,6 +68,10 @@ class ProviderConfig:
     independent: bool = True  # the Thread Independence Profile (optional)
     max_answers: int = 10_000  # control answers kept for duplicates (§7.2)
     reply_ttl_ms: int = 86_400_000
+    # An ended session (closed, expired, failed) is remembered this long, for
+    # an idempotent close (A.12) and so that its id is not reused, then
+    # forgotten: memory follows the sessions of a day, not of the daemon's life.
+    keep_ended_ms: int = 86_400_000
 
 
 class SessionProvider:
@@ -88,7 +92,8 @@ class SessionProvider:
         self._entropy = entropy
         self._schemas = schemas or load_schemas()
         self.sessions: dict[bytes, SessionRecord] = {}
-        self._expiry: DeadlineQueue[bytes] = DeadlineQueue()
+        self._expiry: DeadlineQueue[bytes] = DeadlineQueue()  # live sessions, at expires_at
+        self._forget: DeadlineQueue[bytes] = DeadlineQueue()  # ended ones, keep_ended_ms after they ended
         # (sender, request id) -> (fingerprint, answer): a duplicate request gets the same message (§7.2).
         self._answers: dict[tuple[str, bytes], tuple[bytes, Outbound]] = {}
         # Checkpoints advanced by session-scoped invokes: (last message id, when),
@@ -111,10 +116,13 @@ class SessionProvider:
 
     def _put(self, record: SessionRecord) -> None:
         self.sessions[record.session_id] = record
-        if record.live:
+        if record.live or record.status is SessionState.PENDING:
             self._expiry.set(record.session_id, record.expires_at)
         else:
             self._expiry.discard(record.session_id)
+            if record.session_id not in self._forget:
+                ended = record.closed_at if record.closed_at is not None else record.last_activity_at
+                self._forget.set(record.session_id, max(ended, record.expires_at) + self.config.keep_ended_ms)
 
     def _save(self, record: SessionRecord) -> SaveSession:
         self._put(record)
@@ -324,10 +332,16 @@ class SessionProvider:
     # ------------------------------------------------------------- timers
 
     def get_timer(self) -> int | None:
-        return self._expiry.next_deadline()
+        live, ended = self._expiry.next_deadline(), self._forget.next_deadline()
+        return live if ended is None else ended if live is None else min(live, ended)
 
     def handle_timer(self, now_ms: int) -> list[Any]:
         actions: list[Any] = []
+        for sid in self._forget.pop_due(now_ms):
+            record = self.sessions.get(sid)
+            if record is not None and record.terminal:
+                del self.sessions[sid]
+                self._activity.pop(sid, None)
         for sid in self._expiry.pop_due(now_ms):
             record = self.sessions.get(sid)
             if record is not None and record.live:
