@@ -73,7 +73,8 @@ def test_session_usage_mistakes_exit_2(tmp_path: Path) -> None:
     for args in (["session", "amp://127.0.0.1:9", "close"], ["session", "amp://127.0.0.1:9", "open", "abcd"],
                  ["session", "amp://127.0.0.1:9", "resume", "xyz"],
                  ["session", "amp://127.0.0.1:9", "open", "--pin", "nonsense"],
-                 ["invoke", "amp://127.0.0.1:9", ECHO, "--session", "12"]):
+                 ["invoke", "amp://127.0.0.1:9", ECHO, "--session", "12"],
+                 ["invoke", "amp://127.0.0.1:9", ECHO, "--session", "00" * 16, "--retry"]):
         result = _ampcap(tmp_path, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert "Traceback" not in result.stderr and result.stdout == ""

@@ -258,6 +258,10 @@ def run_invoke(args: argparse.Namespace) -> int:
                          f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")
     if session_id is not None and args.range is not None:
         raise UsageError("--session with --range: inside a session give --version, a full id, or a pinned name")
+    if session_id is not None and args.retry:
+        raise UsageError("--retry with --session: a session resends an interrupted invoke by itself")
+    if session_id is not None and args.to is not None:
+        raise UsageError("--session with --to: sessions through a relay are not supported")
 
     def show_progress(pct: int | None, text: str | None) -> None:
         print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text, SHOWN_TEXT)}" if text else ""),
