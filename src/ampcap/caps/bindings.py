@@ -74,6 +74,12 @@ class InvocationContext(Protocol):
         """Report progress (0–100, or None when unknown) to the invoker."""
         ...
 
+    async def ask(self, prompt: str, *, options: list[str] | None = None, timeout_ms: int | None = None) -> str:
+        """Ask the invoker for input mid-call (RFC 006 INPUT_REQUIRED) and
+        return its answer; AmpError 4001 when it declines, 5003 when no
+        answer comes within ``timeout_ms``."""
+        ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PythonBinding:
