@@ -17,50 +17,19 @@ Rounds of the three alternate, so a busy machine slows them alike.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_protocol import CAPABILITY, Pair, _now_ms  # noqa: E402
-from bench_daemon import PARAMS  # noqa: E402
-
-from ampcap.cli.main import build_parser  # noqa: E402
-from ampcap.cli.serve import build_daemon  # noqa: E402
-from ampcap.files.identity import save_identity  # noqa: E402
-from ampcap.net.peer import Peer  # noqa: E402
-from ampcap.wire.identity import Identity  # noqa: E402
+from bench_protocol import (CAPABILITY, Pair, _now_ms, demo_daemons, pair_args, run_with_identity,  # noqa: E402
+                            start_pair)
 
 
 class ConformancePair(Pair):
-    def invokes(self, batch: int, *, encrypt: bool) -> tuple[float, float, bytes]:
-        """``batch`` invokes there and back: (client s, server s, the invokes' bytes)."""
-        client, server = self.client, self.server
-        t0 = time.perf_counter()
-        calls = []
-        for _ in range(batch):
-            handle, out = client.invoker.start_invoke(self.clink, CAPABILITY, PARAMS, timeout_ms=60_000,
-                                                      to=self.cconn.peer_did, encrypt=encrypt, now_ms=_now_ms())
-            calls.append(client.calls.register(self.clink, handle, out, None))
-        data = self.cconn.data_to_send()
-        t1 = time.perf_counter()
-        self.sconn.receive_data(data, _now_ms())
-        self._deliver(self.sconn, server, self.slink)
-        reply = self.sconn.data_to_send()
-        t2 = time.perf_counter()
-        self.cconn.receive_data(reply, _now_ms())
-        self._deliver(self.cconn, client, self.clink)
-        t3 = time.perf_counter()
-        for call in calls:
-            if not call.done.is_set() or call.error is not None:
-                raise SystemExit(f"an invoke failed: {call.error}")
-        return (t1 - t0) + (t3 - t2), t2 - t1, data
-
     def resend(self, data: bytes) -> float:
         """The same invoke bytes again: server seconds to answer them from its cache."""
         t0 = time.perf_counter()
@@ -77,19 +46,9 @@ class ConformancePair(Pair):
 
 
 async def run(args: argparse.Namespace, identity_file: Path) -> None:
-    # --state-dir none: the protocol work alone, as in bench_protocol (with a
-    # state directory the journal holds each reply until the next event-loop
-    # tick, which this script's hand delivery never yields to; its cost is
-    # tools/bench_sessions.py's to measure).
-    serve_args = build_parser().parse_args(["serve", "--demo", "--listen", "127.0.0.1:0", "--identity",
-                                            str(identity_file), "--state-dir", "none",
-                                            "--max-in-flight-per-connection", str(max(256, args.batch))])
-    server, _, _ = build_daemon(serve_args)
-    client = Peer(Identity.generate(os.urandom))._build_daemon()
+    server, client = demo_daemons(identity_file, args.batch)
     async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        await nursery.start(client.run)
-        pair = ConformancePair(server, client)
+        pair = await start_pair(nursery, server, client, ConformancePair)
         samples: dict[str, list[float]] = {"plain daemon": [], "plain client": [], "authcrypt daemon": [],
                                            "authcrypt client": [], "exact resend daemon": []}
         for i in range(args.rounds + 5):
@@ -113,18 +72,9 @@ async def run(args: argparse.Namespace, identity_file: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=100, help="rounds of each kind measured (default 100)")
-    parser.add_argument("--batch", type=int, default=64, help="invokes per batch (default 64)")
-    parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    args = parser.parse_args()
-    if args.rounds < 1 or args.batch < 1:
-        parser.error("--rounds and --batch must be at least 1")
-    if args.quick:
-        args.rounds = 5
-    with tempfile.TemporaryDirectory() as tmp:
-        identity_file = save_identity(Identity.generate(os.urandom), Path(tmp) / "identity.json")
-        trio.run(run, args, identity_file)
+    args = pair_args(__doc__, rounds=100, rounds_help="rounds of each kind measured (default 100)", batch=64,
+                     batch_help="invokes per batch (default 64)", quick_rounds=5)
+    run_with_identity(run, args)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,15 +32,10 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_daemon import PARAMS  # noqa: E402
-from bench_protocol import CAPABILITY, Pair, _now_ms  # noqa: E402
+from bench_protocol import Pair, _now_ms, demo_daemons, pair_args, run_with_identity, start_pair  # noqa: E402
 
-from ampcap.cli.main import build_parser  # noqa: E402
-from ampcap.cli.serve import build_daemon  # noqa: E402
 from ampcap.deleg.chain import evidence_body  # noqa: E402
 from ampcap.deleg.credential import issue  # noqa: E402
-from ampcap.files.identity import save_identity  # noqa: E402
-from ampcap.net.peer import Peer  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 from ampcap.wire.signing import verify_signature  # noqa: E402
 
@@ -62,29 +56,6 @@ def chain(ids: list[Identity], caller: str, tag: str) -> dict[str, Any]:
     return evidence_body(links)
 
 
-def one_round(pair: Pair, batch: int, evidences: list[dict[str, Any] | None]) -> float:
-    """``batch`` invokes (evidence i for invoke i); the serving daemon's seconds."""
-    client, server = pair.client, pair.server
-    calls = []
-    for i in range(batch):
-        handle, out = client.invoker.start_invoke(pair.clink, CAPABILITY, PARAMS, timeout_ms=60_000,
-                                                  to=pair.cconn.peer_did, delegation=evidences[i],
-                                                  now_ms=_now_ms())
-        calls.append(client.calls.register(pair.clink, handle, out, None))
-    data = pair.cconn.data_to_send()
-    t1 = time.perf_counter()
-    pair.sconn.receive_data(data, _now_ms())
-    pair._deliver(pair.sconn, server, pair.slink)
-    reply = pair.sconn.data_to_send()
-    t2 = time.perf_counter()
-    pair.cconn.receive_data(reply, _now_ms())
-    pair._deliver(pair.cconn, client, pair.clink)
-    for call in calls:
-        if not call.done.is_set() or call.error is not None:
-            raise SystemExit(f"an invoke failed: {call.error}")
-    return t2 - t1
-
-
 def verify_us(n: int = 2000) -> float:
     ident = Identity.generate(os.urandom)
     msg = b"x" * 200
@@ -96,11 +67,7 @@ def verify_us(n: int = 2000) -> float:
 
 
 async def run(args: argparse.Namespace, identity_file: Path) -> None:
-    serve_args = build_parser().parse_args(["serve", "--demo", "--listen", "127.0.0.1:0", "--identity",
-                                            str(identity_file), "--state-dir", "none",
-                                            "--max-in-flight-per-connection", str(max(256, args.batch))])
-    server, _, _ = build_daemon(serve_args)
-    client = Peer(Identity.generate(os.urandom))._build_daemon()
+    server, client = demo_daemons(identity_file, args.batch)
     ids = [Identity.generate(os.urandom) for _ in range(3)]
     caller = client.identity.did
     repeated = chain(ids, caller, "repeated")
@@ -110,14 +77,13 @@ async def run(args: argparse.Namespace, identity_file: Path) -> None:
     cached: list[float] = []
     first: list[float] = []
     async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        await nursery.start(client.run)
-        pair = Pair(server, client)
+        pair = await start_pair(nursery, server, client, Pair)
         before = server.verifier.verifications
         for r in range(warm + rounds):
-            p = one_round(pair, args.batch, [None] * args.batch)
-            c = one_round(pair, args.batch, [repeated] * args.batch)
-            f = one_round(pair, args.batch, fresh[r])
+            # the serving daemon's seconds for each batch
+            p = pair.invokes(args.batch, delegations=[None] * args.batch)[1]
+            c = pair.invokes(args.batch, delegations=[repeated] * args.batch)[1]
+            f = pair.invokes(args.batch, delegations=fresh[r])[1]
             if r >= warm:
                 plain.append(p * 1e6 / args.batch)
                 cached.append(c * 1e6 / args.batch)
@@ -144,18 +110,9 @@ async def run(args: argparse.Namespace, identity_file: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=100, help="rounds measured (default 100)")
-    parser.add_argument("--batch", type=int, default=32, help="invokes per batch (default 32)")
-    parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    args = parser.parse_args()
-    if args.rounds < 1 or args.batch < 1:
-        parser.error("--rounds and --batch must be at least 1")
-    if args.quick:
-        args.rounds = 5
-    with tempfile.TemporaryDirectory() as tmp:
-        identity_file = save_identity(Identity.generate(os.urandom), Path(tmp) / "identity.json")
-        trio.run(run, args, identity_file)
+    args = pair_args(__doc__, rounds=100, rounds_help="rounds measured (default 100)", batch=32,
+                     batch_help="invokes per batch (default 32)", quick_rounds=5)
+    run_with_identity(run, args)
 
 
 if __name__ == "__main__":

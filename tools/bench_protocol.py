@@ -26,7 +26,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import trio
 
@@ -44,6 +46,7 @@ from ampcap.files.identity import save_identity  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 
 CAPABILITY = ("org.ampcap.demo.echo", "1.0.0")
+P = TypeVar("P", bound="Pair")
 
 
 def _now_ms() -> int:
@@ -91,14 +94,19 @@ class Pair:
                 raise SystemExit(f"unexpected event {event!r}")
             daemon._on_message(link, event)
 
-    def round(self, batch: int) -> tuple[float, float]:
-        """``batch`` invokes there and back; (client s, server s) spent."""
+    def invokes(self, batch: int, *, encrypt: bool = False,
+                delegations: Sequence[Mapping[str, Any] | None] | None = None) -> tuple[float, float, bytes]:
+        """``batch`` invokes there and back, authcrypted if ``encrypt``, invoke
+        i carrying ``delegations[i]`` if given: (client s, server s, the
+        invokes' bytes)."""
         client, server = self.client, self.server
         t0 = time.perf_counter()
         calls = []
-        for _ in range(batch):
+        for i in range(batch):
             handle, out = client.invoker.start_invoke(self.clink, CAPABILITY, PARAMS, timeout_ms=60_000,
-                                                      to=self.cconn.peer_did, now_ms=_now_ms())
+                                                      to=self.cconn.peer_did, encrypt=encrypt,
+                                                      delegation=None if delegations is None else delegations[i],
+                                                      now_ms=_now_ms())
             calls.append(client.calls.register(self.clink, handle, out, None))
         data = self.cconn.data_to_send()
         t1 = time.perf_counter()
@@ -112,7 +120,56 @@ class Pair:
         for call in calls:
             if not call.done.is_set() or call.error is not None:
                 raise SystemExit(f"an invoke failed: {call.error}")
-        return (t1 - t0) + (t3 - t2), t2 - t1
+        return (t1 - t0) + (t3 - t2), t2 - t1, data
+
+    def round(self, batch: int) -> tuple[float, float]:
+        """``batch`` plain invokes there and back; (client s, server s) spent."""
+        c, s, _ = self.invokes(batch)
+        return c, s
+
+
+def demo_daemons(identity_file: Path, batch: int) -> tuple[Daemon, Daemon]:
+    """The serving daemon (``serve --demo`` with ``identity_file``) and a
+    calling one, not started yet.
+
+    ``--state-dir none``: the protocol work alone (with a state directory the
+    journal holds each reply until the next event-loop tick, which hand
+    delivery never yields to; tools/bench_sessions.py measures what it adds).
+    """
+    serve_args = build_parser().parse_args(["serve", "--demo", "--listen", "127.0.0.1:0", "--identity",
+                                            str(identity_file), "--state-dir", "none",
+                                            "--max-in-flight-per-connection", str(max(256, batch))])
+    server, _, _ = build_daemon(serve_args)
+    return server, Peer(Identity.generate(os.urandom))._build_daemon()
+
+
+async def start_pair(nursery: trio.Nursery, server: Daemon, client: Daemon, kind: type[P]) -> P:
+    """Both daemons running in ``nursery``, joined as a ``kind`` pair."""
+    await nursery.start(server.run)
+    await nursery.start(client.run)
+    return kind(server, client)
+
+
+def pair_args(description: str | None, *, rounds: int, rounds_help: str, batch: int, batch_help: str,
+              quick_rounds: int) -> argparse.Namespace:
+    """The command line all in-process benchmarks take: --rounds, --batch, --quick."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
+    parser.add_argument("--batch", type=int, default=batch, help=batch_help)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    args = parser.parse_args()
+    if args.rounds < 1 or args.batch < 1:
+        parser.error("--rounds and --batch must be at least 1")
+    if args.quick:
+        args.rounds = quick_rounds
+    return args
+
+
+def run_with_identity(run: Callable[[argparse.Namespace, Path], Awaitable[None]], args: argparse.Namespace) -> None:
+    """``run(args, identity_file)`` under trio, with a throwaway identity for the serving side."""
+    with tempfile.TemporaryDirectory() as tmp:
+        identity_file = save_identity(Identity.generate(os.urandom), Path(tmp) / "identity.json")
+        trio.run(run, args, identity_file)
 
 
 def measure(pair: Pair, batch: int, rounds: int) -> tuple[float, float]:
@@ -128,17 +185,9 @@ def measure(pair: Pair, batch: int, rounds: int) -> tuple[float, float]:
 
 
 async def run(args: argparse.Namespace, identity_file: Path) -> None:
-    # --state-dir none: the protocol work alone (the durable journal is I/O;
-    # tools/bench_sessions.py measures what it adds).
-    serve_args = build_parser().parse_args(["serve", "--demo", "--listen", "127.0.0.1:0", "--identity",
-                                            str(identity_file), "--state-dir", "none",
-                                            "--max-in-flight-per-connection", str(max(256, args.batch))])
-    server, _, _ = build_daemon(serve_args)
-    client = Peer(Identity.generate(os.urandom))._build_daemon()
+    server, client = demo_daemons(identity_file, args.batch)
     async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        await nursery.start(client.run)
-        pair = Pair(server, client)
+        pair = await start_pair(nursery, server, client, Pair)
         rows = [(args.batch, *measure(pair, args.batch, args.rounds)),
                 (1, *measure(pair, 1, args.rounds * 8))]
         floor = crypto_floor_us()
@@ -161,18 +210,9 @@ async def run(args: argparse.Namespace, identity_file: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=150, help="batches measured (default 150)")
-    parser.add_argument("--batch", type=int, default=64, help="invokes per batch, like in flight (default 64)")
-    parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    args = parser.parse_args()
-    if args.rounds < 1 or args.batch < 1:
-        parser.error("--rounds and --batch must be at least 1")
-    if args.quick:
-        args.rounds = 10
-    with tempfile.TemporaryDirectory() as tmp:  # a throwaway identity for the serving side
-        identity_file = save_identity(Identity.generate(os.urandom), Path(tmp) / "identity.json")
-        trio.run(run, args, identity_file)
+    args = pair_args(__doc__, rounds=150, rounds_help="batches measured (default 150)", batch=64,
+                     batch_help="invokes per batch, like in flight (default 64)", quick_rounds=10)
+    run_with_identity(run, args)
 
 
 if __name__ == "__main__":
