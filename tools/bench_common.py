@@ -14,10 +14,11 @@ import signal
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Result", "ServerProcess", "cpu_seconds", "summarize", "rss_kib"]
+__all__ = ["Result", "ServerProcess", "cpu_seconds", "summarize", "rss_kib", "run_workers"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -108,3 +109,28 @@ class ServerProcess:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+async def run_workers(call: Callable[[], Awaitable[object]], in_flight: int,
+                      seconds: float) -> tuple[int, float, list[float]]:
+    """``in_flight`` trio tasks each awaiting ``call()`` back to back until
+    ``seconds`` have passed: (calls, elapsed s, latencies µs). Warm up first;
+    this times from its own start."""
+    import trio  # here, not at the top: the asyncio baselines load this module too
+
+    latencies: list[float] = []
+    start = time.perf_counter()
+    deadline = start + seconds
+
+    async def worker() -> None:
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= deadline:
+                return
+            await call()
+            latencies.append((time.perf_counter() - t0) * 1e6)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(in_flight):
+            nursery.start_soon(worker)
+    return len(latencies), time.perf_counter() - start, latencies

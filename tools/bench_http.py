@@ -24,13 +24,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_common import Result, ServerProcess, cpu_seconds, summarize  # noqa: E402
+from bench_common import Result, ServerProcess, cpu_seconds, run_workers, summarize  # noqa: E402
 
 from ampcap.net.peer import Remote, connect  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
@@ -60,31 +59,12 @@ class Daemon:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-async def _run_workers(call, in_flight: int, seconds: float) -> tuple[int, float, list[float]]:  # type: ignore[no-untyped-def]
-    latencies: list[float] = []
-    start = time.perf_counter()
-    deadline = start + seconds
-
-    async def worker() -> None:
-        while True:
-            t0 = time.perf_counter()
-            if t0 >= deadline:
-                return
-            await call()
-            latencies.append((time.perf_counter() - t0) * 1e6)
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(in_flight):
-            nursery.start_soon(worker)
-    return len(latencies), time.perf_counter() - start, latencies
-
-
 async def _ampcap(url: str, in_flight: int, seconds: float) -> tuple[int, float, list[float]]:
     async with connect(url, identity=Identity.generate(os.urandom)) as remote:
         r: Remote = remote
         for _ in range(20):  # warm-up: imports, schema compilation, caches, HTTP connections
             await r.invoke(CAPABILITY, params=PARAMS)
-        return await _run_workers(lambda: r.invoke(CAPABILITY, params=PARAMS), in_flight, seconds)
+        return await run_workers(lambda: r.invoke(CAPABILITY, params=PARAMS), in_flight, seconds)
 
 
 async def _mcp(url: str, in_flight: int, seconds: float) -> tuple[int, float, list[float]]:
@@ -106,7 +86,7 @@ async def _mcp_calls(url: str, in_flight: int, seconds: float) -> tuple[int, flo
                 result = await session.call_tool("echo", {"message": MESSAGE})
                 assert not result.is_error
 
-            return await _run_workers(call, in_flight, seconds)
+            return await run_workers(call, in_flight, seconds)
 
 
 def measure(seconds: float, with_mcp: bool) -> list[Result]:

@@ -28,14 +28,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_common import Result, cpu_seconds, summarize  # noqa: E402
+from bench_common import Result, cpu_seconds, run_workers, summarize  # noqa: E402
 
 from ampcap.net.peer import connect  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
@@ -62,26 +61,11 @@ class Daemon:
 
 
 async def _run(url: str, in_flight: int, seconds: float, in_session: bool) -> tuple[int, float, list[float]]:
-    latencies: list[float] = []
     async with connect(url, identity=Identity.generate(os.urandom)) as remote:
         async def body(call: Any) -> tuple[int, float, list[float]]:
             for _ in range(20):  # warm-up
                 await call()
-            start = time.perf_counter()
-            deadline = start + seconds
-
-            async def worker() -> None:
-                while True:
-                    t0 = time.perf_counter()
-                    if t0 >= deadline:
-                        return
-                    await call()
-                    latencies.append((time.perf_counter() - t0) * 1e6)
-
-            async with trio.open_nursery() as nursery:
-                for _ in range(in_flight):
-                    nursery.start_soon(worker)
-            return len(latencies), time.perf_counter() - start, latencies
+            return await run_workers(call, in_flight, seconds)
 
         if in_session:
             async with remote.session() as s:
