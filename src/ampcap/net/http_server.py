@@ -207,9 +207,7 @@ class HttpFront:
             except trio.TooSlowError:
                 return
             except h11.RemoteProtocolError as exc:
-                if conn.our_state is h11.SEND_RESPONSE:
-                    await _respond(conn, stream, exc.error_status_hint, 1001, f"malformed HTTP request: {exc}",
-                                   close=True)
+                await _refuse_malformed(conn, stream, exc)
                 return
             if type(event) is not h11.Request:
                 return  # ConnectionClosed, or the peer hung up
@@ -220,9 +218,7 @@ class HttpFront:
             except trio.TooSlowError:
                 return
             except h11.RemoteProtocolError as exc:
-                if conn.our_state is h11.SEND_RESPONSE:
-                    await _respond(conn, stream, exc.error_status_hint, 1001, f"malformed HTTP request: {exc}",
-                                   close=True)
+                await _refuse_malformed(conn, stream, exc)
                 return
             if upgraded:
                 return
@@ -470,6 +466,14 @@ async def _next_event(conn: h11.Connection, stream: trio.abc.Stream) -> Any:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             data = b""
         conn.receive_data(bytes(data))
+
+
+async def _refuse_malformed(conn: h11.Connection, stream: trio.abc.Stream, exc: h11.RemoteProtocolError) -> None:
+    """A request h11 could not parse (its head, or later its body): the
+    status h11 suggests, AMP 1001, and the connection closed, if a response
+    is still ours to send."""
+    if conn.our_state is h11.SEND_RESPONSE:
+        await _respond(conn, stream, exc.error_status_hint, 1001, f"malformed HTTP request: {exc}", close=True)
 
 
 async def _linger(stream: trio.abc.Stream, *, seconds: float = 2.0, limit: int = 128 << 20) -> None:
