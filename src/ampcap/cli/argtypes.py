@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from argparse import ArgumentTypeError
 from collections.abc import Callable
+from pathlib import Path
 
 from ..wire.didkey import is_did
 
-__all__ = ["MAX_SECONDS", "seconds", "did", "semver", "semver_range"]
+__all__ = ["MAX_SECONDS", "seconds", "did", "semver", "semver_range", "whole_number", "state_dir"]
 
 # A week: longer than any wait a person means to type, far below what
 # becomes a problem (milliseconds past 2**64 on the wire, trio deadlines).
@@ -73,3 +74,29 @@ def semver_range(text: str) -> str:
     except AmpError as exc:
         raise ArgumentTypeError(exc.message) from None
     return text
+
+
+def whole_number(option: str, low: int, high: int, why: str = "") -> Callable[[str], int]:
+    """A ``type=`` for ``option``: a whole number from ``low`` to ``high``
+    (``why``, if given, is added to the out-of-range message)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise ArgumentTypeError(f"{option} must be between {low} and {high}" + (f" ({why})" if why else ""))
+        return value
+
+    parse.__name__ = "whole number"  # argparse names the type in some messages
+    return parse
+
+
+def state_dir(text: str) -> Path | None:
+    """A ``type=`` for ``--state-dir``: a directory, or ``none`` (None)."""
+    from ..store import parse_state_dir
+
+    try:
+        return parse_state_dir(text)
+    except ValueError as exc:
+        raise ArgumentTypeError(str(exc)) from None

@@ -23,7 +23,7 @@ from typing import Any
 from ..display import printable
 from ..errors import AmpError
 from ..files.identity import default_identity_path
-from .argtypes import did
+from .argtypes import did, state_dir, whole_number
 from .errors import EXIT_FAILURE, EXIT_OK, CommandError, UsageError, local_file_errors
 
 __all__ = ["register", "duration_ms"]
@@ -41,25 +41,6 @@ def duration_ms(text: str) -> int:
     if not 0 < value <= _MAX_DURATION_MS:
         raise argparse.ArgumentTypeError(f"{text!r}: a duration must be more than 0 and at most 366 days")
     return value
-
-
-def _depth(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError("--max-depth must be between 1 and 64 (further links allowed)")
-    return value
-
-
-def _state_dir(text: str) -> Path | None:
-    from ..store import parse_state_dir
-
-    try:
-        return parse_state_dir(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers: Any) -> None:
@@ -91,14 +72,14 @@ def register(subparsers: Any) -> None:
     g.add_argument("--aud", action="append", default=None, type=did, metavar="DID",
                    help="only this verifier may accept it (repeatable)")
     g.add_argument("--allow-subdelegation", action="store_true", help="let the delegate delegate further")
-    g.add_argument("--max-depth", type=_depth, default=None, metavar="N",
+    g.add_argument("--max-depth", type=whole_number("--max-depth", 1, 64, "further links allowed"), default=None, metavar="N",
                    help="at most N further links after this one")
     g.add_argument("--parent", type=Path, default=None, metavar="FILE",
                    help="the chain you hold (its last link delegates to you); the new link extends it")
     g.add_argument("--id", default=None, metavar="ID", help="the delegation_id (default: a random one)")
     g.add_argument("--identity", type=Path, default=None, metavar="FILE", help=ident_help)
     g.add_argument("--out", "-o", type=Path, default=None, metavar="FILE", help="write here instead of stdout")
-    g.add_argument("--state-dir", type=_state_dir, default=argparse.SUPPRESS, metavar="DIR|none", help=state_help)
+    g.add_argument("--state-dir", type=state_dir, default=argparse.SUPPRESS, metavar="DIR|none", help=state_help)
     g.set_defaults(func=run_grant)
 
     r = sub.add_parser(
@@ -111,7 +92,7 @@ def register(subparsers: Any) -> None:
     r.add_argument("--reason", default=None, help="a short reason, kept in the signed revocation")
     r.add_argument("--identity", type=Path, default=None, metavar="FILE", help=ident_help)
     r.add_argument("--out", "-o", type=Path, default=None, metavar="FILE", help="also write the revocation file")
-    r.add_argument("--state-dir", type=_state_dir, default=argparse.SUPPRESS, metavar="DIR|none", help=state_help)
+    r.add_argument("--state-dir", type=state_dir, default=argparse.SUPPRESS, metavar="DIR|none", help=state_help)
     r.set_defaults(func=run_revoke)
 
     s = sub.add_parser(
@@ -127,7 +108,7 @@ def register(subparsers: Any) -> None:
     s.add_argument("--verifier", type=did, default=None, metavar="DID", help="the verifier's DID, for aud")
     s.add_argument("--keyring", type=Path, default=None, metavar="FILE", help="keyring for non-did:key signers")
     s.add_argument("--now", type=int, default=None, metavar="MS", help="evaluate at this Unix time in ms")
-    s.add_argument("--state-dir", type=_state_dir, default=None, metavar="DIR",
+    s.add_argument("--state-dir", type=state_dir, default=None, metavar="DIR",
                    help="also consult the revocations recorded in this state directory")
     s.add_argument("--json", action="store_true", help="the explanation as one JSON document")
     s.set_defaults(func=run_show)

@@ -30,7 +30,7 @@ from ..files.identity import default_identity_path, load_or_create
 from ..wire.identity import ChainResolver, DidKeyResolver, Identity, KeyResolver
 from ..wire.registry import ErrorCode
 from . import startup
-from .argtypes import MAX_SECONDS, did, seconds
+from .argtypes import MAX_SECONDS, did, seconds, state_dir, whole_number
 from .errors import CommandError, UsageError, local_file_errors
 from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
 
@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--policy", type=Path, default=None, metavar="FILE", help="access policy file (TOML)")
     p.add_argument("--keyring", type=Path, default=None, metavar="FILE",
                    help="keyring (JSON/TOML) resolving non-did:key senders")
-    p.add_argument("--max-chain-depth", type=_chain_depth, default=3, metavar="N",
+    p.add_argument("--max-chain-depth", type=whole_number("--max-chain-depth", 3, 64), default=3, metavar="N",
                    help="longest RFC 005 delegation chain accepted, in links (default 3, the least RFC 005 "
                         "allows; at most 64)")
     p.add_argument("--revocation-publisher", default=None, metavar="URL",
@@ -165,23 +165,9 @@ def fit_to_descriptors(max_connections: int) -> int:
     return fitted
 
 
-def _chain_depth(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 3 <= value <= 64:
-        raise argparse.ArgumentTypeError("--max-chain-depth must be between 3 and 64")
-    return value
-
-
 def _state_dir_arg(text: str) -> Path | str:
-    from ..store import parse_state_dir
-
-    try:
-        value = parse_state_dir(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    # "none" kept as text: build_daemon tells it from "not given" (None).
+    value = state_dir(text)
     return "none" if value is None else value
 
 
