@@ -28,6 +28,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
+import msgspec
+
 from ..errors import AmpError
 
 if TYPE_CHECKING:
@@ -75,8 +77,7 @@ class InvocationContext(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PythonBinding:
+class PythonBinding(msgspec.Struct, frozen=True, kw_only=True):
     """``target`` is ``package.module:function`` (dotted attribute path allowed)."""
 
     target: str

@@ -21,8 +21,9 @@ brackets in both forms; without them its colons would be taken for the port.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import msgspec
 
 __all__ = ["AmpUrl", "UrlError", "parse_url", "parse_endpoints", "by_priority", "parse_hostport", "format_hostport",
            "host_problem", "DEFAULT_PORT", "MESSAGES_PATH", "WS_PATH"]
@@ -45,8 +46,7 @@ class UrlError(ValueError):
     """A URL that does not name an AMP endpoint (the message says why)."""
 
 
-@dataclass(frozen=True, slots=True)
-class AmpUrl:
+class AmpUrl(msgspec.Struct, frozen=True):
     scheme: str  # "amp", "amps", "http", "https", "ws" or "wss"
     host: str  # a name or an IP address; IPv6 without brackets
     port: int

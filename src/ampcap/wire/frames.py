@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass
+
+import msgspec
 
 from ..errors import RemoteProtocolError
 
@@ -71,8 +72,7 @@ class Framing(enum.Enum):
         return 5 if self is Framing.RFC002 else 4
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(msgspec.Struct, frozen=True):
     """One frame: its type and its payload bytes."""
 
     type: FrameType

@@ -8,8 +8,9 @@ flag reads it from here, so the tables exist exactly once.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 __all__ = [
     "MessageType",
@@ -116,8 +117,7 @@ class ErrorCode(enum.IntEnum):
 CATEGORY_BY_RANGE = {1: "protocol", 2: "routing", 3: "security", 4: "client", 5: "server"}
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
+class ErrorInfo(msgspec.Struct, frozen=True):
     code: int
     name: str
     category: str
