@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
+
 from ..errors import AmpError
 from .semver import Range, Version
 
@@ -103,8 +105,7 @@ def _check_ref(hash_alg: str, digest: bytes, uri: str | None, bundle_id: str | N
         raise AmpError(_SEMANTIC, "schema ref needs uri or bundle_id + artifact_key", path=path or None)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SchemaRef:
+class SchemaRef(msgspec.Struct, frozen=True, kw_only=True):
     """Where a schema artifact lives and what its bytes must hash to.
 
     ``media_type`` stays ``None`` when the sender omitted it, so that

@@ -21,6 +21,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
+
 from ..errors import AmpError
 from .bindings import DEFAULT_COMMAND_TIMEOUT_MS, MAX_TIMEOUT_MS
 
@@ -70,8 +72,7 @@ def _check_timeout(ms: int) -> None:
         raise AmpError(4001, f"timeout_ms must be an integer in 1..{MAX_TIMEOUT_MS}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class McpServer:
+class McpServer(msgspec.Struct, frozen=True, kw_only=True):
     """``[mcp_server.NAME]``: a command run over stdio, or a streamable HTTP
     URL. Hashable (tuples, not dicts): the edge keeps one session per
     distinct server."""
@@ -175,8 +176,7 @@ class GrpcBinding:
         return f"{'grpcs' if self.tls else 'grpc'}://{self.target}/{self.method}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Fallback:
+class Fallback(msgspec.Struct, frozen=True, kw_only=True):
     """Several bindings of one capability, in the order they are tried.
     The runner moves to the next one only on :class:`NotRun`."""
 

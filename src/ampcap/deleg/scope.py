@@ -21,10 +21,11 @@ what came before. A capability *name* covers every id of that name, so
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..caps.names import is_capability_name, parse_capability_id
+import msgspec
+
 from ..errors import AmpError
 
 __all__ = ["ANY", "Scope", "EffectiveScope", "Target", "parse_scope", "narrow", "check_target"]
@@ -37,8 +38,7 @@ ANY: frozenset[str] | None = None
 """An unrestricted dimension (``ANY_d`` of §6.2)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Scope:
+class Scope(msgspec.Struct, frozen=True, kw_only=True):
     """One link's scope as signed. ``None`` = the dimension is absent."""
 
     capabilities: frozenset[str] | None = None
@@ -57,8 +57,7 @@ class Scope:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EffectiveScope:
+class EffectiveScope(msgspec.Struct, frozen=True, kw_only=True):
     """``E(n, d)`` for each dimension after narrowing; ``None`` = anything."""
 
     capabilities: frozenset[str] | None
@@ -72,8 +71,7 @@ class EffectiveScope:
         return self.capabilities is not None and any(":" in s for s in self.capabilities)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Target:
+class Target(msgspec.Struct, frozen=True, kw_only=True):
     """What a request asks for (§2.1 authorization target)."""
 
     capability: str

@@ -86,8 +86,7 @@ class RunnerContext:
         await self.progress_sink(percent, message)
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadContext:
+class ThreadContext(msgspec.Struct, frozen=True):
     """What a plain (non-async) capability function receives as its context:
     it runs in a worker thread and cannot await, so here ``progress`` and
     ``sleep`` are plain calls (``ctx.progress(50, "half")``), carried to the
