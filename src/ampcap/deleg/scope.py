@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..caps.names import is_capability_name, parse_capability_id
 import msgspec
 
+from ..caps.names import is_capability_name, parse_capability_id
 from ..errors import AmpError
 
 __all__ = ["ANY", "Scope", "EffectiveScope", "Target", "parse_scope", "narrow", "check_target"]

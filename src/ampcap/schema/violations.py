@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from cbor2 import CBORTag
-
 import msgspec
 
 from ..errors import AmpError
