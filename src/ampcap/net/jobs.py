@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import trio
 
 from ..caps.stats import UsageStats
@@ -50,8 +50,7 @@ INTERNAL = 5001
 LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
 
 
-@dataclass(slots=True)
-class _RunningJob:
+class _RunningJob(msgspec.Struct):
     job: Job
     scope: trio.CancelScope
     started_ms: int
