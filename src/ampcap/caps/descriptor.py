@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -208,8 +207,7 @@ _RFC_KEYS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Descriptor:
+class Descriptor(msgspec.Struct, frozen=True, kw_only=True):
     """One versioned capability declaration (RFC 004 §4.2).
 
     ``supported_ranges``/``deprecated_ranges`` are ``None`` when absent on
@@ -228,7 +226,7 @@ class Descriptor:
     supported_ranges: tuple[Range, ...] | None = None
     deprecated_ranges: tuple[Range, ...] | None = None
     notes: str | None = None
-    extensions: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    extensions: Mapping[str, Any] = msgspec.field(default_factory=lambda: MappingProxyType({}))
     # OSSA metadata: not part of RFC 004, never on the wire, never signed.
     stability: Stability = Stability.STABLE
     deprecated_by: str | None = None
@@ -237,7 +235,7 @@ class Descriptor:
 
     def __post_init__(self) -> None:
         if not isinstance(self.extensions, MappingProxyType):
-            object.__setattr__(self, "extensions", MappingProxyType(dict(self.extensions)))
+            msgspec.structs.force_setattr(self, "extensions", MappingProxyType(dict(self.extensions)))
         _check_identity(self.id, self.name, str(self.version), "")
 
     @classmethod
@@ -294,7 +292,7 @@ class Descriptor:
         return out
 
     def with_signature(self, sig: bytes | None) -> Descriptor:
-        return replace(self, descriptor_sig=sig)
+        return msgspec.structs.replace(self, descriptor_sig=sig)
 
     def check_offline_profile(self, *, path: str = "") -> None:
         """Both schema refs must carry bundle_id + artifact_key (→ 4001)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -94,16 +93,15 @@ class McpServer(msgspec.Struct, frozen=True, kw_only=True):
         return self.url if self.url is not None else "stdio: " + " ".join(self.command)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class McpBinding:
+class McpBinding(msgspec.Struct, frozen=True, kw_only=True):
     """``[capability.binding.mcp]``: call ``tool`` on ``server``."""
 
     server: McpServer
     tool: str
-    mapping: Mapping[str, str] = field(default_factory=_empty)
-    output_mapping: Mapping[str, str] = field(default_factory=_empty)
+    mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
+    output_mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
     # A tool error's code (see docs/bindings.md) -> AMP error code.
-    error_mapping: Mapping[str, int] = field(default_factory=_empty)
+    error_mapping: Mapping[str, int] = msgspec.field(default_factory=_empty)
     timeout_ms: int = DEFAULT_REMOTE_TIMEOUT_MS
 
     kind = "mcp"
@@ -111,14 +109,13 @@ class McpBinding:
     def __post_init__(self) -> None:
         _check_timeout(self.timeout_ms)
         for name in ("mapping", "output_mapping", "error_mapping"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            msgspec.structs.force_setattr(self, name, _frozen(getattr(self, name)))
 
     def describe(self) -> str:
         return f"{self.server.name}/{self.tool} ({self.server.describe()})"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HttpBinding:
+class HttpBinding(msgspec.Struct, frozen=True, kw_only=True):
     """``[capability.binding.http]``: one HTTP request per invoke."""
 
     method: str
@@ -126,9 +123,9 @@ class HttpBinding:
     headers: tuple[tuple[str, str], ...] = ()
     # The parsed JSON document with {field} placeholders, or None (no body).
     body_template: Any = None
-    output_mapping: Mapping[str, str] = field(default_factory=_empty)
+    output_mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
     # HTTP status -> AMP error code (other non-2xx statuses: 5001).
-    error_mapping: Mapping[int, int] = field(default_factory=_empty)
+    error_mapping: Mapping[int, int] = msgspec.field(default_factory=_empty)
     timeout_ms: int = DEFAULT_REMOTE_TIMEOUT_MS
 
     kind = "http"
@@ -136,15 +133,14 @@ class HttpBinding:
     def __post_init__(self) -> None:
         _check_timeout(self.timeout_ms)
         for name in ("output_mapping", "error_mapping"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            msgspec.structs.force_setattr(self, name, _frozen(getattr(self, name)))
 
     def describe(self) -> str:
         # The URL as written: ${NAME} stays unexpanded, so secrets never show.
         return f"{self.method} {self.url}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GrpcBinding:
+class GrpcBinding(msgspec.Struct, frozen=True, kw_only=True):
     """``[capability.binding.grpc]``: a unary call whose message types come
     from the server's reflection service."""
 
@@ -152,8 +148,8 @@ class GrpcBinding:
     method: str  # package.Service/Method
     tls: bool = False
     ca_file: Path | None = None
-    mapping: Mapping[str, str] = field(default_factory=_empty)
-    output_mapping: Mapping[str, str] = field(default_factory=_empty)
+    mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
+    output_mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
     timeout_ms: int = DEFAULT_REMOTE_TIMEOUT_MS
 
     kind = "grpc"
@@ -161,7 +157,7 @@ class GrpcBinding:
     def __post_init__(self) -> None:
         _check_timeout(self.timeout_ms)
         for name in ("mapping", "output_mapping"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            msgspec.structs.force_setattr(self, name, _frozen(getattr(self, name)))
 
     @property
     def service(self) -> str:

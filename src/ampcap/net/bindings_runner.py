@@ -30,7 +30,6 @@ import os
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import cbor2
@@ -60,15 +59,14 @@ async def _no_progress(percent: float | None, message: str | None) -> None:
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunnerContext:
+class RunnerContext(msgspec.Struct, frozen=True, kw_only=True):
     """The edge's :class:`InvocationContext`: trio sleeping, the wall clock,
     and a progress sink the executor wires to PROGRESS messages."""
 
     capability_id: str
     version: str
     progress_sink: ProgressSink = _no_progress
-    clock_ms: Callable[[], int] = field(default=wall_clock_ms)
+    clock_ms: Callable[[], int] = wall_clock_ms
     delegator: str | None = None
     """RFC 005: the DID the caller acts for (a verified chain's first delegator), or None."""
 
