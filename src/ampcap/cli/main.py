@@ -44,7 +44,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 # checks this table against the full parser).
 COMMAND_MODULES: dict[str, str] = {
     "serve": "serve", "query": "client", "invoke": "client", "caps": "caps", "dump": "dump",
-    "interop": "interop", "keygen": "keys", "id": "keys",
+    "interop": "interop", "deleg": "deleg", "mcp": "mcp", "keygen": "keys", "id": "keys",
 }
 
 
