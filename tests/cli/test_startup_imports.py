@@ -26,8 +26,10 @@ NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap
 # A command line naming query or invoke builds only their parser.
 OTHER_COMMANDS = ("ampcap.cli.caps", "ampcap.cli.dump", "ampcap.cli.interop", "ampcap.cli.keys")
 # --help builds the parser only: no event loop, no codec, no schemas either.
+# Nor msgspec (~7 ms): the modules --help loads (errors, url, frames,
+# identity) keep dataclasses for that reason.
 NEVER_FOR_HELP = (*NEVER_FOR_A_CLIENT, "trio", "ampcap.net.daemon", "ampcap.schema.engine", "cddlparser",
-                  "ampcap.caps.manifest")
+                  "ampcap.caps.manifest", "msgspec")
 
 _PROBE = """
 import contextlib, io, json, sys
@@ -59,6 +61,9 @@ CLIENT_DATACLASSES = {
     "ampcap.peer.limits.InFlightLimits",  # counters: field(init=False)
     "ampcap.peer.policy.Pattern",  # a compiled regex: field(init=False, compare=False)
     "ampcap.wire.cbor.DecodeLimits",  # dataclasses.replace in the daemon
+    # Loaded by --help too, which does not import msgspec (see NEVER_FOR_HELP).
+    "ampcap.net.url.AmpUrl", "ampcap.wire.frames.Frame", "ampcap.wire.identity.Identity",
+    "ampcap.wire.registry.ErrorInfo",
 }
 
 

@@ -21,9 +21,8 @@ brackets in both forms; without them its colons would be taken for the port.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from urllib.parse import urlsplit
-
-import msgspec
 
 __all__ = ["AmpUrl", "UrlError", "parse_url", "parse_endpoints", "by_priority", "parse_hostport", "format_hostport",
            "host_problem", "DEFAULT_PORT", "MESSAGES_PATH", "WS_PATH"]
@@ -46,7 +45,8 @@ class UrlError(ValueError):
     """A URL that does not name an AMP endpoint (the message says why)."""
 
 
-class AmpUrl(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class AmpUrl:
     scheme: str  # "amp", "amps", "http", "https", "ws" or "wss"
     host: str  # a name or an IP address; IPv6 without brackets
     port: int

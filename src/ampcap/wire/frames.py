@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import enum
 import struct
-
-import msgspec
+from dataclasses import dataclass
 
 from ..errors import RemoteProtocolError
 
@@ -72,7 +71,8 @@ class Framing(enum.Enum):
         return 5 if self is Framing.RFC002 else 4
 
 
-class Frame(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Frame:
     """One frame: its type and its payload bytes."""
 
     type: FrameType

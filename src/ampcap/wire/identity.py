@@ -17,9 +17,9 @@ mode rules, is :mod:`ampcap.files.identity`'s job.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-import msgspec
 from nacl.bindings import crypto_sign, crypto_sign_ed25519_sk_to_curve25519
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
@@ -41,19 +41,16 @@ IDENTITY_FILE_VERSION = 1  # the key file format :meth:`Identity.to_json` writes
 Entropy = Callable[[int], bytes]
 
 
-class Identity(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Identity:
     """An Ed25519 identity with its X25519 key agreement key."""
 
-    seed: bytes
+    seed: bytes = field(repr=False)
     did: str
     public_key: bytes
-    x25519_secret: bytes
+    x25519_secret: bytes = field(repr=False)
     x25519_public: bytes
-    _secret_key: bytes  # libsodium's form: seed || public key (follows from the seed)
-
-    def __repr__(self) -> str:
-        # The secrets never show in a log line or a traceback.
-        return f"Identity(did={self.did!r}, public_key={self.public_key!r}, x25519_public={self.x25519_public!r})"
+    _secret_key: bytes = field(repr=False, compare=False)  # libsodium's form: seed || public key
 
     @classmethod
     def from_seed(cls, seed: bytes, *, did: str | None = None, x25519_secret: bytes | None = None) -> Identity:

@@ -8,9 +8,8 @@ flag reads it from here, so the tables exist exactly once.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any
-
-import msgspec
 
 __all__ = [
     "MessageType",
@@ -117,7 +116,8 @@ class ErrorCode(enum.IntEnum):
 CATEGORY_BY_RANGE = {1: "protocol", 2: "routing", 3: "security", 4: "client", 5: "server"}
 
 
-class ErrorInfo(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
     code: int
     name: str
     category: str
