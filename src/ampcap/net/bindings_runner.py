@@ -30,6 +30,7 @@ import os
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import cbor2
@@ -59,14 +60,15 @@ async def _no_progress(percent: float | None, message: str | None) -> None:
     return None
 
 
-class RunnerContext(msgspec.Struct, frozen=True, kw_only=True):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerContext:
     """The edge's :class:`InvocationContext`: trio sleeping, the wall clock,
     and a progress sink the executor wires to PROGRESS messages."""
 
     capability_id: str
     version: str
     progress_sink: ProgressSink = _no_progress
-    clock_ms: Callable[[], int] = wall_clock_ms
+    clock_ms: Callable[[], int] = field(default=wall_clock_ms)
     delegator: str | None = None
     """RFC 005: the DID the caller acts for (a verified chain's first delegator), or None."""
 
@@ -84,7 +86,8 @@ class RunnerContext(msgspec.Struct, frozen=True, kw_only=True):
         await self.progress_sink(percent, message)
 
 
-class ThreadContext(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class ThreadContext:
     """What a plain (non-async) capability function receives as its context:
     it runs in a worker thread and cannot await, so here ``progress`` and
     ``sleep`` are plain calls (``ctx.progress(50, "half")``), carried to the

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import trio
 
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge
@@ -42,17 +42,18 @@ UNAVAILABLE = 5002
 _SHUTTING_DOWN = "local daemon shutting down"
 
 
-class CallOutcome(msgspec.Struct):
+@dataclass(slots=True)
+class CallOutcome:
     """What one of our calls ended with (set by the invoker's outcome event)."""
 
-    done: trio.Event = msgspec.field(default_factory=trio.Event)
+    done: trio.Event = field(default_factory=trio.Event)
     result: Any = None
     error: AmpError | None = None
     on_progress: Callable[[int | None, str | None], Any] | None = None
     link: Link | None = None
     # Async on_progress callbacks still running: the caller gets its outcome
     # only after they finished, so it never sees progress after the result.
-    callbacks: list[trio.Event] = msgspec.field(default_factory=list)
+    callbacks: list[trio.Event] = field(default_factory=list)
 
 
 def _ended(link: Link) -> AmpError:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import trio
 
 from ..caps.stats import UsageStats
@@ -50,7 +50,8 @@ INTERNAL = 5001
 LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
 
 
-class _RunningJob(msgspec.Struct):
+@dataclass(slots=True)
+class _RunningJob:
     job: Job
     scope: trio.CancelScope
     started_ms: int
