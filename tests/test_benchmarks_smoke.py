@@ -103,3 +103,9 @@ def test_bench_http_quick() -> None:
     out = run_tool("bench_http.py", "--quick", "--no-mcp")
     assert "ampcap WebSocket" in out and "ampcap HTTP POST (200)" in out
     assert "AMPS / WebSocket throughput, 64 in flight" in out
+
+
+@pytest.mark.slow
+def test_bench_sessions_quick() -> None:
+    out = run_tool("bench_sessions.py", "--quick")
+    assert "session/plain 64" in out and "state-dir/none 64" in out

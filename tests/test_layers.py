@@ -22,13 +22,15 @@ ALLOWED = {
     "deleg": {"deleg", "caps", "schema", "wire"} | _COMMON,
     "peer": {"peer", "deleg", "caps", "schema", "wire"} | _COMMON,
     "dump": {"dump", "deleg", "caps", "schema", "wire"} | _COMMON,
+    # RFC 006 sessions: sans-I/O beside peer/, driven by events like the executor.
+    "session": {"session", "peer", "deleg", "caps", "schema", "wire"} | _COMMON,
     "files": {"files", "peer", "deleg", "caps", "schema", "wire"} | _COMMON,
     # The durable state store (R19) is the edge beside files/: it implements the
     # narrow state protocols of the core packages over SQLite, and no core package
     # imports it.
     "store": {"store", "files", "peer", "caps", "schema", "wire", "deleg", "session"} | _COMMON,
 }
-SANS_IO = ("wire", "schema", "caps", "deleg", "peer", "dump")
+SANS_IO = ("wire", "schema", "caps", "deleg", "peer", "session", "dump")
 FORBIDDEN_LIBRARIES = {"trio", "socket", "asyncio", "selectors"}  # (threading.local is no I/O)
 
 

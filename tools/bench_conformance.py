@@ -77,8 +77,12 @@ class ConformancePair(Pair):
 
 
 async def run(args: argparse.Namespace, identity_file: Path) -> None:
+    # --state-dir none: the protocol work alone, as in bench_protocol (with a
+    # state directory the journal holds each reply until the next event-loop
+    # tick, which this script's hand delivery never yields to; its cost is
+    # tools/bench_sessions.py's to measure).
     serve_args = build_parser().parse_args(["serve", "--demo", "--listen", "127.0.0.1:0", "--identity",
-                                            str(identity_file),
+                                            str(identity_file), "--state-dir", "none",
                                             "--max-in-flight-per-connection", str(max(256, args.batch))])
     server, _, _ = build_daemon(serve_args)
     client = Peer(Identity.generate(os.urandom))._build_daemon()

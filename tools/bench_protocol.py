@@ -128,8 +128,10 @@ def measure(pair: Pair, batch: int, rounds: int) -> tuple[float, float]:
 
 
 async def run(args: argparse.Namespace, identity_file: Path) -> None:
+    # --state-dir none: the protocol work alone (the durable journal is I/O;
+    # tools/bench_sessions.py measures what it adds).
     serve_args = build_parser().parse_args(["serve", "--demo", "--listen", "127.0.0.1:0", "--identity",
-                                            str(identity_file),
+                                            str(identity_file), "--state-dir", "none",
                                             "--max-in-flight-per-connection", str(max(256, args.batch))])
     server, _, _ = build_daemon(serve_args)
     client = Peer(Identity.generate(os.urandom))._build_daemon()

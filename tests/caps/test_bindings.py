@@ -91,5 +91,8 @@ def test_context_protocol_is_runtime_checkable() -> None:
 
         async def progress(self, percent: float | None, message: str | None = None) -> None: ...
 
+        async def ask(self, prompt: str, *, options: list[str] | None = None,  # RFC 006 INPUT_REQUIRED
+                      timeout_ms: int | None = None) -> str: ...
+
     assert isinstance(Ctx(), InvocationContext)
     assert not isinstance(object(), InvocationContext)

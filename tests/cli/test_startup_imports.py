@@ -141,7 +141,8 @@ def test_only_a_named_command_builds_just_its_parser() -> None:
         return sorted(sub.choices)
 
     everything = commands(None)
-    assert commands(["invoke", "amp://x", "y"]) == ["invoke", "query"]
+    assert commands(["invoke", "amp://x", "y"]) == ["invoke", "query", "session"]  # cli/client.py's three
+    assert commands(["mcp", "amp://x"]) == ["mcp"]
     assert commands(["-vv", "--verbose", "keygen"]) == ["id", "keygen"]
     # Anything that could change the parse, or no command at all: every parser,
     # so --help lists them all and a wrong name is told the choices.

@@ -106,13 +106,19 @@ async def a19_delegation_3004(peer: RawPeer) -> None:
 
 @scenario
 async def a20_a21_session_echoed(peer: RawPeer) -> None:
-    session = {"session_id": os.urandom(16), "session_scope": True}
+    # Without session_scope the context is RFC 004's inert extension: echoed, nothing else.
+    session = {"session_id": os.urandom(16)}
     env = peer.send(INVOKE, {"id": f"{ECHO}:2.0.0", "params": {"message": "abc"}, "session": session})
     reply = await peer.terminal(env.id)
     assert reply.envelope.typ == RESULT and reply.envelope.reply_to == env.id
     assert reply.body["status"] == "success"
     assert reply.body["result"] == {"message": "abc", "version": "2.0.0", "length": 3}
     assert reply.body["session"] == session
+    # With session_scope = true, RFC 006 semantics apply (A.20: "unchanged except for RFC 006
+    # session semantics"): a session nobody opened is 4001 (RFC 006 §4.4, §9).
+    scoped = await peer.invoke({"id": f"{ECHO}:2.0.0", "params": {"message": "abc"},
+                                "session": {**session, "session_scope": True}})
+    assert error_code(scoped) == 4001
 
 
 @scenario

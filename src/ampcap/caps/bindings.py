@@ -75,6 +75,12 @@ class InvocationContext(Protocol):
         """Report progress (0–100, or None when unknown) to the invoker."""
         ...
 
+    async def ask(self, prompt: str, *, options: list[str] | None = None, timeout_ms: int | None = None) -> str:
+        """Ask the invoker for input mid-call (RFC 006 INPUT_REQUIRED) and
+        return its answer; AmpError 4001 when it declines, 5003 when no
+        answer comes within ``timeout_ms``."""
+        ...
+
 
 class PythonBinding(msgspec.Struct, frozen=True, kw_only=True):
     """``target`` is ``package.module:function`` (dotted attribute path allowed)."""

@@ -80,6 +80,18 @@ async def sleep(params: Mapping[str, Any], context: InvocationContext) -> dict[s
     return {"slept_ms": total}
 
 
+async def confirm(params: Mapping[str, Any], context: InvocationContext) -> dict[str, Any]:
+    """Ask the caller a question mid-call (RFC 006 INPUT_REQUIRED) and return
+    its answer. Not in the demo set (its contract is fixed); a manifest binds
+    it: ``binding = { python = "ampcap.caps.demo:confirm" }``, params
+    ``{"question": str, "options"?: [str]}``."""
+    options = params.get("options")
+    answer = await context.ask(str(params.get("question", "Proceed?")),
+                               options=list(options) if options is not None else None,
+                               timeout_ms=params.get("timeout_ms"))
+    return {"answer": answer}
+
+
 def fail(params: Mapping[str, Any]) -> None:
     raise DemoFailure("org.ampcap.demo.fail always fails")
 

@@ -71,6 +71,7 @@ _CAP_KEYS = frozenset({
     "id", "name", "version", "aliases", "notes", "stability", "deprecated_by", "sunset_date",
     "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding", "bridge",
     "binding_order",
+    "idempotent",
 })
 _TOP_KEYS = frozenset({"bundle_id", "python_path", "capability", "mcp_server"})
 _LOCAL_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd", "inline", "stderr_to_caller"})
@@ -156,6 +157,9 @@ class CapabilitySpec:
     # Optional: "module:function" mapping this version's result back to the
     # requested version's shape (manifest: bridge = { params = …, result = … }).
     bridge_result: str | None = None
+    # idempotent = true: running it twice does no harm, so an invoke a
+    # restart interrupted runs again on retry instead of 5002 (ruling R19).
+    idempotent: bool = False
 
     @property
     def id(self) -> str:
@@ -298,6 +302,9 @@ class _CapabilityReader:
         notes = table.get("notes")
         if notes is not None and not isinstance(notes, str):
             self.problem("must be a string", "notes")
+        idempotent = table.get("idempotent", False)
+        if not isinstance(idempotent, bool):
+            self.problem("must be true or false", "idempotent")
         schemas = {}
         for which in ("input_schema", "output_schema"):
             schemas[which] = self._schema(table, which, name, version)
@@ -321,7 +328,7 @@ class _CapabilityReader:
         return CapabilitySpec(descriptor=descriptor, policy=policy, binding=binding,
                               input_schema=in_doc, output_schema=out_doc,
                               input_source=in_src, output_source=out_src, bridge=bridge,
-                              bridge_result=bridge_result)
+                              bridge_result=bridge_result, idempotent=idempotent is True)
 
     def _bridge(self, table: Mapping[str, Any], policy: Policy) -> tuple[str | None, str | None]:
         """``bridge = "module:function"`` (params only) or

@@ -101,7 +101,18 @@ def register(subparsers: Any) -> None:
     i.add_argument("--encrypt", action="store_true",
                    help="send the CAP_INVOKE authcrypted (RFC 001 §8.5) to the daemon's X25519 key, derived from "
                         "its did:key; an ampcap daemon encrypts its replies back")
+    i.add_argument("--answer", action="append", default=[], metavar="TEXT",
+                   help="answer the capability's questions (RFC 006 INPUT_REQUIRED) with TEXT, in order; "
+                        "may be repeated. Without it, questions are asked on the terminal, and declined "
+                        "(the invoke then fails 4001) when stdin is not one")
+    i.add_argument("--session", default=None, metavar="ID",
+                   help="run inside the RFC 006 session ID (32 hex digits, from `ampcap session URL open`): "
+                        "it is resumed first, and a pinned capability runs its pinned version")
     i.set_defaults(func=run_invoke)
+
+    from .session import register_session
+
+    register_session(subparsers, common)
 
 
 def _fail(exc: AmpError, as_json: bool) -> int:
@@ -276,9 +287,21 @@ def run_invoke(args: argparse.Namespace) -> int:
         uri = parse_ossa_uri(args.target)
     except AmpError as exc:
         raise UsageError(exc.message) from None
-    if args.version is None and args.range is None and not full_id and uri is None:
+    session_id = parse_session_id(args.session) if args.session is not None else None
+    if args.version is None and args.range is None and not full_id and uri is None and session_id is None:
         raise UsageError(f"{args.target!r} names no version: give a full id (name:version), --version V or "
                          f"--range R (`ampcap query {args.url} {args.target}` lists the versions)")
+    if session_id is not None and args.range is not None:
+        raise UsageError("--session with --range: inside a session give --version, a full id, or a pinned name")
+    if session_id is not None and uri is not None:
+        raise UsageError("--session with an OSSA/MCP URI: inside a session give --version, a full id, or a "
+                         "pinned name")
+    if session_id is not None and args.retry:
+        raise UsageError("--retry with --session: a session resends an interrupted invoke by itself")
+    if session_id is not None and args.to is not None:
+        raise UsageError("--session with --to: sessions through a relay are not supported")
+    if session_id is not None and (args.encrypt or args.delegation is not None):
+        raise UsageError("--session with --encrypt or --delegation: not supported inside a session (yet)")
     chain = None
     if args.delegation is not None:
         from ..files.delegation import load_chain
@@ -291,10 +314,63 @@ def run_invoke(args: argparse.Namespace) -> int:
         print(f"progress {pct if pct is not None else '?'}%" + (f" {printable(text, SHOWN_TEXT)}" if text else ""),
               file=sys.stderr, flush=True)
 
+    on_input = answers(args.answer)
+
     async def call(remote: Any) -> str:
-        result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
-                                     timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry,
-                                     encrypt=args.encrypt, delegation=chain)
+        if session_id is not None:
+            from .session import resumed
+
+            async with resumed(remote, session_id) as session:
+                name, _, version = args.target.partition(":") if full_id else (args.target, "", args.version)
+                result = await session.invoke(name, version=version or None, params=params,
+                                              timeout=args.timeout or 60.0, on_progress=show_progress,
+                                              on_input=on_input)
+        else:
+            result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
+                                         timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry,
+                                         encrypt=args.encrypt, delegation=chain, on_input=on_input)
         return _json({"result": result}) if args.json else _json(result, indent=2)
 
     return _run(args, call)
+
+
+def parse_session_id(text: str) -> bytes:
+    try:
+        sid = bytes.fromhex(text)
+    except ValueError:
+        sid = b""
+    if len(sid) != 16:
+        raise UsageError(f"--session {text!r}: a session id is 32 hex digits (16 bytes, RFC 006 §4.1)")
+    return sid
+
+
+def answers(given: list[str]) -> Any:
+    """The ``on_input`` of ``ampcap invoke``: the ``--answer`` values in
+    order; else, on a terminal, ask there; else decline, saying why."""
+    queue = list(given)
+
+    async def on_input(prompt: str, options: tuple[str, ...] | None) -> str | None:
+        import trio
+
+        shown_options = f" [{' / '.join(printable(o, 80) for o in options)}]" if options else ""
+        if queue:
+            answer = queue.pop(0)
+            print(f"question: {printable(prompt, SHOWN_TEXT)}{shown_options} -> {printable(answer, 80)} (--answer)",
+                  file=sys.stderr, flush=True)
+            return answer
+        if given or not sys.stdin.isatty():
+            why = "no --answer left" if given else "stdin is not a terminal"
+            print(f"ampcap: the capability asks: {printable(prompt, SHOWN_TEXT)}{shown_options}; {why}, so the "
+                  "question is declined (give --answer TEXT)", file=sys.stderr, flush=True)
+            return None
+        print(f"question: {printable(prompt, SHOWN_TEXT)}{shown_options}", file=sys.stderr, flush=True)
+        print("answer> ", end="", file=sys.stderr, flush=True)
+        line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        if not line:  # end of input: decline
+            return None
+        answer = line.rstrip("\n")
+        if options and answer.isdigit() and 1 <= int(answer) <= len(options):
+            answer = options[int(answer) - 1]  # "2" picks the second option
+        return answer
+
+    return on_input

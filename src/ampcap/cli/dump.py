@@ -124,6 +124,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--capability", metavar="NAME", help="only CAP_* messages about this capability")
     p.add_argument("--summary", action=argparse.BooleanOptionalAction, default=None,
                    help="print a summary at the end (default: on in text mode)")
+    p.add_argument("--by-session", action="store_true",
+                   help="print the messages grouped by RFC 006 session (control messages, messages with a "
+                        "body.session context, and their replies), each session in order of first appearance, "
+                        "the rest last; every message names its session either way. Not with --listen")
     p.add_argument("--bytes", type=_bounded_int(0, None), default=24, metavar="N", dest="max_bytes",
                    help="shorten byte strings longer than N in text mode (0 = never)")
     p.set_defaults(func=run)
@@ -200,6 +204,18 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, out: TextIO) -> int:
     seen = _Seen()
     if args.listen:
         _run_tap(args, framing, session, emit)
+    elif args.by_session:
+        shown: list[Record] = []
+        session.run_all(_file_events(args, stdin, framing, seen), shown.append)
+        groups: dict[str | None, list[Record]] = {}
+        for rec in shown:
+            groups.setdefault(rec.session, []).append(rec)
+        for sid, records in sorted(groups.items(), key=lambda item: item[0] is None):  # stable: first seen first
+            if not args.json:
+                out.write(style.bold(f"== session {sid} ({len(records)} messages) ==" if sid is not None
+                                     else f"== no session ({len(records)} frames) ==") + "\n")
+            for rec in records:
+                emit(rec)
     else:
         events = _file_events(args, stdin, framing, seen)
         session.run_all(events, emit)
@@ -254,7 +270,7 @@ def _check_usage(args: argparse.Namespace) -> None:
         if args.input is not None:
             raise UsageError(f"INPUT ({args.input!r}) and --listen exclude each other: the tap reads what "
                              "passes between client and server, not a file; drop one of them")
-        for flag, given in (("--hex", args.hex), ("--port", args.port is not None)):
+        for flag, given in (("--hex", args.hex), ("--port", args.port is not None), ("--by-session", args.by_session)):
             if given:
                 raise UsageError(f"{flag} and --listen exclude each other: {flag} applies to reading INPUT, "
                                  "the tap decodes the binary traffic it forwards")

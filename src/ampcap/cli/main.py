@@ -43,7 +43,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 # imports) only that module's parser (tests/cli/test_startup_imports.py
 # checks this table against the full parser).
 COMMAND_MODULES: dict[str, str] = {
-    "serve": "serve", "query": "client", "invoke": "client", "caps": "caps", "dump": "dump",
+    "serve": "serve", "query": "client", "invoke": "client", "session": "client", "caps": "caps", "dump": "dump",
     "interop": "interop", "deleg": "deleg", "mcp": "mcp", "keygen": "keys", "id": "keys",
 }
 

@@ -78,8 +78,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--revocation-publisher-did", default=None, metavar="DID", type=did,
                    help="the publisher's DID, checked when connecting (default: whoever answers at the URL)")
     p.add_argument("--state-dir", type=_state_dir_arg, default=None, metavar="DIR|none",
-                   help="where the daemon keeps durable state (credentials and revocations, R19; default "
-                        "$XDG_STATE_HOME/ampcap/<DID fingerprint>/; 'none' keeps it in memory)")
+                   help="where the daemon keeps its durable state (R19; one SQLite file, state.sqlite3): the "
+                        "invoke journal (a retry after a restart gets the same reply, an invoke a restart "
+                        "interrupted gets 5002), sessions, credentials and revocations; default "
+                        "$XDG_STATE_HOME/ampcap/<DID fingerprint>/; 'none' keeps everything in memory")
     p.add_argument("--framing", choices=("rfc002", "raw"), default=None,
                    help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
     p.add_argument("--compat", choices=("rust-example",), default=None,
@@ -112,6 +114,9 @@ def register(subparsers: Any) -> None:
                    help="running invokes per connection (default 64; beyond: 5004)")
     p.add_argument("--max-connections", type=int, default=10_000, metavar="N",
                    help="open connections (default 10000)")
+    p.add_argument("--durability", choices=("process", "power"), default="process",
+                   help="what a committed write survives: 'process' (default) a crash of the daemon, "
+                        "'power' also a power loss or kernel crash (each commit waits for fsync)")
     p.set_defaults(func=run_serve)
 
 
@@ -266,15 +271,26 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         profile=connection.profile, revocation_publisher=args.revocation_publisher,
         delegation=VerifierConfig(max_chain_depth=args.max_chain_depth),
         revocation_publisher_did=args.revocation_publisher_did)
-    from ..store import StateStore, default_state_dir
-
-    state_dir = args.state_dir if args.state_dir is not None else default_state_dir(identity.did)
     with local_file_errors():
-        state = StateStore.open(None if state_dir == "none" else Path(state_dir))
+        state = _state_store(args.state_dir, args.durability, identity.did)
     resolver, secrets = _resolver(args.keyring)
+    # One store for everything durable: credentials and revocations (RFC 005),
+    # the invoke journal and the sessions (RFC 006).
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
                     resolver=resolver, ssl_context=ssl_context, decrypt_with=secrets, store=state)
     return daemon, host, port
+
+
+def _state_store(state_dir: Path | str | None, durability: str, did: str) -> Any:
+    """The open StateStore (R19) for ``--state-dir`` (None: not given, the
+    identity's default; "none": in memory) and ``--durability``."""
+    from ..store.database import Durability, StateStore, default_state_dir
+
+    directory = default_state_dir(did) if state_dir is None else None if state_dir == "none" else Path(state_dir)
+    store = StateStore.open(directory, durability=Durability(durability))
+    if directory is not None:
+        log.info("state: %s (durability %s)", store.path, durability)
+    return store
 
 
 def run_serve(args: argparse.Namespace) -> int:

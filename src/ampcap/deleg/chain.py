@@ -75,6 +75,11 @@ STEPS: tuple[tuple[Step, str, tuple[int, ...]], ...] = (
 
 MAX_PROOF = 1024
 _STEP_LABELS = {step: f"{step.value} {step.name.lower()}" for step, _what, _codes in STEPS}
+# What a validated chain's bytes alone decide (with the keys, which a chain
+# cannot change): a chain found in the verifier's cache skips these steps.
+# Continuity's caller binding, validity, audience, revocation and the target
+# depend on the request and the clock, and run every time.
+_DECIDED_BY_CACHE = frozenset((Step.SIGNATURES, Step.SUBDELEGATION, Step.NARROWING))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -249,8 +254,14 @@ class ChainVerifier:
         # caller, revocation and target are decided for every request.
         self._chains: OrderedDict[tuple[bytes, ...], _Facts] = OrderedDict()
         self.verifications = 0  # signatures checked (the benchmark and tests read it)
-        # The steps as bound methods, in STEPS' order (looked up once, not per request).
-        self._steps = [(step, getattr(self, f"_step_{step.name.lower()}")) for step, _what, _codes in STEPS]
+        # The steps as bound methods, in STEPS' order (looked up once, not per
+        # request): steps 1-2, then the rest; for a cached chain the rest less
+        # the steps whose conclusions the cache holds (same order, same codes).
+        steps = [(step, getattr(self, f"_step_{step.name.lower()}")) for step, _what, _codes in STEPS]
+        self._steps = steps
+        self._head = steps[:2]
+        self._tail = steps[2:]
+        self._tail_cached = [(step, run_step) for step, run_step in steps[2:] if step not in _DECIDED_BY_CACHE]
 
     def evaluate(self, *, typ: int, evidence: Any, caller: str, target: Target | None, now_ms: int) -> Decision:
         """§6.1 for one request. Never raises for bad input: the decision
@@ -258,7 +269,10 @@ class ChainVerifier:
         (``ampcap deleg show`` without a capability) skips step 9."""
         state = _Run(caller=caller, target=target, now_ms=now_ms)
         try:
-            for step, run_step in self._steps:
+            for step, run_step in self._head:
+                state.step = step
+                run_step(state, typ, evidence)
+            for step, run_step in self._tail if state.facts is None else self._tail_cached:
                 state.step = step
                 run_step(state, typ, evidence)
         except AmpError as err:
@@ -291,6 +305,7 @@ class ChainVerifier:
             self._chains.move_to_end(parsed.chain)
             run.facts = facts
             run.chain = facts.chain
+            run.effective = facts.effective
             return
         links: list[Credential] = []
         for i, raw in enumerate(parsed.chain):

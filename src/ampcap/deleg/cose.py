@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from ..errors import AmpError
-from ..wire.cbor import CBORTag, DecodeLimits, dumps, loads
+from ..wire.cbor import CBORTag, DecodeLimits, bytes_item, dumps, loads
 from ..wire.didkey import is_did, split_did_url
 from ..wire.identity import Identity, KeyResolver
 from ..wire.signing import verify_signature
@@ -68,8 +68,14 @@ class Signed(msgspec.Struct, frozen=True, kw_only=True):
         return _sig_structure(self.protected, self.payload)
 
 
+# array(4), text(10) "Signature1": the fixed start of every Sig_structure.
+_SIG1_PREFIX = b"\x84\x6aSignature1"
+
+
 def _sig_structure(protected: bytes, payload: bytes) -> bytes:
-    return dumps(["Signature1", protected, b"", payload])
+    # ["Signature1", protected, h'', payload] written directly: the same bytes
+    # as dumps() of that array (a test checks), without its generic walk.
+    return b"".join((_SIG1_PREFIX, bytes_item(protected), b"\x40", bytes_item(payload)))
 
 
 def protected_header(kid: str) -> bytes:
@@ -132,6 +138,22 @@ def decode_sign1(data: Any, what: str = "credential") -> Signed:
         raise AmpError(MALFORMED, f"{what} must be a byte string (COSE_Sign1)")
     if len(data) > MAX_ARTIFACT_BYTES:
         raise AmpError(MALFORMED, f"{what} is {len(data)} bytes; at most {MAX_ARTIFACT_BYTES} are accepted")
+    parts = _usual_sign1(data)
+    if parts is not None:
+        protected, payload, signature = parts
+    else:
+        protected, payload, signature = _decoded_sign1(data, what)
+    kid_text = _HEADERS.get(protected)
+    if kid_text is None:
+        kid_text = _protected_kid(protected, what)
+        if len(_HEADERS) >= _HEADERS_SIZE:
+            _HEADERS.clear()
+        _HEADERS[protected] = kid_text
+    return Signed(protected=protected, kid=kid_text, payload=payload, signature=signature)
+
+
+def _decoded_sign1(data: bytes, what: str) -> tuple[bytes, bytes, bytes]:
+    """A COSE_Sign1 through the CBOR decoder: every shape, every fault named."""
     item = loads(data, _OUTER_LIMITS)
     if isinstance(item, CBORTag):
         if item.tag != COSE_SIGN1_TAG:
@@ -146,6 +168,63 @@ def decode_sign1(data: Any, what: str = "credential") -> Signed:
         raise AmpError(MALFORMED, f"{what}: the payload must be attached (a byte string)")
     if not isinstance(signature, bytes):
         raise AmpError(MALFORMED, f"{what}: the signature must be a byte string")
+    return protected, payload, signature
+
+
+def _byte_string(data: bytes, pos: int) -> tuple[bytes, int]:
+    """The definite-length byte string whose head is at ``pos``, and where
+    the next item starts. IndexError/ValueError when there is none."""
+    first = data[pos]
+    if first >> 5 != 2:
+        raise ValueError
+    n = first & 31
+    pos += 1
+    if n >= 24:
+        if n > 27:  # 28-30 reserved, 31 indefinite: the decoder says what is wrong
+            raise ValueError
+        width = 1 << (n - 24)
+        if pos + width > len(data):
+            raise IndexError
+        n = int.from_bytes(data[pos:pos + width], "big")
+        pos += width
+    end = pos + n
+    if end > len(data):
+        raise IndexError
+    return data[pos:end], end
+
+
+def _usual_sign1(data: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """What every issuer writes (and :func:`sign1` does): tag 18, an array
+    of four, byte strings around an empty unprotected map, nothing after.
+    Read directly, it yields what the decoder would (its byte strings, and
+    it takes the same lengths in any head width); anything else is None
+    and goes through :func:`_decoded_sign1`. A first-seen chain reads three
+    of these; the decoder's generality costs more than all the slicing."""
+    if data[:2] != b"\xd2\x84":
+        return None
+    try:
+        protected, pos = _byte_string(data, 2)
+        if data[pos:pos + 1] != b"\xa0":
+            return None
+        payload, pos = _byte_string(data, pos + 1)
+        signature, pos = _byte_string(data, pos)
+    except (IndexError, ValueError):
+        return None
+    if pos != len(data):
+        return None
+    return protected, payload, signature
+
+
+# Protected headers that passed :func:`_protected_kid` → their kid. A
+# signer's header is the same bytes in every credential it issues, so a chain
+# of known delegators skips the header's decoding and checks (only the
+# accepted ones are kept; bounded, cleared when full).
+_HEADERS: dict[bytes, str] = {}
+_HEADERS_SIZE = 4096
+
+
+def _protected_kid(protected: bytes, what: str) -> str:
+    """The protected header's checks (§4.5); its kid as text."""
     header = loads(protected, _HEADER_LIMITS) if protected else {}
     if not isinstance(header, dict):
         raise AmpError(MALFORMED, f"{what}: the protected header is not a map")
@@ -165,7 +244,7 @@ def decode_sign1(data: Any, what: str = "credential") -> Signed:
         raise AmpError(DELEGATION_INVALID, f"{what}: kid is not UTF-8") from None
     if not did_url_ok(kid_text):
         raise AmpError(DELEGATION_INVALID, f"{what}: kid is not a DID URL")
-    return Signed(protected=protected, kid=kid_text, payload=payload, signature=signature)
+    return kid_text
 
 
 def verify_sign1(signed: Signed, resolver: KeyResolver, *, signer: str, what: str = "credential") -> None:

@@ -21,6 +21,7 @@ what came before. A capability *name* covers every id of that name, so
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -57,18 +58,22 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
         return out
 
 
-class EffectiveScope(msgspec.Struct, frozen=True, kw_only=True):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectiveScope:
     """``E(n, d)`` for each dimension after narrowing; ``None`` = anything."""
 
     capabilities: frozenset[str] | None
     actions: frozenset[str] | None
     resources: frozenset[str] | None
     constraints: Mapping[str, Any]
+    names_ids: bool = field(init=False)
+    """Does the capability dimension name a version (``name:x.y.z``)? Worked
+    out once: the executor asks for every delegated invoke, and a cached
+    chain's scope is the same object each time."""
 
-    @property
-    def names_ids(self) -> bool:
-        """Does the capability dimension name a version (``name:x.y.z``)?"""
-        return self.capabilities is not None and any(":" in s for s in self.capabilities)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names_ids",
+                           self.capabilities is not None and any(":" in s for s in self.capabilities))
 
 
 class Target(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,7 +87,7 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
     resource: str | None = None
 
 
-def _selector_ok(text: str) -> bool:
+def _check_selector(text: str) -> bool:
     if is_capability_name(text):
         return True
     try:
@@ -90,6 +95,24 @@ def _selector_ok(text: str) -> bool:
     except AmpError:
         return False
     return True
+
+
+_SELECTORS: dict[str, bool] = {}
+_SELECTORS_SIZE = 4096
+
+
+def _selector_ok(text: str) -> bool:
+    """:func:`_check_selector`, remembered: the name and SemVer grammars cost
+    more than the rest of a scope's parse, and scopes repeat the same few
+    capabilities. Bounded (cleared when full); entries are at most 64 per
+    dimension and short, since a credential is at most 8 KiB."""
+    known = _SELECTORS.get(text)
+    if known is None:
+        known = _check_selector(text)
+        if len(_SELECTORS) >= _SELECTORS_SIZE:
+            _SELECTORS.clear()
+        _SELECTORS[text] = known
+    return known
 
 
 def _dimension(raw: Any, name: str) -> frozenset[str]:
@@ -109,17 +132,17 @@ def _dimension(raw: Any, name: str) -> frozenset[str]:
 def parse_scope(raw: Any) -> Scope:
     if not isinstance(raw, dict):
         raise AmpError(MALFORMED, "scope must be a map", path="scope")
-    dims: dict[str, frozenset[str] | None] = {}
-    for name in DIMENSIONS:
-        dims[name] = _dimension(raw[name], name) if name in raw else None
+    # DIMENSIONS' order, spelled out (a first-seen link parses one of these).
+    capabilities = _dimension(raw["capabilities"], "capabilities") if "capabilities" in raw else None
+    actions = _dimension(raw["actions"], "actions") if "actions" in raw else None
+    resources = _dimension(raw["resources"], "resources") if "resources" in raw else None
     constraints = raw.get("constraints")
     if constraints is not None:
         if not isinstance(constraints, dict) or not all(isinstance(k, str) for k in constraints):
             raise AmpError(MALFORMED, "scope.constraints must be a map with text keys", path="scope.constraints")
-    if all(v is None for v in dims.values()):
+    if capabilities is None and actions is None and resources is None:
         raise AmpError(DELEGATION_INVALID, "scope names none of capabilities, actions, resources")
-    return Scope(capabilities=dims["capabilities"], actions=dims["actions"], resources=dims["resources"],
-                 constraints=constraints)
+    return Scope(capabilities=capabilities, actions=actions, resources=resources, constraints=constraints)
 
 
 def _covers(granted: frozenset[str], selector: str) -> bool:
@@ -140,25 +163,37 @@ def _subset(dimension: str, inner: frozenset[str], outer: frozenset[str]) -> boo
 def narrow(scopes: list[Scope], supported_constraints: frozenset[str] = frozenset()) -> EffectiveScope:
     """§6.2 over the links in order; 3004 when a link widens a dimension,
     or carries a constraint this verifier does not support (§4.2, §10)."""
-    effective: dict[str, frozenset[str] | None] = dict.fromkeys(DIMENSIONS, ANY)
+    capabilities = actions = resources = ANY
     constraints: dict[str, Any] = {}
     for i, scope in enumerate(scopes):
-        for name in DIMENSIONS:
-            value = getattr(scope, name)
-            if value is None:
-                continue  # first link: ANY; later links: inherit
-            before = effective[name]
-            if before is not None and not _subset(name, value, before):
-                raise AmpError(DELEGATION_INVALID, f"link {i + 1} widens scope.{name}")
-            effective[name] = value
-        for key, value in (scope.constraints or {}).items():
-            if key not in supported_constraints:
-                raise AmpError(DELEGATION_INVALID, "the scope carries a constraint this verifier does not support")
-            if key in constraints and constraints[key] != value:
-                raise AmpError(DELEGATION_INVALID, f"link {i + 1} changes a constraint")
-            constraints[key] = value
-    return EffectiveScope(capabilities=effective["capabilities"], actions=effective["actions"],
-                          resources=effective["resources"], constraints=constraints)
+        # Each dimension: absent = anything (first link) or inherited (later
+        # links); present = a subset of what came before. A plain subset
+        # settles the usual case; an id under a granted name needs _covers.
+        value = scope.capabilities
+        if value is not None:
+            if capabilities is not None and not value <= capabilities and not _subset(
+                    "capabilities", value, capabilities):
+                raise AmpError(DELEGATION_INVALID, f"link {i + 1} widens scope.capabilities")
+            capabilities = value
+        value = scope.actions
+        if value is not None:
+            if actions is not None and not value <= actions:
+                raise AmpError(DELEGATION_INVALID, f"link {i + 1} widens scope.actions")
+            actions = value
+        value = scope.resources
+        if value is not None:
+            if resources is not None and not value <= resources:
+                raise AmpError(DELEGATION_INVALID, f"link {i + 1} widens scope.resources")
+            resources = value
+        if scope.constraints:
+            for key, item in scope.constraints.items():
+                if key not in supported_constraints:
+                    raise AmpError(DELEGATION_INVALID,
+                                   "the scope carries a constraint this verifier does not support")
+                if key in constraints and constraints[key] != item:
+                    raise AmpError(DELEGATION_INVALID, f"link {i + 1} changes a constraint")
+                constraints[key] = item
+    return EffectiveScope(capabilities=capabilities, actions=actions, resources=resources, constraints=constraints)
 
 
 def check_target(scope: EffectiveScope, target: Target) -> None:

@@ -75,6 +75,10 @@ class Record:
     # RFC 005: a CAP_INVOKE's body.delegation (or a DELEG_GRANT's credential)
     # explained: {"links": [...], "verdict": {...}} as ampcap.deleg.explain gives
     delegation: dict[str, Any] | None = None
+    # RFC 006 (dump/sessions.py): the session (hex id) it belongs to, its control op
+    session: str | None = None
+    session_op: str | None = None
+    input_answer: bool = False  # a RESPONSE answering an INPUT_REQUIRED
 
     @property
     def typ_name(self) -> str | None:

@@ -62,6 +62,9 @@ def record_to_json(rec: Record) -> dict[str, Any]:
         "flags": list(rec.flags),
         "notes": list(rec.notes),
         "size": len(rec.raw),
+        "session": rec.session,
+        "session_op": rec.session_op,
+        "input_answer": rec.input_answer,
     }
     if rec.delegation is not None:
         out["delegation"] = {"links": rec.delegation["links"], "verdict": rec.delegation["verdict"]}
@@ -162,6 +165,8 @@ def render_text(rec: Record, style: Style = Style(), *, max_bytes: int = 24) -> 
     if rec.answers is not None:
         lat = f" after {rec.latency_ms:g} ms" if rec.latency_ms is not None else ""
         lines.append(f"{indent}answers {rec.answers[1]} {rec.answers[0]}{lat}")
+    if rec.session is not None:
+        lines.append(f"{indent}session {rec.session}" + (f" op={printable(rec.session_op)}" if rec.session_op else ""))
     if rec.delegation is not None:
         links = rec.delegation["links"]
         chain = " -> ".join([links[0]["delegator"], *(link["delegate"] for link in links)]) if links else "?"
@@ -226,6 +231,7 @@ class Summary:
     # percentiles need them all, and a long capture holds millions.
     invoke_latencies_ms: array[float] = field(default_factory=lambda: array("d"))
     open_invokes: int = 0  # invokes without a terminal reply in the capture
+    sessions: dict[str, Any] = field(default_factory=dict)  # hex id -> SessionStats (dump/sessions.py)
 
     def add(self, rec: Record) -> None:
         self.records += 1
@@ -254,6 +260,12 @@ class Summary:
                          f"p90 {percentile(lat, 90):g}  p99 {percentile(lat, 99):g}")
         if self.open_invokes:
             lines.append(style.warn(f"   {self.open_invokes} invoke(s) without a terminal reply"))
+        for sid, stats in list(self.sessions.items())[:50]:
+            ops = " ".join(printable(op, 16) for op in stats.ops) or "-"
+            lines.append(f"   session {sid}: {stats.messages} messages, ops {ops}"
+                         + (f", last status {printable(stats.status)}" if stats.status else ""))
+        if len(self.sessions) > 50:
+            lines.append(f"   … and {len(self.sessions) - 50} more sessions")
         return "\n".join(lines)
 
 

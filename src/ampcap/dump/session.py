@@ -14,6 +14,7 @@ from typing import Any
 from ..wire.registry import MessageType
 from .correlate import Correlator
 from .records import Inspector, Record
+from .sessions import SessionTracker
 from .render import Summary
 from .streams import StreamEvent
 
@@ -112,7 +113,9 @@ class DumpSession:
         self.inspector = inspector
         self.filter = record_filter
         self.correlator = Correlator()
+        self.sessions = SessionTracker()
         self.summary = Summary()
+        self.summary.sessions = self.sessions.sessions
         self.any_findings = False
         self.records = 0  # every record, shown or not
         self.framed = 0  # of which a frame (not a framing failure before one could be cut out)
@@ -130,6 +133,7 @@ class DumpSession:
         self.records += 1
         if rec.frame_type is not None:
             self.framed += 1
+        self.sessions.add(rec)
         return rec
 
     def shown(self, rec: Record) -> bool:

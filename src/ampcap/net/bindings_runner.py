@@ -60,6 +60,14 @@ async def _no_progress(percent: float | None, message: str | None) -> None:
     return None
 
 
+# (prompt, options, timeout_ms) -> the invoker's answer
+AskSink = Callable[[str, list[str] | None, int | None], Awaitable[str]]
+
+
+async def _cannot_ask(prompt: str, options: list[str] | None, timeout_ms: int | None) -> str:
+    raise AmpError(INTERNAL_ERROR, "this invocation cannot ask its caller for input")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunnerContext:
     """The edge's :class:`InvocationContext`: trio sleeping, the wall clock,
@@ -71,6 +79,7 @@ class RunnerContext:
     clock_ms: Callable[[], int] = field(default=wall_clock_ms)
     delegator: str | None = None
     """RFC 005: the DID the caller acts for (a verified chain's first delegator), or None."""
+    ask_sink: AskSink = _cannot_ask
 
     def now_ms(self) -> int:
         return self.clock_ms()
@@ -84,6 +93,14 @@ class RunnerContext:
         elif percent is not None:
             percent = min(100.0, max(0.0, float(percent)))
         await self.progress_sink(percent, message)
+
+    async def ask(self, prompt: str, *, options: list[str] | None = None, timeout_ms: int | None = None) -> str:
+        """RFC 006 INPUT_REQUIRED: ask the invoker and wait for its answer."""
+        if not isinstance(prompt, str) or (options is not None and not all(isinstance(o, str) for o in options)):
+            raise TypeError("ask(prompt: str, options: list[str] | None)")
+        if timeout_ms is not None and not (isinstance(timeout_ms, int) and timeout_ms > 0):
+            raise ValueError("timeout_ms must be a positive integer")
+        return await self.ask_sink(prompt, list(options) if options is not None else None, timeout_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +128,10 @@ class ThreadContext:
 
     def progress(self, percent: float | None, message: str | None = None) -> None:
         trio.from_thread.run(self.context.progress, percent, message)
+
+    def ask(self, prompt: str, *, options: list[str] | None = None, timeout_ms: int | None = None) -> str:
+        answer: str = trio.from_thread.run(lambda: self.context.ask(prompt, options=options, timeout_ms=timeout_ms))
+        return answer
 
 
 async def _kill_now(process: trio.Process) -> None:

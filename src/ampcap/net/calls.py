@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..peer.invoker import InvokeProgress, Invoker, QueryAnswered, Replied, RetryPolicy, Target
+from ..display import printable
+from ..peer.invoker import InputQuestion, InvokeProgress, Invoker, QueryAnswered, Replied, RetryPolicy, Target
+from ..wire.registry import MessageType
 from ..peer.outbound import Outbound
 from ..peer.state import ConnState
 from .clock import Clock
@@ -54,6 +56,9 @@ class CallOutcome:
     # Async on_progress callbacks still running: the caller gets its outcome
     # only after they finished, so it never sees progress after the result.
     callbacks: list[trio.Event] = field(default_factory=list)
+    # RFC 006 INPUT_REQUIRED: (prompt, options) -> the answer (str), or None
+    # to decline; plain or async. Without one, every question is declined.
+    on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None
 
 
 def _ended(link: Link) -> AmpError:
@@ -81,17 +86,34 @@ class Calls:
                      retry: RetryPolicy | None = None,
                      on_progress: Callable[[int | None, str | None], Any] | None = None,
                      to: str | None = None, encrypt: bool = False,
-                     delegation: Mapping[str, Any] | None = None) -> Any:
+                     delegation: Mapping[str, Any] | None = None, thread_id: bytes | None = None,
+                     session: Mapping[str, Any] | None = None,
+                     sent: Callable[[Outbound], None] | None = None,
+                     on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None) -> Any:
         """Send a CAP_INVOKE on ``link`` and wait for its one outcome. ``to``
         addresses another agent than the link's peer (through a relay);
         ``encrypt`` sends it authcrypted (the replies come back so too);
-        ``delegation`` is RFC 005 evidence carried in the body."""
+        ``delegation`` is RFC 005 evidence carried in the body;
+        ``thread_id`` and ``session`` scope it to an RFC 006 session;
+        ``sent(out)`` is told the message before it leaves (to resend it)."""
         if self._refusing:
             raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
         handle, out = self._invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
                                                  to=to or link.peer_did, encrypt=encrypt, delegation=delegation,
+                                                 thread_id=thread_id, session=session,
                                                  now_ms=self._clock.wall_ms())
-        return await self._await(handle, self.register(link, handle, out, on_progress))
+        if sent is not None:
+            sent(out)
+        return await self._await(handle, self.register(link, handle, out, on_progress, on_input))
+
+    async def resend(self, link: Link, out: Outbound, *, timeout_ms: int,
+                     on_progress: Callable[[int | None, str | None], Any] | None = None,
+                     on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None) -> Any:
+        """Send ``out`` (an invoke sent before) again on ``link`` and wait for its outcome."""
+        if self._refusing:
+            raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
+        handle = self._invoker.resend(link, out, timeout_ms=timeout_ms, now_ms=self._clock.wall_ms())
+        return await self._await(handle, self.register(link, handle, out, on_progress, on_input))
 
     async def query(self, link: Link, filter: Mapping[str, Any], *, limit: int | None, cursor: str | None,
                     order: str | None, timeout_ms: int, to: str | None = None) -> QueryAnswered:
@@ -115,9 +137,10 @@ class Calls:
         return answer
 
     def register(self, link: Link, handle: bytes, out: Outbound,
-                 on_progress: Callable[[int | None, str | None], Any] | None) -> CallOutcome:
+                 on_progress: Callable[[int | None, str | None], Any] | None,
+                 on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None) -> CallOutcome:
         """Send the invoker's first message of call ``handle`` and track the call."""
-        outcome = CallOutcome(on_progress=on_progress, link=link)
+        outcome = CallOutcome(on_progress=on_progress, link=link, on_input=on_input)
         self._pending[handle] = outcome
         link.calls.add(handle)
         try:
@@ -172,6 +195,9 @@ class Calls:
     def progress(self, event: InvokeProgress) -> None:
         """Hand a PROGRESS report to the caller's ``on_progress``, if it gave one."""
         outcome = self._pending.get(event.handle)
+        if outcome is not None and event.question is not None:
+            self._ask_caller(outcome, event.question)
+            return
         if outcome is None or outcome.on_progress is None or event.kind != "progress":
             return
         try:
@@ -197,6 +223,41 @@ class Calls:
                 self.nursery.start_soon(_await_it)
         except Exception:  # the caller's callback must not break the connection
             log.warning("on_progress callback raised", exc_info=True)
+
+    def _ask_caller(self, outcome: CallOutcome, question: InputQuestion) -> None:
+        """RFC 006 §6.3 on our side: put the provider's question to the
+        caller's ``on_input`` and send its answer (ampcap's carriage: a
+        RESPONSE whose reply_to is the INPUT_REQUIRED, docs/sessions.md)."""
+        link = outcome.link
+        if link is None or self.nursery is None:
+            return
+        # Not one of outcome.callbacks: a caller slow to answer (a person at a
+        # terminal) must not hold back the outcome, which may come first (5003).
+
+        async def answer() -> None:
+            body: dict[str, Any]
+            try:
+                if outcome.on_input is None:
+                    body = {"declined": True, "reason": "the caller takes no input"}
+                else:
+                    reply = outcome.on_input(question.prompt, question.options)
+                    if hasattr(reply, "__await__"):
+                        reply = await reply
+                    body = {"answer": reply} if isinstance(reply, str) else \
+                        {"declined": True, "reason": "the caller declined"}
+            except Exception as exc:
+                log.warning("on_input callback raised: %s", printable(repr(exc), 200))
+                body = {"declined": True, "reason": "the caller could not answer"}
+            if question.session is not None:
+                body["session"] = dict(question.session)
+            try:
+                link.driver.send_nowait(Outbound(typ=int(MessageType.RESPONSE), body=body,
+                                                 reply_to=question.message_id, thread_id=question.thread_id,
+                                                 to=question.sender))
+            except (LocalProtocolError, MessageTooLarge) as exc:
+                log.info("answer to INPUT_REQUIRED not sent: %s", exc.message)
+
+        self.nursery.start_soon(answer)
 
     def end_on(self, link: Link) -> None:
         """Fail every call pending on ``link``, which can no longer answer

@@ -39,6 +39,7 @@ from typing import Any
 
 import msgspec
 import trio
+from msgspec.structs import replace as replace_struct
 
 from ..caps.catalog import Catalog
 from ..deleg.chain import ChainVerifier, VerifierConfig
@@ -78,6 +79,10 @@ from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.sealing import Sealer
 from ..peer.state import HelloState
+from ..session.context import RequestTracker, read_context
+from ..session.control import is_control
+from ..session.provider import ProviderConfig, SessionProvider
+from ..wire.envelope import new_message_id
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
@@ -87,6 +92,8 @@ from ..wire.signing import Profile
 from ..store import StateStore
 from ..store.delegation import DelegationStore
 from .calls import Calls
+from .durable import DurableState, holds
+from .sessions import ControlRequests
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .jobs import Jobs, LocalHandler
 from .listener import OVERLOADED_FRAME, Listener
@@ -106,8 +113,11 @@ _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
 _DELEG = frozenset(int(t) for t in (MessageType.DELEG_GRANT, MessageType.DELEG_REVOKE, MessageType.DELEG_QUERY))
 _DECLARE = int(MessageType.CAP_DECLARE)
 _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
-                                      MessageType.ERROR, MessageType.CAP_RESULT, MessageType.CAP_DECLARE,
+                                      MessageType.INPUT_REQUIRED, MessageType.ERROR, MessageType.CAP_RESULT,
+                                      MessageType.CAP_DECLARE,
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
+_REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
+_PROVISIONAL = frozenset(int(t) for t in (MessageType.PROCESSING, MessageType.PROGRESS, MessageType.INPUT_REQUIRED))
 UNAVAILABLE, TIMEOUT = 5002, 5003
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
@@ -229,7 +239,18 @@ class Daemon:
         sealer = Sealer(identity, entropy, resolver, default_ttl_ms=config.connection.default_ttl_ms,
                         profile=config.connection.profile)
         self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
-                                 limits=limits, config=config.executor, seal=sealer, delegation=self.verifier)
+                                 limits=limits, config=config.executor, seal=sealer, delegation=self.verifier,
+                                 journal=self.store.durable)
+        # RFC 006 provider (sessions other agents open with us) and the
+        # session-scoped calls we make ourselves (provisional correlation).
+        self.sessions = SessionProvider(can_serve=lambda cid: catalog.get(cid) is not None,
+                                        canonical=catalog.canonical_name, authorized=policy.caller_allowed,
+                                        entropy=entropy,
+                                        config=ProviderConfig(reply_ttl_ms=config.connection.default_ttl_ms))
+        self.session_calls = RequestTracker()
+        self.controls = ControlRequests()  # our session-control requests awaiting their answer
+        self.durable = (DurableState(self.store, self.executor, self.sessions, catalog, clock, self._apply,
+                                     self._log_throttle) if self.store.durable else None)
         self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
@@ -268,6 +289,8 @@ class Daemon:
             await self.jobs.open_bindings(nursery, [spec.binding for spec in self.catalog.specs])
             if self.config.revocation_publisher is not None:
                 nursery.start_soon(self._revocation_refresher)
+            if self.durable is not None:
+                nursery.start_soon(self.durable.run)
             task_status.started(self)
             await trio.sleep_forever()
 
@@ -319,6 +342,8 @@ class Daemon:
                 log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout,
                             self.executor.running, code, error_info(code).name)
         self._apply(self.executor.shutdown(self.clock.wall_ms()))
+        if self.durable is not None:
+            self.durable.flush(until_empty=True)  # the shutdown's terminal replies are committed, then sent
         self.calls.end_all()
         await self.jobs.close_bindings()
         for usage in self.jobs.usage.snapshot():
@@ -525,9 +550,18 @@ class Daemon:
         return link
 
     def _link_gone(self, link: Link) -> None:
+        self.controls.end_on(link)
         self.executor.connection_closed(link)
         self._half_closed.discard(link)
         self.calls.end_on(link)
+
+    async def session_control(self, link: Link, out: Outbound, *, timeout_s: float = 30.0) -> Any:
+        """Send an RFC 006 control REQUEST on ``link`` and wait for its
+        RESPONSE; return its body. An ERROR answer raises its AmpError; no
+        answer in time is 5003, a lost connection 5002."""
+        now = self.clock.wall_ms()
+        out = replace_struct(out, msg_id=new_message_id(now, self._entropy), ts_ms=now, to=out.to or link.peer_did)
+        return await self.controls.request(link, out, timeout_s)
 
     def _close_answered(self) -> None:
         """Close the half-closed links that nothing is owed on any more."""
@@ -589,13 +623,39 @@ class Daemon:
         env = inbound.envelope
         typ = env.typ
         now = self.clock.wall_ms()
-        if typ == _INVOKE or typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
+        if typ == _INVOKE:
+            body = inbound.body
+            if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
+                if not self.executor.knows(inbound, now):  # a retry gets its first outcome (R8), session or not
+                    try:
+                        self.sessions.check_invoke(inbound, now)  # RFC 006 §4.4, §7.3
+                    except AmpError as err:
+                        log.info("session-scoped invoke refused id=%s code=%d: %s", env.id.hex(), err.code,
+                                 shown(err.message, MESSAGE_LIMIT))
+                        self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
+                        return
             self._apply(self.executor.handle(inbound, link, now))
+            return
+        if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
+            self._apply(self.executor.handle(inbound, link, now))
+            return
+        if (typ == _RESPONSE or typ == _ERROR) and self.controls.settle(inbound):
+            return
+        if typ == _RESPONSE and self.executor.asking(env.reply_to):  # an answer to INPUT_REQUIRED (§6.3)
+            try:
+                qid, answer, declined = self.executor.on_input(inbound)
+            except AmpError as err:
+                self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
+                return
+            self.jobs.answer(qid, answer, declined)
             return
         violation = delegation_violation(inbound)  # RFC 005 §5.3 for every other type
         if violation is not None:
             if typ != int(MessageType.ERROR):
                 self._send(link, error_reply(env, violation, encrypt=inbound.decrypted))
+            return
+        if typ == _REQUEST and is_control(typ, inbound.body):  # RFC 006 §5.1 (A.14: no sess_v, not ours)
+            self._apply(self.sessions.handle(inbound, link, now))
             return
         if typ == _DECLARE and env.reply_to is None:
             # RFC 004 §6.2 asks reply_to only of a CAP_DECLARE that answers
@@ -608,6 +668,29 @@ class Daemon:
                 except Exception:  # the listener's fault must not break the connection
                     log.warning("on_declare listener raised", exc_info=True)
         elif typ in _REPLIES:
+            in_session = (self.executor.session_of(env.sender, env.reply_to)
+                          if typ in _PROVISIONAL and env.reply_to is not None else None)
+            if in_session is not None:
+                # A provisional message naming a session-scoped request in flight
+                # here enters session-scoped validation (§4.4): without its signed
+                # context it is refused (A.15), never bound by reply_to alone.
+                try:
+                    sid, scoped = read_context(inbound.body)
+                    if not scoped or sid != in_session["session_id"]:
+                        raise AmpError(4001, "provisional message in a session without its body.session context",
+                                       path="body.session")
+                except AmpError as err:
+                    self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
+                return
+            if self.session_calls.knows(env.reply_to) or (env.reply_to is None and typ in _PROVISIONAL):
+                try:
+                    self.session_calls.on_reply(env, inbound.body)  # RFC 006 §4.4, §6
+                except AmpError as err:
+                    log.info("session-scoped reply refused id=%s code=%d: %s", env.id.hex(), err.code,
+                             shown(err.message, MESSAGE_LIMIT))
+                    if typ != _ERROR:
+                        self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
+                    return
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
             self._on_delegation(link, inbound, now)
@@ -664,6 +747,9 @@ class Daemon:
             log.debug("not sent to %s: %s", _peer(link), shown(exc, MESSAGE_LIMIT))
 
     def _apply(self, actions: list[Any]) -> None:
+        if self.durable is not None and holds(actions):
+            self.durable.hold(actions)
+            return
         for action in actions:
             kind = type(action)
             if kind is Send:
@@ -783,14 +869,15 @@ class Daemon:
     # ================================================================ timers
 
     def _rearm(self) -> None:
-        deadline = _earliest(self.executor.get_timer(), self.invoker.get_timer())
+        deadline = _earliest(_earliest(self.executor.get_timer(), self.invoker.get_timer()), self.sessions.get_timer())
         if deadline is not None and (self._armed is None or deadline < self._armed):
             self._timer_kick.set()
 
     async def _timer_loop(self) -> None:
         while True:
             self._timer_kick = trio.Event()
-            self._armed = _earliest(self.executor.get_timer(), self.invoker.get_timer())
+            self._armed = _earliest(_earliest(self.executor.get_timer(), self.invoker.get_timer()),
+                                    self.sessions.get_timer())
             with trio.move_on_at(to_trio_deadline(self._armed, self.clock.wall_ms)):
                 await self._timer_kick.wait()
                 continue
@@ -798,6 +885,7 @@ class Daemon:
             self._armed = None
             self._apply(self.executor.handle_timer(now))
             self._apply_invoker(self.invoker.handle_timer(now))
+            self._apply(self.sessions.handle_timer(now))
 
 def _earliest(a: int | None, b: int | None) -> int | None:
     if a is None:

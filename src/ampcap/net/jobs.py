@@ -44,10 +44,20 @@ __all__ = ["Jobs", "LocalHandler"]
 log = logging.getLogger("ampcap.daemon")
 
 INTERNAL = 5001
+BAD_REQUEST, TIMEOUT = 4001, 5003
 
 # A capability implemented in-process (the Python API): params + context in,
 # result out. Manifest bindings go through the BindingRunner instead.
 LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
+
+
+class _Question:
+    __slots__ = ("done", "answer", "reason")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.answer: str | None = None
+        self.reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -68,6 +78,7 @@ class Jobs:
         self._handlers = dict(handlers)
         self._runner = BindingRunner()
         self._running: dict[InvokeKey, _RunningJob] = {}
+        self._questions: dict[bytes, _Question] = {}  # INPUT_REQUIRED id -> the job's ask waiting for it
         self.nursery: trio.Nursery | None = None  # the daemon's, once it runs
         self.stats = {"invokes": 0, "completed": 0}
         self.usage = UsageStats()  # per capability id; logged when the daemon drains
@@ -107,8 +118,12 @@ class Jobs:
             if pct is not None and key in self._running:
                 self._apply(self._executor.progress(key, pct, text, now_ms=self._clock.wall_ms()))
 
+        async def ask(prompt: str, options: list[str] | None, timeout_ms: int | None) -> str:
+            return await self._ask(job, prompt, options, timeout_ms)
+
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
-                                progress_sink=progress, clock_ms=self._clock.wall_ms, delegator=job.delegator)
+                                progress_sink=progress, clock_ms=self._clock.wall_ms, delegator=job.delegator,
+                                ask_sink=ask)
         result: Any = None
         error: AmpError | None = None
         try:
@@ -133,6 +148,36 @@ class Jobs:
             self._end(running, error=AmpError(self._executor.config.shutdown_code, "daemon shutting down"))
             raise
         self._end(running, result=result, error=error)
+
+    async def _ask(self, job: Job, prompt: str, options: list[str] | None, timeout_ms: int | None) -> str:
+        """RFC 006 §6.3 at the edge: send INPUT_REQUIRED, wait for the
+        answer (or ``timeout_ms``, at most the invoke's own deadline)."""
+        now = self._clock.wall_ms()
+        left = max(1, job.deadline_ms - now)
+        wait_ms = min(timeout_ms, left) if timeout_ms is not None else left
+        qid, actions = self._executor.input_required(job.key, prompt, options, wait_ms, now_ms=now)
+        if qid is None:
+            raise AmpError(TIMEOUT, "the invocation has already ended")
+        question = self._questions[qid] = _Question()
+        try:
+            self._apply(actions)
+            with trio.move_on_after(wait_ms / 1000):
+                await question.done.wait()
+        finally:
+            self._questions.pop(qid, None)
+            self._executor.forget_question(qid)
+        if not question.done.is_set():
+            raise AmpError(TIMEOUT, "no input from the caller in time")
+        if question.answer is None:
+            raise AmpError(BAD_REQUEST, f"the caller declined to answer: {question.reason or 'no reason given'}")
+        return question.answer
+
+    def answer(self, question_id: bytes, answer: str | None, reason: str | None) -> None:
+        """The caller's answer (``answer``) or refusal (``reason``) to a question."""
+        question = self._questions.get(question_id)
+        if question is not None and not question.done.is_set():
+            question.answer, question.reason = answer, reason
+            question.done.set()
 
     def _end(self, running: _RunningJob, *, result: Any = None, error: AmpError | None = None) -> None:
         """Hand a task-run job's outcome to the executor, unless the job has

@@ -56,7 +56,10 @@ from ..files.identity import load_or_create
 from ..wire.identity import Identity, KeyResolver
 from ..wire.registry import MessageType
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
+from ..store.database import StateStore
+from ..session.record import ThreadMode
 from .clock import SYSTEM_CLOCK, Clock
+from .sessions import Session
 from .daemon import RELAY_DID, Daemon, DaemonConfig, Link
 from .url import AmpUrl, parse_url
 
@@ -71,6 +74,7 @@ __all__ = ["Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationCo
 
 F = TypeVar("F", bound=Callable[..., Any])
 ProgressCallback = Callable[[int | None, str | None], Any]
+InputCallback = Callable[[str, tuple[str, ...] | None], Any]  # -> str (the answer) or None (decline)
 InvocationContext = RunnerContext  # what a ``ctx`` parameter receives
 _CONTEXT_PARAM = "ctx"
 _DRAFT7 = "http://json-schema.org/draft-07/schema#"
@@ -118,13 +122,15 @@ class _Registered(msgspec.Struct, frozen=True):
     notes: str | None
     aliases: tuple[str, ...]
     handler: Callable[[Any, RunnerContext], Awaitable[Any]]
+    idempotent: bool = False  # R19: an invoke a restart interrupted runs again on retry
 
     def manifest_entry(self) -> dict[str, Any]:
         """This capability as a manifest table: the Python API's capabilities
         pass the same checks as a manifest file's."""
         return {"name": self.name, "version": self.version, "input_schema": self.schema,
                 "output_schema": self.output_schema, "binding": {"python": f"{__name__}:_local_only"},
-                **({"notes": self.notes} if self.notes else {}), **({"aliases": list(self.aliases)} if self.aliases else {})}
+                **({"notes": self.notes} if self.notes else {}), **({"aliases": list(self.aliases)} if self.aliases else {}),
+                **({"idempotent": True} if self.idempotent else {})}
 
 
 def _load_identity(identity: Identity | str | os.PathLike[str] | None) -> Identity:
@@ -303,9 +309,12 @@ class Peer:
                  policy: Policy | str | os.PathLike[str] = ALLOW_ALL, resolver: KeyResolver | None = None,
                  config: DaemonConfig = DaemonConfig(), clock: Clock = SYSTEM_CLOCK,
                  manifest: Manifest | str | os.PathLike[str] | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, store: StateStore | None = None) -> None:
         self.identity = _load_identity(identity)
         self.tls = tls
+        # Durable state (R19): StateStore.open(directory) keeps the invoke
+        # journal across restarts; None keeps everything in memory.
+        self.store = store
         # Files are read now, so a mistake in one fails here, not at serve().
         if isinstance(policy, (str, os.PathLike)):
             from ..files.policy import load_policy
@@ -332,7 +341,7 @@ class Peer:
 
     def capability(self, name: str, version: str = "1.0.0", *, schema: Mapping[str, Any] | None = None,
                    output_schema: Mapping[str, Any] | bool = True, notes: str | None = None,
-                   aliases: Sequence[str] = ()) -> Callable[[F], F]:
+                   aliases: Sequence[str] = (), idempotent: bool = False) -> Callable[[F], F]:
         """Decorator: offer ``fn`` as capability ``name:version``.
 
         The function is called with the invoke's params as keyword arguments
@@ -347,7 +356,8 @@ class Peer:
             input_schema = dict(schema) if schema is not None else schema_from_signature(fn)
             out = dict(output_schema) if isinstance(output_schema, Mapping) else output_schema
             reg = _Registered(name=name, version=version, schema=input_schema, output_schema=out,
-                              notes=notes or _first_line(fn.__doc__), aliases=tuple(aliases), handler=_adapt(fn))
+                              notes=notes or _first_line(fn.__doc__), aliases=tuple(aliases), handler=_adapt(fn),
+                              idempotent=idempotent)
             _check_registration(reg, self._registered)  # here, where the mistake is, not at serve()
             self._registered.append(reg)
             return fn
@@ -385,7 +395,7 @@ class Peer:
         catalog = Catalog(specs, cursor_key=os.urandom(32))
         return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
                       params=ParamsValidator(SchemaStore(bundles, offline=True)), resolver=self.resolver,
-                      handlers=handlers, clock=self.clock, ssl_context=self.tls)
+                      handlers=handlers, clock=self.clock, ssl_context=self.tls, store=self.store)
 
     @asynccontextmanager
     async def _running(self) -> AsyncIterator[Daemon]:
@@ -504,7 +514,8 @@ class Peer:
                     link.driver.close()
                     raise CallsItself(self.did)
             try:
-                yield Remote(daemon, link, to=relay_to)
+                yield Remote(daemon, link, to=relay_to, url=None if relay_to is not None else url,
+                             ssl_context=ssl_context)
             finally:
                 link.driver.close()
                 with trio.CancelScope(shield=True), trio.move_on_after(2):
@@ -538,10 +549,13 @@ class Server(msgspec.Struct, frozen=True):
 class Remote:
     """One open connection to another agent, seen from the caller's side."""
 
-    def __init__(self, daemon: Daemon, link: Link, *, to: str | None = None) -> None:
+    def __init__(self, daemon: Daemon, link: Link, *, to: str | None = None, url: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self._daemon = daemon
         self._link = link
         self._to = to  # through a relay: the agent calls are addressed to
+        self._url = url  # where a session dials again after a lost connection
+        self._ssl = ssl_context
 
     @property
     def did(self) -> str:
@@ -572,7 +586,8 @@ class Remote:
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
                      negotiate: Negotiate | None = None, params: Any = None, timeout: float = 60.0,
                      on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False,
-                     encrypt: bool = False, delegation: Any = None) -> Any:
+                     encrypt: bool = False, delegation: Any = None,
+                     on_input: InputCallback | None = None) -> Any:
         """CAP_INVOKE and wait for the one outcome; returns the result.
 
         ``delegation`` invokes on a delegator's behalf (RFC 005): a chain of
@@ -589,7 +604,10 @@ class Remote:
         seconds pass without a terminal reply, or, when the connection ends
         first, the code and reason that ended it (5002 without a code: the
         peer closed it). ``on_progress(pct, text)``
-        (plain or async) sees every PROGRESS. ``retry=True`` resends the same
+        (plain or async) sees every PROGRESS; ``on_input(prompt, options)``
+        (plain or async) answers the provider's questions (RFC 006
+        INPUT_REQUIRED) with a string, or None to decline (without it every
+        question is declined). ``retry=True`` resends the same
         message after a local timeout or a retryable ERROR (RFC 001 §16.3; the
         provider runs it once; a CAP_RESULT error is final). ``encrypt=True``
         sends the invoke authcrypted (RFC 001 §8.5) to the peer's X25519 key
@@ -600,7 +618,8 @@ class Remote:
         evidence = None if delegation is None else evidence_body(delegation)
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
-                                               to=self._to, encrypt=encrypt, delegation=evidence)
+                                               to=self._to, encrypt=encrypt, delegation=evidence,
+                                               on_input=on_input)
 
     # RFC 005 DELEG_* messages: the peer as delegate, verifier or publisher.
 
@@ -629,6 +648,47 @@ class Remote:
 
     async def _deleg(self, typ: int, body: dict[str, Any], timeout: float) -> Any:
         return await self._daemon.calls.request(self._link, int(typ), body, timeout_ms=_ms(timeout), to=self._to)
+
+    def new_session(self, *, pin: Mapping[str, str] | None = None, independent: bool = False,
+                    expires_in: float = 3600.0, purpose: str | None = None, reconnect_attempts: int = 5) -> Session:
+        """An RFC 006 session not opened yet (``await s.open()``; ``close()`` it
+        when done, or let it expire). :meth:`session` does both around a block."""
+        if self._to is not None:
+            raise ValueError("sessions through a relay are not supported")
+        return Session(self._daemon, self._link, url=self._url, pin=pin,
+                       mode=ThreadMode.INDEPENDENT if independent else ThreadMode.COUPLED,
+                       expires_in_ms=_ms(expires_in), purpose=purpose, ssl_context=self._ssl,
+                       reconnect_attempts=reconnect_attempts)
+
+    @asynccontextmanager
+    async def session(self, *, pin: Mapping[str, str] | None = None, independent: bool = False,
+                      expires_in: float = 3600.0, purpose: str | None = None,
+                      reconnect_attempts: int = 5) -> AsyncIterator[Session]:
+        """An RFC 006 session for the block (see :mod:`ampcap.net.sessions`):
+        ``pin`` maps capability names to the full ids they keep for the whole
+        session (4003 if the provider cannot serve one). A lost connection is
+        dialled again and the session resumed, up to ``reconnect_attempts``."""
+        session = self.new_session(pin=pin, independent=independent, expires_in=expires_in, purpose=purpose,
+                                   reconnect_attempts=reconnect_attempts)
+        await session.open()
+        try:
+            yield session
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                try:
+                    await session.close()
+                except AmpError:
+                    pass  # the session ends with its expiry instead
+
+    def existing_session(self, session_id: bytes, *, reconnect_attempts: int = 2) -> Session:
+        """A handle on a session opened earlier (by this identity, perhaps in
+        another process): ``await s.resume()`` first (it learns the mode and
+        the pins), then invoke, ``close()``... Nothing is sent until then."""
+        session = Session(self._daemon, self._link, url=self._url, pin=None, mode=ThreadMode.COUPLED,
+                          expires_in_ms=1, purpose=None, ssl_context=self._ssl,
+                          reconnect_attempts=reconnect_attempts)
+        session.client.session_id = bytes(session_id)
+        return session
 
     def on_declare(self, callback: Callable[[Any], None] | None) -> None:
         """Call ``callback(body)`` for every CAP_DECLARE the other side

@@ -259,6 +259,12 @@ class InvokeCache:
             return
         self._keep(key, fingerprint, expires_at, terminal, now_ms)
 
+    def restore(self, key: InvokeKey, fingerprint: bytes, terminal: Terminal, *, expires_at: int,
+                now_ms: int) -> None:
+        """A finished invocation read back from the journal after a restart
+        (R19): DONE, with the terminal message's bytes as first sent."""
+        self.remember(key, fingerprint, terminal, expires_at=expires_at, now_ms=now_ms)
+
     def _keep(self, key: InvokeKey, fingerprint: bytes, expires_at: int, terminal: Terminal, now_ms: int) -> None:
         self._entries[key] = (fingerprint, expires_at, terminal)
         self._bytes += ENTRY_OVERHEAD + len(terminal.wire)

@@ -72,6 +72,8 @@ from ..wire.receive import Inbound
 from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
 from .dedupe import CacheStatus, InvokeCache, InvokeKey, Terminal
+from .journal import JournalRecord, JournalState, Persist
+from .questions import Questions, question_body
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
@@ -228,7 +230,9 @@ class Audit(msgspec.Struct, frozen=True):
         return audit_line(self.decision)
 
 
-Action = Send | Execute | Cancel | Log | Audit
+Action = Send | Execute | Cancel | Log | Audit | Persist
+
+INTERRUPTED = "interrupted by a restart; retry with a new id"
 
 
 class ExecutorConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -306,6 +310,8 @@ class _Deferred:
 class _Running(msgspec.Struct):
     job: Job
     state: InvokeState
+    fingerprint: bytes
+    expires_at: int
 
 
 # --------------------------------------------------------------- executor
@@ -315,10 +321,13 @@ class Executor:
     def __init__(self, *, registry: CapabilityDirectory | None, resolver: CapabilityResolver,
                  params: ParamsChecker, seal: Callable[[Outbound, int], Outbound],
                  policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
-                 config: ExecutorConfig = ExecutorConfig(), delegation: ChainVerifier | None = None) -> None:
+                 config: ExecutorConfig = ExecutorConfig(), delegation: ChainVerifier | None = None,
+                 journal: bool = False) -> None:
         """``seal`` signs a terminal reply the way its connection would
         (:class:`~ampcap.peer.sealing.Sealer`): the result carries its wire
-        bytes, kept for retries (R8)."""
+        bytes, kept for retries (R8). ``journal``: emit :class:`Persist`
+        actions carrying those bytes (ruling R19; see peer/journal.py)."""
+        self.journal = journal
         self._registry = registry
         self.delegation = delegation  # None: every body.delegation is refused 3004
         self._resolver = resolver
@@ -331,6 +340,7 @@ class Executor:
         self._cache = InvokeCache(max_entries=config.cache_entries, max_bytes=config.cache_bytes,
                                   max_waiters=config.max_waiters)
         self._running: dict[InvokeKey, _Running] = {}
+        self._questions = Questions()  # INPUT_REQUIRED id -> the invoke that asks (RFC 006 §6.3)
         self._deadlines: DeadlineQueue[InvokeKey] = DeadlineQueue()
         self._closing = False
 
@@ -419,9 +429,14 @@ class Executor:
         if decision is not None:
             actions.append(Audit(decision))
         self._limits.acquire(conn)  # room was checked in step 2, nothing ran since
-        self._cache.start(key, inbound.fingerprint, conn, expires_at=env.ts + env.ttl)
-        self._running[key] = _Running(job, state)
+        expires_at = env.ts + env.ttl
+        self._cache.start(key, inbound.fingerprint, conn, expires_at=expires_at)
+        self._running[key] = _Running(job, state, inbound.fingerprint, expires_at)
         self._deadlines.set(key, job.deadline_ms)
+        if self.journal:  # committed before the job may have any effect
+            actions.append(Persist((JournalRecord(key=key, fingerprint=inbound.fingerprint,
+                                                  capability_id=job.capability_id, state=JournalState.RUNNING,
+                                                  expires_at=max(expires_at, job.deadline_ms)),)))
         actions.append(Execute(job=job))
         return actions
 
@@ -637,8 +652,46 @@ class Executor:
         if run is None:
             return []  # already ended: nothing may follow the terminal message
         run.state = advance(run.state, InvokeInput.PROVISIONAL)
+        session = run.job.session
+        if session is not None and session.get("session_scope") is True:
+            body["session"] = dict(session)  # RFC 006 §4.4: provisional replies carry the signed context
         out = self._reply(run.job, typ, body)
         return [Send(conn, out) for conn in self._cache.waiters(key)]
+
+    # ----------------------------------------------------- INPUT_REQUIRED
+
+    def input_required(self, key: InvokeKey, prompt: str, options: list[str] | None, timeout_ms: int | None,
+                       *, now_ms: int) -> tuple[bytes | None, list[Action]]:
+        """RFC 006 §6.3: the job asks its caller (peer/questions.py). Returns
+        the question's id (the INPUT_REQUIRED message id, which the answer's
+        ``reply_to`` names; None when the invoke has already ended) and the
+        messages to send."""
+        run = self._running.get(key)
+        if run is None:
+            return None, []
+        body = question_body(prompt, options, timeout_ms)
+        run.state = advance(run.state, InvokeInput.PROVISIONAL)
+        session = run.job.session
+        if session is not None and session.get("session_scope") is True:
+            body["session"] = dict(session)
+        # Sealed here (like a terminal reply) so that its id, which the answer
+        # must name, is known before it is sent.
+        out = self._seal(self._reply(run.job, int(MessageType.INPUT_REQUIRED), body), now_ms)
+        qid = out.msg_id
+        assert qid is not None
+        self._questions.ask(qid, key)
+        return qid, [Send(conn, out) for conn in self._cache.waiters(key)]
+
+    def asking(self, question_id: bytes | None) -> bool:
+        return question_id is not None and question_id in self._questions
+
+    def on_input(self, inbound: Inbound) -> tuple[bytes, str | None, str | None]:
+        """The caller's answer to a question: ``(question id, answer, None)``
+        or ``(question id, None, reason declined)``; AmpError 3001, 4001, 1001."""
+        return self._questions.answer(inbound.envelope.reply_to, inbound.envelope.sender, inbound.body)
+
+    def forget_question(self, question_id: bytes) -> None:
+        self._questions.forget(question_id)
 
     def get_timer(self) -> int | None:
         """The earliest job deadline, for the daemon to arm."""
@@ -672,6 +725,20 @@ class Executor:
         connection still gets their outcome."""
         self._cache.drop_waiter(conn)
 
+    def session_of(self, sender: str, msg_id: bytes) -> Mapping[str, Any] | None:
+        """The signed session context of ``sender``'s running invoke ``msg_id``
+        when it is session-scoped (RFC 006 §4.4), else None."""
+        run = self._running.get(InvokeKey(sender, msg_id))
+        session = run.job.session if run is not None else None
+        return session if session is not None and session.get("session_scope") is True else None
+
+    def knows(self, inbound: Inbound, now_ms: int) -> bool:
+        """Has this very invoke been seen (running, done, or a conflict)? Then
+        the cache answers it, before any newer check could refuse it."""
+        env = inbound.envelope
+        return self._cache.lookup(InvokeKey(env.sender, env.id), inbound.fingerprint, now_ms).status \
+            is not CacheStatus.NEW
+
     @property
     def running(self) -> int:
         return len(self._running)
@@ -692,7 +759,45 @@ class Executor:
         self._limits.release(run.job.conn)
         # Sealed once, here: every waiter, and every later retry, gets these bytes (R8).
         terminal = self._seal(self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded), now_ms)
-        return [Send(conn, terminal) for conn in self._cache.finish(key, _terminal(terminal), now_ms)]
+        kept = _terminal(terminal)
+        sends: list[Action] = [Send(conn, terminal) for conn in self._cache.finish(key, kept, now_ms)]
+        if self.journal:  # committed before the terminal message leaves
+            record = JournalRecord(key=key, fingerprint=run.fingerprint, capability_id=run.job.capability_id,
+                                   state=JournalState.DONE, expires_at=max(run.expires_at, now_ms),
+                                   terminal=kept)
+            return [Persist((record,)), *sends]
+        return sends
+
+    # ----------------------------------------------------------- restart
+
+    def preload(self, records: list[JournalRecord], now_ms: int,
+                idempotent: Callable[[str], bool]) -> list[JournalRecord]:
+        """Restore what the journal kept across a restart (R19). DONE records
+        answer their retries with the same bytes; a RUNNING one was cut
+        short by the restart: unless ``idempotent(capability_id)`` (then a
+        retry runs it again), it is closed now with CAP_RESULT 5002, sealed
+        once here, which the returned records (to write) keep for the next
+        restart too."""
+        closed: list[JournalRecord] = []
+        for record in records:
+            if record.expires_at < now_ms:
+                continue
+            if record.state is JournalState.RUNNING:
+                if idempotent(record.capability_id):
+                    continue  # unknown to the cache: its retry runs again
+                body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
+                # Not encrypted even if the invoke was: the journal does not
+                # keep that (a plain 5002 says nothing of the invoke's content).
+                sealed = self._seal(Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
+                                             to=record.key.sender, body_cbor=dumps(body)), now_ms)
+                record = JournalRecord(key=record.key, fingerprint=record.fingerprint,
+                                       capability_id=record.capability_id, state=JournalState.DONE,
+                                       expires_at=record.expires_at, terminal=_terminal(sealed))
+                closed.append(record)
+            assert record.terminal is not None
+            self._cache.restore(record.key, record.fingerprint, record.terminal,
+                                expires_at=record.expires_at, now_ms=now_ms)
+        return closed
 
     @staticmethod
     def _reply(job: Job, typ: int, body: dict[str, Any], encoded: bytes | None = None) -> Outbound:

@@ -78,7 +78,8 @@ __all__ = [
 
 BAD_REQUEST, TIMEOUT = 4001, 5003
 _T = MessageType
-_PROVISIONAL = {int(_T.ACK): "ack", int(_T.PROCESSING): "processing", int(_T.PROGRESS): "progress"}
+_PROVISIONAL = {int(_T.ACK): "ack", int(_T.PROCESSING): "processing", int(_T.PROGRESS): "progress",
+                int(_T.INPUT_REQUIRED): "input_required"}
 # PROC_OK and RESPONSE end a plain request (start_request: the DELEG_* messages).
 _REQUEST_ANSWERS = frozenset({int(_T.PROC_OK), int(_T.RESPONSE)})
 _FINAL_TYPES = frozenset({int(_T.ERROR), int(_T.CAP_RESULT), int(_T.CAP_DECLARE)}) | _REQUEST_ANSWERS
@@ -151,9 +152,24 @@ def _advance(state: CallState, event: CallInput) -> CallState:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InvokeProgress:
     handle: Handle
-    kind: str  # "ack", "processing" or "progress"
+    kind: str  # "ack", "processing", "progress" or "input_required"
     pct: int | None = None
     text: str | None = None
+    # input_required (RFC 006 §6.3): the question, and what the answer must name
+    question: InputQuestion | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputQuestion:
+    """An INPUT_REQUIRED the provider sent mid-call."""
+
+    message_id: bytes  # the answer's reply_to
+    sender: str
+    thread_id: bytes | None
+    prompt: str
+    options: tuple[str, ...] | None
+    timeout_ms: int | None
+    session: Mapping[str, Any] | None  # the signed context, echoed in the answer
 
 
 class InvokeRetrying(msgspec.Struct, frozen=True, kw_only=True):
@@ -279,13 +295,16 @@ class Invoker:
     def start_invoke(self, conn: Hashable, target: Target, params: Any, *, timeout_ms: int | None = None,
                      retry: RetryPolicy | None = None, to: str | None = None,
                      thread_id: bytes | None = None, encrypt: bool = False,
-                     delegation: Mapping[str, Any] | None = None,
+                     delegation: Mapping[str, Any] | None = None, session: Mapping[str, Any] | None = None,
                      now_ms: int) -> tuple[Handle, Outbound]:
         """Begin a CAP_INVOKE. ``timeout_ms`` is the local deadline per attempt
         and is also sent in the body, so the provider gives up no later.
-        ``encrypt`` sends it authcrypted to ``to`` (RFC 001 §8.5)."""
+        ``encrypt`` sends it authcrypted to ``to`` (RFC 001 §8.5).
+        ``session`` is the signed RFC 006 context (``body.session``)."""
         timeout = timeout_ms if timeout_ms is not None else self.config.default_timeout_ms
         body = invoke_body(target, params, timeout, delegation)
+        if session is not None:
+            body["session"] = dict(session)
         return self._start(_Kind.INVOKE, conn, int(_T.CAP_INVOKE), body, timeout, retry, to, thread_id,
                            target if isinstance(target, str) else None, now_ms, encrypt)
 
@@ -327,6 +346,19 @@ class Invoker:
         self._timers.set(handle, now_ms + timeout_ms)
         return handle, out
 
+    def resend(self, conn: Hashable, out: Outbound, *, timeout_ms: int, now_ms: int) -> Handle:
+        """Send an invoke again, unchanged (same id, ts, signature), on
+        another connection: after a lost connection (RFC 006 §7.2), the
+        provider recognises it (R8) and answers with its first outcome."""
+        if out.msg_id is None or out.typ != int(_T.CAP_INVOKE):
+            raise LocalProtocolError(BAD_REQUEST, "only a CAP_INVOKE with its id can be resent")
+        handle = out.msg_id
+        self._finished.pop(handle, None)
+        self._calls[handle] = _Call(kind=_Kind.INVOKE, conn=conn, out=out, timeout_ms=timeout_ms, retry=None,
+                                    peer=out.to if isinstance(out.to, str) else None, capability_id=None)
+        self._timers.set(handle, now_ms + timeout_ms)
+        return handle
+
     def abandon(self, handle: Handle) -> None:
         """The caller lost interest: forget the call; no outcome is reported."""
         if self._calls.pop(handle, None) is not None:
@@ -356,6 +388,8 @@ class Invoker:
         kind = _PROVISIONAL.get(env.typ)
         if kind is not None:
             call.state = _advance(call.state, CallInput.PROVISIONAL)
+            if env.typ == _T.INPUT_REQUIRED:
+                return [self._question(handle, env, body)]
             return [self._progress(handle, kind, body)]
         if env.typ == _T.ERROR:
             err, retryable = _error_from_error_body(body)
@@ -394,6 +428,15 @@ class Invoker:
             err = AmpError(BAD_REQUEST, "reply_to does not match a pending request", path="reply_to")
             actions.append(Send(conn, error_reply(env, err)))
         return actions
+
+    def _question(self, handle: Handle, env: Envelope, body: Any) -> InvokeProgress:
+        # The body passed its CDDL rule (input-required-body) in the receive pipeline.
+        options = body.get("options")
+        session = body.get("session")
+        return InvokeProgress(handle=handle, kind="input_required", text=body["prompt"], question=InputQuestion(
+            message_id=env.id, sender=env.sender, thread_id=env.thread_id, prompt=body["prompt"],
+            options=tuple(options) if options is not None else None, timeout_ms=body.get("timeout_ms"),
+            session=session if isinstance(session, dict) else None))
 
     def _progress(self, handle: Handle, kind: str, body: Any) -> InvokeProgress:
         pct = text = None

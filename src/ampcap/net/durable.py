@@ -1,0 +1,124 @@
+"""The daemon's durable state at the edge (ruling R19): restoring the invoke
+journal and the session records at start, and the batches that commit what
+the core asks to keep before its effects happen.
+
+The executor emits ``Persist`` (journal records), the session provider
+``SaveSession`` (session records), each inside the action list whose
+effects depend on them. :meth:`DurableState.hold` keeps such a list whole;
+once per event-loop tick :meth:`flush` commits every record collected in one
+transaction (plus the checkpoints session-scoped invokes advanced), then
+hands the held lists back to the daemon to apply: a job starts only after
+its ``running`` row is committed, a terminal reply leaves only after its
+``done`` row. With the store in memory nothing is held (the daemon never
+builds a :class:`DurableState`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from ..caps.catalog import Catalog
+from ..display import MESSAGE_LIMIT, shown
+from ..peer.executor import Executor
+from ..peer.journal import Persist
+from ..peer.logthrottle import LogThrottle
+from ..session.provider import SaveSession, SessionProvider
+from ..store.database import StateStore
+from ..store.journal import SqliteJournal
+from ..store.sessions import SqliteSessions
+from .clock import Clock
+
+__all__ = ["DurableState", "holds"]
+
+log = logging.getLogger("ampcap.daemon")
+
+PRUNE_EVERY_MS = 60_000
+
+
+def holds(actions: list[Any]) -> bool:
+    """Does this action list carry records to commit before its effects?"""
+    return any(type(action) is Persist or type(action) is SaveSession for action in actions)
+
+
+class DurableState:
+    def __init__(self, store: StateStore, executor: Executor, sessions: SessionProvider, catalog: Catalog,
+                 clock: Clock, apply: Callable[[list[Any]], None], throttle: LogThrottle) -> None:
+        self.store = store
+        self.journal = SqliteJournal(store)
+        self.session_store = SqliteSessions(store)
+        self._executor = executor
+        self._sessions = sessions
+        self._clock = clock
+        self._apply = apply  # the daemon's: held actions become effects there
+        self._throttle = throttle
+        self._records: list[Any] = []  # journal records to commit before the held actions
+        self._saved: dict[bytes, Any] = {}  # session records, by session id (the latest wins)
+        self._held: list[list[Any]] = []  # action lists waiting for that commit
+        self._kick = trio.Event()
+        now = clock.wall_ms()
+        self._pruned_ms = now
+        records = self.journal.load(now)
+        closed = executor.preload(records, now, lambda cid: bool(getattr(catalog.get(cid), "idempotent", False)))
+        self.journal.write(closed)
+        if records:
+            log.info("journal: %d invokes restored from %s (%d interrupted by the restart)", len(records),
+                     store.path, len(closed))
+        kept = self.session_store.load(now)
+        self.session_store.write(sessions.preload(kept, now))
+        if kept:
+            log.info("sessions: %d restored from %s (%d live)", len(kept), store.path,
+                     sum(1 for r in sessions.sessions.values() if r.live))
+
+    def hold(self, actions: list[Any]) -> None:
+        """Keep ``actions`` until their records are committed."""
+        rest = []
+        for action in actions:
+            if type(action) is Persist:
+                self._records.extend(action.records)
+            elif type(action) is SaveSession:
+                self._saved[action.record.session_id] = action.record
+            else:
+                rest.append(action)
+        self._held.append(rest)
+        self._kick.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._kick.wait()
+            self._kick = trio.Event()
+            # Wake-ups land after every task runnable in this tick has run,
+            # so their records share this one commit.
+            self.flush()
+
+    def flush(self, *, until_empty: bool = False) -> None:
+        """Commit the batch, then apply what waited for it. That may hold
+        more (an inline job completes on the spot): the next tick's batch,
+        or at once ``until_empty`` (the drain)."""
+        while self._held:
+            records, held, saved = self._records, self._held, self._saved
+            self._records, self._held, self._saved = [], [], {}
+            for record in self._sessions.take_dirty():  # checkpoints advanced by invokes, in the same commit
+                saved.setdefault(record.session_id, record)
+            try:
+                with self.store.transaction() as db:
+                    self.journal.write_rows(db, records)
+                    if saved:
+                        self.session_store.write_rows(db, saved.values())
+                now = self._clock.wall_ms()
+                if now - self._pruned_ms > PRUNE_EVERY_MS:
+                    self._pruned_ms = now
+                    self.journal.prune(now)
+            except Exception as exc:
+                # The replies still go out (exactly one per invoke, R5); only
+                # their survival of a restart is lost. Loud, and throttled.
+                self._throttle.log(log, "journal", logging.ERROR, self._clock.monotonic_ms(),
+                                   "state database write failed (replies sent, not journaled): %s",
+                                   shown(exc, MESSAGE_LIMIT))
+            for actions in held:
+                self._apply(actions)
+            if not until_empty:
+                return

@@ -1,0 +1,72 @@
+"""The executor's invoke journal over the state database (component ``journal``).
+
+Implements :class:`ampcap.peer.journal.InvokeJournal`. One row per accepted
+invoke, keyed ``(sender, msg_id)`` (RFC 001's idempotency key): the body
+fingerprint a retry must match, the capability (is it idempotent?), the
+state, when the row may go, and, once DONE, the terminal message as the
+executor sealed it (its signed, unframed bytes and their ``ts + ttl``): a
+retry after a restart gets those very bytes, which is what R8 and R19 ask
+(an authcrypted reply could not be sealed again to the same bytes).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+from ..peer.dedupe import InvokeKey, Terminal
+from ..peer.journal import JournalRecord, JournalState
+from .database import StateStore
+
+__all__ = ["SqliteJournal", "VERSION"]
+
+VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS invoke_journal (
+        sender TEXT NOT NULL,
+        msg_id BLOB NOT NULL,
+        fingerprint BLOB NOT NULL,
+        capability TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('running', 'done')),
+        expires_at INTEGER NOT NULL,
+        wire BLOB,
+        wire_expires_at INTEGER,
+        PRIMARY KEY (sender, msg_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS invoke_journal_expiry ON invoke_journal (expires_at)",
+)
+_UPSERT = ("INSERT OR REPLACE INTO invoke_journal (sender, msg_id, fingerprint, capability, state, expires_at, "
+           "wire, wire_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+class SqliteJournal:
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        store.ensure_schema("journal", VERSION, _SCHEMA)
+
+    def load(self, now_ms: int) -> list[JournalRecord]:
+        self.prune(now_ms)
+        records = []
+        for sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at in self.store.query(
+                "SELECT sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at "
+                "FROM invoke_journal"):
+            terminal = Terminal(bytes(wire), wire_expires_at) if wire is not None else None
+            records.append(JournalRecord(key=InvokeKey(sender, bytes(msg_id)), fingerprint=bytes(fingerprint),
+                                         capability_id=capability, state=JournalState(state),
+                                         expires_at=expires_at, terminal=terminal))
+        return records
+
+    def write_rows(self, db: sqlite3.Connection, records: Iterable[JournalRecord]) -> None:
+        """Within a transaction the caller holds (the daemon's batch)."""
+        db.executemany(_UPSERT, [(r.key.sender, r.key.msg_id, r.fingerprint, r.capability_id, r.state.value,
+                                  r.expires_at, *((r.terminal.wire, r.terminal.expires_at) if r.terminal is not None
+                                                  else (None, None)))
+                                 for r in records])
+
+    def write(self, records: Iterable[JournalRecord]) -> None:
+        with self.store.transaction() as db:
+            self.write_rows(db, records)
+
+    def prune(self, now_ms: int) -> int:
+        with self.store.transaction() as db:
+            return db.execute("DELETE FROM invoke_journal WHERE expires_at < ?", (now_ms,)).rowcount

@@ -1,0 +1,52 @@
+"""RFC 006 session records over the state database (component ``sessions``):
+the Session Store Profile. One row per session: its record (§4.3
+``session-record`` as CBOR, checkpoint and pins inside it) with the status
+and expiry beside it for queries. Rows are written in the daemon's batches,
+in the same transaction as the invoke journal, so a terminal reply and the
+checkpoint it advances are committed together or not at all; a failed write
+is never half applied (the transaction rolls back)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+from ..session.record import SessionRecord
+from ..wire.cbor import DecodeLimits, dumps, loads
+from .database import StateStore
+
+__all__ = ["SqliteSessions", "VERSION"]
+
+VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS sessions (
+        session_id BLOB PRIMARY KEY,
+        status TEXT NOT NULL,
+        expires_at INTEGER NOT NULL,
+        record BLOB NOT NULL
+    ) WITHOUT ROWID""",
+)
+_OWN = DecodeLimits(max_depth=64, max_items=1 << 32, max_bytes=1 << 30)
+# Ended sessions are kept this long after they end (an idempotent close, A.12,
+# and the audit of §2.2), then dropped.
+KEEP_ENDED_MS = 86_400_000
+
+
+class SqliteSessions:
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        store.ensure_schema("sessions", VERSION, _SCHEMA)
+
+    def load(self, now_ms: int) -> list[SessionRecord]:
+        with self.store.transaction() as db:
+            db.execute("DELETE FROM sessions WHERE expires_at < ? AND status IN ('closed', 'expired', 'failed')",
+                       (now_ms - KEEP_ENDED_MS,))
+        return [SessionRecord.from_wire(loads(row[0], _OWN)) for row in self.store.query("SELECT record FROM sessions")]
+
+    def write_rows(self, db: sqlite3.Connection, records: Iterable[SessionRecord]) -> None:
+        db.executemany("INSERT OR REPLACE INTO sessions (session_id, status, expires_at, record) VALUES (?, ?, ?, ?)",
+                       [(r.session_id, r.status.value, r.expires_at, dumps(r.to_wire())) for r in records])
+
+    def write(self, records: Iterable[SessionRecord]) -> None:
+        with self.store.transaction() as db:
+            self.write_rows(db, records)

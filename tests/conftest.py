@@ -1,0 +1,14 @@
+"""Session-wide test environment."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def pytest_configure(config: object) -> None:
+    # `ampcap serve` keeps durable state by default (R19) under
+    # $XDG_STATE_HOME/ampcap/<did>/: the daemons the tests start keep theirs in
+    # a throw-away directory, never in the user's home.
+    if "AMPCAP_TEST_KEEP_STATE_HOME" not in os.environ:
+        os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="ampcap-test-state-")

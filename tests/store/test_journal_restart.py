@@ -1,0 +1,184 @@
+"""Exactly once across ``kill -9`` (ruling R19): ``serve --state-dir`` keeps
+the invoke journal, a completed invoke retried after the restart gets the
+very bytes first sent and does not run again, an interrupted one gets 5002
+(or runs again when its capability is ``idempotent = true``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
+from amp_helpers import serve_process  # noqa: E402
+
+from ampcap.interop.probe import Probe, ProbeSettings  # noqa: E402
+from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.wire.identity import Identity  # noqa: E402
+from ampcap.wire.registry import MessageType  # noqa: E402
+
+RESULT = frozenset({int(MessageType.CAP_RESULT)})
+INTERIM = frozenset({int(MessageType.PROGRESS), int(MessageType.PROCESSING), int(MessageType.ACK)})
+SETTINGS = ProbeSettings(timeout_s=10.0, settle_s=0.2)
+
+
+def _manifest(tmp: Path) -> Path:
+    path = tmp / "slow.toml"
+    path.write_text("""
+[[capability]]
+name = "org.test.slow_idempotent"
+version = "1.0.0"
+idempotent = true
+input_schema = { type = "object" }
+output_schema = { type = "object" }
+binding = { python = "ampcap.caps.demo:sleep" }
+""")
+    return path
+
+
+async def _probe(url: str, ident: Identity) -> Probe:
+    probe = await Probe.open(parse_url(url), SETTINGS, identity=ident)
+    await probe.open_session()
+    return probe
+
+
+async def _exchange(url: str, ident: Identity, wire: bytes, request: Any, *, wait: bool = True) -> list[Any]:
+    probe = await _probe(url, ident)
+    try:
+        await probe.send_bytes(probe.frame(wire))
+        if not wait:
+            await trio.sleep(0.3)  # let it arrive and start
+            return []
+        ex = await probe.collect(request, RESULT, interim_types=INTERIM)
+        return ex.terminals
+    finally:
+        await probe.aclose()
+
+
+def _kill(proc: Any) -> None:
+    proc.proc.send_signal(signal.SIGKILL)
+    proc.proc.wait(10)
+
+
+@pytest.mark.trio
+async def test_after_kill_9_a_completed_invoke_is_the_same_bytes_and_a_running_one_5002(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    ident = Identity.generate(os.urandom)
+    args = ("--state-dir", str(state), "--manifest", str(_manifest(tmp_path)))
+    with serve_process(tmp_path, *args) as first:
+        probe = await _probe(first.url, ident)
+        peer = probe.peer_did
+        echo_env, echo_wire = probe.seal(MessageType.CAP_INVOKE, {"id": "org.ampcap.demo.echo:1.0.0",
+                                                                  "params": {"message": "once"}}, to=peer)
+        slow_env, slow_wire = probe.seal(MessageType.CAP_INVOKE, {"id": "org.ampcap.demo.sleep:1.0.0",
+                                                                  "params": {"ms": 60_000}}, to=peer)
+        idem_env, idem_wire = probe.seal(MessageType.CAP_INVOKE, {"id": "org.test.slow_idempotent:1.0.0",
+                                                                  "params": {"ms": 60_000}}, to=peer)
+        await probe.aclose()
+        before = await _exchange(first.url, ident, echo_wire, echo_env)
+        assert len(before) == 1 and before[0].envelope.body["status"] == "success"
+        await _exchange(first.url, ident, slow_wire, slow_env, wait=False)
+        await _exchange(first.url, ident, idem_wire, idem_env, wait=False)
+        _kill(first)
+    with serve_process(tmp_path, *args) as second:
+        assert second.did == peer
+        after = await _exchange(second.url, ident, echo_wire, echo_env)
+        assert [t.raw for t in after] == [before[0].raw]  # the same message: id, ts, signature
+        interrupted = await _exchange(second.url, ident, slow_wire, slow_env)
+        assert len(interrupted) == 1
+        body = interrupted[0].envelope.body
+        assert body["status"] == "error" and body["error"]["code"] == 5002
+        assert "interrupted by a restart" in body["error"]["message"]
+        again = await _exchange(second.url, ident, slow_wire, slow_env)
+        assert [t.raw for t in again] == [interrupted[0].raw]  # and it stays that answer
+        _kill(second)
+    with serve_process(tmp_path, *args) as third:
+        # The 5002 was journaled too: a third life gives the same bytes.
+        assert [t.raw for t in await _exchange(third.url, ident, slow_wire, slow_env)] == [interrupted[0].raw]
+        assert [t.raw for t in await _exchange(third.url, ident, echo_wire, echo_env)] == [before[0].raw]
+
+
+@pytest.mark.trio
+async def test_an_idempotent_capability_runs_again_after_the_restart(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    ident = Identity.generate(os.urandom)
+    args = ("--state-dir", str(state), "--manifest", str(_manifest(tmp_path)))
+    with serve_process(tmp_path, *args) as first:
+        probe = await _probe(first.url, ident)
+        env, wire = probe.seal(MessageType.CAP_INVOKE, {"id": "org.test.slow_idempotent:1.0.0",
+                                                        "params": {"ms": 5_000}}, to=probe.peer_did)
+        await probe.aclose()
+        await _exchange(first.url, ident, wire, env, wait=False)
+        _kill(first)
+    with serve_process(tmp_path, *args) as second:
+        probe = await _probe(second.url, ident)
+        try:
+            await probe.send_bytes(probe.frame(wire))  # the very same invoke: it runs again
+            ex = await probe.collect(env, RESULT, interim_types=INTERIM, timeout_s=15)
+        finally:
+            await probe.aclose()
+        assert len(ex.terminals) == 1
+        assert ex.terminals[0].envelope.body == {"status": "success", "result": {"slept_ms": 5_000}}
+
+
+def test_state_dir_none_and_bad_values(tmp_path: Path) -> None:
+    import subprocess
+
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    bad = subprocess.run([sys.executable, "-m", "ampcap.cli.main", "serve", "--demo", "--state-dir", ""],
+                         capture_output=True, text=True, env=env, timeout=30)
+    assert bad.returncode == 2 and "--state-dir" in bad.stderr and "Traceback" not in bad.stderr
+    with serve_process(tmp_path, "--state-dir", "none") as proc:
+        assert proc.terminate() == 0
+    assert not (tmp_path / "none").exists()
+
+
+def test_over_http_a_retry_after_kill_9_gets_the_same_bytes(tmp_path: Path) -> None:
+    """The journal holds for replies sent through the HTTP binding (a
+    ReplySink, not a connection): a CAP_INVOKE POSTed again after kill -9
+    gets the very CAP_RESULT bytes of its first answer, and does not run again."""
+    import time
+
+    import httpx
+
+    from ampcap.wire.bearer import mint
+    from ampcap.wire.envelope import seal
+
+    state = tmp_path / "state"
+    ident = Identity.generate(os.urandom)
+    headers = {"content-type": "application/cbor", "x-amp-transport-version": "1"}
+
+    def post(http: str, did: str, wire: bytes, *, token: bool = True) -> httpx.Response:
+        h = dict(headers)
+        if token:
+            h["authorization"] = "Bearer " + mint(ident, did, now_ms=int(time.time() * 1000), entropy=os.urandom)
+        return httpx.post(http + "/amp/v1/messages", content=wire, headers=h, timeout=10)
+
+    def http_line(proc: Any) -> tuple[str, str]:
+        assert proc.proc.stdout is not None
+        http, did = proc.proc.stdout.readline().split()
+        return http, did
+
+    invoke = hello = b""
+    with serve_process(tmp_path, "--http", "127.0.0.1:0", "--state-dir", str(state)) as first:
+        http, did = http_line(first)
+        now = int(time.time() * 1000)
+        _, hello = seal(ident, typ=MessageType.HELLO, to=did, body={"versions": ["1.0"]}, now_ms=now,
+                        entropy=os.urandom, ttl=60_000)
+        _, invoke = seal(ident, typ=MessageType.CAP_INVOKE, to=did, now_ms=now, entropy=os.urandom, ttl=600_000,
+                         body={"capability": "org.ampcap.demo.echo", "version": "1.0.0",
+                               "params": {"message": "once over http"}})
+        assert post(http, did, hello, token=False).status_code == 200
+        before = post(http, did, invoke)
+        assert before.status_code == 200
+        _kill(first)
+    with serve_process(tmp_path, "--http", "127.0.0.1:0", "--state-dir", str(state)) as second:
+        http, did2 = http_line(second)
+        assert did2 == did
+        after = post(http, did, invoke)
+        assert after.status_code == 200 and after.content == before.content
