@@ -56,6 +56,8 @@ CLIENT_DATACLASSES = {
     "ampcap.caps.semver.Version",  # a cached comparison key: field(init=False, compare=False)
     "ampcap.deleg.chain.Decision",  # dataclasses.replace in the executor
     "ampcap.deleg.chain.VerifierConfig",  # dataclasses.replace in the daemon
+    "ampcap.deleg.scope.EffectiveScope",  # a cached flag: field(init=False)
+    "ampcap.session.record.SessionRecord",  # dataclasses.replace in the session provider
     "ampcap.peer.config.ConnectionConfig",  # dataclasses.replace in the daemon, relay and HTTP clients
     "ampcap.peer.invoker.InvokeProgress",
     "ampcap.peer.limits.InFlightLimits",  # counters: field(init=False)

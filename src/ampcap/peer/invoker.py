@@ -159,8 +159,7 @@ class InvokeProgress:
     question: InputQuestion | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InputQuestion:
+class InputQuestion(msgspec.Struct, frozen=True, kw_only=True):
     """An INPUT_REQUIRED the provider sent mid-call."""
 
     message_id: bytes  # the answer's reply_to
