@@ -71,10 +71,11 @@ def test_to_wire_without_sig() -> None:
 
 def test_ossa_metadata_never_on_the_wire() -> None:
     d = Descriptor.from_wire(wire())
-    from dataclasses import replace
     import datetime
 
-    d2 = replace(d, stability=Stability.DEPRECATED, deprecated_by="x:2.0.0",
+    import msgspec
+
+    d2 = msgspec.structs.replace(d, stability=Stability.DEPRECATED, deprecated_by="x:2.0.0",
                  sunset_date=datetime.date(2027, 1, 1), aliases=("old",))
     assert d2.to_wire() == d.to_wire()
 

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
 from amp_helpers import serve_process  # noqa: E402
@@ -25,8 +26,10 @@ NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap
 # A command line naming query or invoke builds only their parser.
 OTHER_COMMANDS = ("ampcap.cli.caps", "ampcap.cli.dump", "ampcap.cli.interop", "ampcap.cli.keys")
 # --help builds the parser only: no event loop, no codec, no schemas either.
+# Nor msgspec (~7 ms): the modules --help loads (errors, url, frames,
+# identity) keep dataclasses for that reason.
 NEVER_FOR_HELP = (*NEVER_FOR_A_CLIENT, "trio", "ampcap.net.daemon", "ampcap.schema.engine", "cddlparser",
-                  "ampcap.caps.manifest")
+                  "ampcap.caps.manifest", "msgspec")
 
 _PROBE = """
 import contextlib, io, json, sys
@@ -36,14 +39,48 @@ with contextlib.redirect_stdout(io.StringIO()):
         status = main.main(sys.argv[1:])
     except SystemExit as exc:
         status = exc.code
-print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
+import dataclasses
+made = sorted(f"{name}.{v.__qualname__}" for name, mod in list(sys.modules.items()) if name.startswith("ampcap")
+              for v in list(vars(mod).values())
+              if isinstance(v, type) and v.__module__ == name and dataclasses.is_dataclass(v))
+print(json.dumps({"status": status, "modules": sorted(sys.modules), "dataclasses": made}))
 """
+
+# Creating a dataclass costs ~0.5 ms at import (it compiles the source of
+# each generated method; slots=True builds the class twice), a msgspec
+# Struct ~0.01 ms: message, event and config classes a client call loads are
+# Structs. These few stay dataclasses, each for a reason (init=False fields,
+# or dataclasses.replace callers); a new one on the client path should be a
+# Struct (docs/performance.md, start-up) or be added here with its reason.
+CLIENT_DATACLASSES = {
+    "ampcap.caps.semver.Version",  # a cached comparison key: field(init=False, compare=False)
+    "ampcap.deleg.chain.Decision",  # dataclasses.replace in the executor
+    "ampcap.deleg.chain.VerifierConfig",  # dataclasses.replace in the daemon
+    "ampcap.deleg.scope.EffectiveScope",  # a cached flag: field(init=False)
+    "ampcap.session.record.SessionRecord",  # dataclasses.replace in the session provider
+    "ampcap.peer.config.ConnectionConfig",  # dataclasses.replace in the daemon, relay and HTTP clients
+    "ampcap.peer.invoker.InvokeProgress",
+    "ampcap.peer.limits.InFlightLimits",  # counters: field(init=False)
+    "ampcap.peer.policy.Pattern",  # a compiled regex: field(init=False, compare=False)
+    "ampcap.wire.cbor.DecodeLimits",  # dataclasses.replace in the daemon
+    # Loaded by --help too, which does not import msgspec (see NEVER_FOR_HELP).
+    "ampcap.net.url.AmpUrl", "ampcap.wire.frames.Frame", "ampcap.wire.identity.Identity",
+    "ampcap.wire.registry.ErrorInfo",
+    # Left as they were while the sessions branch changed these files.
+    "ampcap.net.bindings_runner.RunnerContext", "ampcap.net.bindings_runner.ThreadContext",
+    "ampcap.net.calls.CallOutcome", "ampcap.net.jobs._RunningJob",
+}
+
+
+def _report(tmp: Path, *argv: str) -> dict[str, Any]:
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp / "caller-config"))
+    done = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, env=env, timeout=60)
+    report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return report
 
 
 def _modules_after(tmp: Path, *argv: str) -> tuple[int, set[str]]:
-    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp / "caller-config"))
-    done = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, env=env, timeout=60)
-    report = json.loads(done.stdout.splitlines()[-1])
+    report = _report(tmp, *argv)
     return report["status"], set(report["modules"])
 
 
@@ -69,6 +106,15 @@ def test_a_client_call_imports_only_what_it_uses(tmp_path: Path) -> None:
             assert status == 0, argv
             assert "trio" in modules and "ampcap.net.daemon" in modules  # it did run the call
             assert _loaded(modules, (*NEVER_FOR_A_CLIENT, *OTHER_COMMANDS)) == [], argv
+
+
+def test_a_client_call_defines_its_classes_cheaply(tmp_path: Path) -> None:
+    (tmp_path / "server").mkdir()
+    with serve_process(tmp_path / "server") as daemon:
+        report = _report(tmp_path, "invoke", daemon.url, "org.ampcap.demo.math.add:1.0.0", "--params", '{"a": 1, "b": 2}')
+    assert report["status"] == 0
+    assert "ampcap.peer.events" in report["modules"] and "ampcap.wire.transport" in report["modules"]
+    assert sorted(set(report["dataclasses"]) - CLIENT_DATACLASSES) == []
 
 
 def test_the_command_table_names_every_subcommand_and_its_module() -> None:

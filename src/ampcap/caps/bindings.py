@@ -23,10 +23,11 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
+
+import msgspec
 
 from ..errors import AmpError
 
@@ -81,8 +82,7 @@ class InvocationContext(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PythonBinding:
+class PythonBinding(msgspec.Struct, frozen=True, kw_only=True):
     """``target`` is ``package.module:function`` (dotted attribute path allowed)."""
 
     target: str
@@ -106,14 +106,13 @@ class PythonBinding:
         return f"{self.target} (inline)" if self.inline else self.target
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommandBinding:
+class CommandBinding(msgspec.Struct, frozen=True, kw_only=True):
     """Run ``argv`` (no shell); params JSON on stdin, result JSON on stdout."""
 
     argv: tuple[str, ...]
     timeout_ms: int = DEFAULT_COMMAND_TIMEOUT_MS
     cwd: Path | None = None
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    env: Mapping[str, str] = msgspec.field(default_factory=lambda: MappingProxyType({}))
     max_output_bytes: int = 4 << 20
     # The tail of stderr goes to the local log on a failure; it reaches the
     # caller (error details) only when the manifest says so, because stderr
@@ -127,7 +126,7 @@ class CommandBinding:
             raise AmpError(4001, "command binding needs a non-empty list of strings")
         _check_timeout(self.timeout_ms)
         if not isinstance(self.env, MappingProxyType):
-            object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+            msgspec.structs.force_setattr(self, "env", MappingProxyType(dict(self.env)))
 
     def describe(self) -> str:
         return " ".join(self.argv)

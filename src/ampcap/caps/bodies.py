@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from ..schema.invoke import identity_violation
@@ -69,8 +70,7 @@ def _range(text: str, path: str) -> Range:
         raise AmpError(BAD_REQUEST, exc.message, path=f"body.{path}") from None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NegotiateHints:
+class NegotiateHints(msgspec.Struct, frozen=True, kw_only=True):
     """RFC 004 §6.4 ``cap-negotiate-hints``, parsed."""
 
     preferred: Version | None = None
@@ -78,8 +78,7 @@ class NegotiateHints:
     range: Range | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InvokeRequest:
+class InvokeRequest(msgspec.Struct, frozen=True, kw_only=True):
     """A CAP_INVOKE body that passed step 1 (shape and identity form)."""
 
     capability_id: str | None
@@ -173,8 +172,7 @@ def parse_invoke_body(body: Any) -> InvokeRequest:
 EVERY_CAPABILITY = "*"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueryRequest:
+class QueryRequest(msgspec.Struct, frozen=True, kw_only=True):
     """A CAP_QUERY body that passed the shape checks (RFC 004 §6.1, §6.4)."""
 
     filter: Mapping[str, Any]
@@ -274,8 +272,7 @@ def processing_body(text: str | None = None, eta_ms: int | None = None) -> dict[
 # imports peer.
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resolved:
+class Resolved(msgspec.Struct, frozen=True, kw_only=True):
     """Outcome of step 6: the descriptor that will run, with params adapted
     to it (a ``bridge`` policy may rewrite them), and the binding handle."""
 
@@ -287,7 +284,6 @@ class Resolved:
     adapt_result: Callable[[Any], Any] | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueryPage:
+class QueryPage(msgspec.Struct, frozen=True, kw_only=True):
     descriptors: tuple[Any, ...]  # caps.descriptor.Descriptor
     next_cursor: str | None = None  # R7 extension; None on the last page

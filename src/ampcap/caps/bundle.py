@@ -29,10 +29,11 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from ..decoders import json_loads
@@ -55,8 +56,7 @@ UNAVAILABLE = 5002
 SUPPORTED_MEDIA_TYPES = frozenset({"application/schema+json", "application/json"})
 
 
-@dataclass(frozen=True, slots=True)
-class BundleLimits:
+class BundleLimits(msgspec.Struct, frozen=True):
     """Caps that keep a hostile bundle from exhausting memory (zip bombs)."""
 
     max_artifact_bytes: int = 1 << 20

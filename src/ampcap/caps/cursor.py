@@ -15,7 +15,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from dataclasses import dataclass
+
+import msgspec
 
 from ..errors import AmpError
 from ..wire.cbor import dumps, loads
@@ -28,8 +29,7 @@ _MAC_BYTES = 16
 _MAX_CURSOR_BYTES = 512
 
 
-@dataclass(frozen=True, slots=True)
-class Cursor:
+class Cursor(msgspec.Struct, frozen=True):
     """Where a listing resumes: strictly after ``(name, version)`` in the
     listing's order, reading snapshot ``generation``."""
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 import datetime
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from .semver import Range, Version
@@ -103,8 +104,7 @@ def _check_ref(hash_alg: str, digest: bytes, uri: str | None, bundle_id: str | N
         raise AmpError(_SEMANTIC, "schema ref needs uri or bundle_id + artifact_key", path=path or None)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SchemaRef:
+class SchemaRef(msgspec.Struct, frozen=True, kw_only=True):
     """Where a schema artifact lives and what its bytes must hash to.
 
     ``media_type`` stays ``None`` when the sender omitted it, so that
@@ -207,8 +207,7 @@ _RFC_KEYS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Descriptor:
+class Descriptor(msgspec.Struct, frozen=True, kw_only=True):
     """One versioned capability declaration (RFC 004 §4.2).
 
     ``supported_ranges``/``deprecated_ranges`` are ``None`` when absent on
@@ -227,7 +226,7 @@ class Descriptor:
     supported_ranges: tuple[Range, ...] | None = None
     deprecated_ranges: tuple[Range, ...] | None = None
     notes: str | None = None
-    extensions: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    extensions: Mapping[str, Any] = msgspec.field(default_factory=lambda: MappingProxyType({}))
     # OSSA metadata: not part of RFC 004, never on the wire, never signed.
     stability: Stability = Stability.STABLE
     deprecated_by: str | None = None
@@ -236,7 +235,7 @@ class Descriptor:
 
     def __post_init__(self) -> None:
         if not isinstance(self.extensions, MappingProxyType):
-            object.__setattr__(self, "extensions", MappingProxyType(dict(self.extensions)))
+            msgspec.structs.force_setattr(self, "extensions", MappingProxyType(dict(self.extensions)))
         _check_identity(self.id, self.name, str(self.version), "")
 
     @classmethod
@@ -293,7 +292,7 @@ class Descriptor:
         return out
 
     def with_signature(self, sig: bytes | None) -> Descriptor:
-        return replace(self, descriptor_sig=sig)
+        return msgspec.structs.replace(self, descriptor_sig=sig)
 
     def check_offline_profile(self, *, path: str = "") -> None:
         """Both schema refs must carry bundle_id + artifact_key (→ 4001)."""

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from ..display import quoted
 from ..errors import AmpError
@@ -62,8 +63,7 @@ def parse_capability_id(text: str) -> tuple[str, Version]:
     return name, Version.parse(version)
 
 
-@dataclass(frozen=True, slots=True)
-class OssaRef:
+class OssaRef(msgspec.Struct, frozen=True):
     """An ``ossa:`` or ``mcp:`` capability URI, and what it maps to."""
 
     scheme: str  # "ossa" | "mcp"

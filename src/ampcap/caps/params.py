@@ -34,8 +34,9 @@ import itertools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ..errors import AmpError
 from .bundle import SchemaStore
@@ -80,8 +81,7 @@ def _join(root: str, parts: list[Any] | tuple[Any, ...]) -> str:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledSchema:
+class CompiledSchema(msgspec.Struct, frozen=True):
     """A ready-to-run validator for one verified schema."""
 
     engine: str  # "fastjsonschema" or "jsonschema-2020-12"

@@ -38,9 +38,10 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+import msgspec
 
 from ..display import quoted, shown
 from ..errors import AmpError
@@ -83,8 +84,7 @@ class Registered(Protocol):
 T = TypeVar("T", bound=Registered)
 
 
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
+class Page(msgspec.Struct, Generic[T], frozen=True):
     items: tuple[T, ...]
     next_cursor: str | None
 
@@ -120,8 +120,7 @@ class _Versions(Generic[T]):
         return (0, len(self.items)) if rng is None else rng.bounds(self.items, _version_of)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Admission:
+class Admission(msgspec.Struct, frozen=True, kw_only=True):
     """What a descriptor learnt from elsewhere must pass before it is
     registered. Every check that fails raises, and nothing is added.
 

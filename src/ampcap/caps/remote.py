@@ -16,10 +16,11 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from .bindings import DEFAULT_COMMAND_TIMEOUT_MS, MAX_TIMEOUT_MS
@@ -70,8 +71,7 @@ def _check_timeout(ms: int) -> None:
         raise AmpError(4001, f"timeout_ms must be an integer in 1..{MAX_TIMEOUT_MS}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class McpServer:
+class McpServer(msgspec.Struct, frozen=True, kw_only=True):
     """``[mcp_server.NAME]``: a command run over stdio, or a streamable HTTP
     URL. Hashable (tuples, not dicts): the edge keeps one session per
     distinct server."""
@@ -93,16 +93,15 @@ class McpServer:
         return self.url if self.url is not None else "stdio: " + " ".join(self.command)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class McpBinding:
+class McpBinding(msgspec.Struct, frozen=True, kw_only=True):
     """``[capability.binding.mcp]``: call ``tool`` on ``server``."""
 
     server: McpServer
     tool: str
-    mapping: Mapping[str, str] = field(default_factory=_empty)
-    output_mapping: Mapping[str, str] = field(default_factory=_empty)
+    mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
+    output_mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
     # A tool error's code (see docs/bindings.md) -> AMP error code.
-    error_mapping: Mapping[str, int] = field(default_factory=_empty)
+    error_mapping: Mapping[str, int] = msgspec.field(default_factory=_empty)
     timeout_ms: int = DEFAULT_REMOTE_TIMEOUT_MS
 
     kind = "mcp"
@@ -110,14 +109,13 @@ class McpBinding:
     def __post_init__(self) -> None:
         _check_timeout(self.timeout_ms)
         for name in ("mapping", "output_mapping", "error_mapping"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            msgspec.structs.force_setattr(self, name, _frozen(getattr(self, name)))
 
     def describe(self) -> str:
         return f"{self.server.name}/{self.tool} ({self.server.describe()})"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HttpBinding:
+class HttpBinding(msgspec.Struct, frozen=True, kw_only=True):
     """``[capability.binding.http]``: one HTTP request per invoke."""
 
     method: str
@@ -125,9 +123,9 @@ class HttpBinding:
     headers: tuple[tuple[str, str], ...] = ()
     # The parsed JSON document with {field} placeholders, or None (no body).
     body_template: Any = None
-    output_mapping: Mapping[str, str] = field(default_factory=_empty)
+    output_mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
     # HTTP status -> AMP error code (other non-2xx statuses: 5001).
-    error_mapping: Mapping[int, int] = field(default_factory=_empty)
+    error_mapping: Mapping[int, int] = msgspec.field(default_factory=_empty)
     timeout_ms: int = DEFAULT_REMOTE_TIMEOUT_MS
 
     kind = "http"
@@ -135,15 +133,14 @@ class HttpBinding:
     def __post_init__(self) -> None:
         _check_timeout(self.timeout_ms)
         for name in ("output_mapping", "error_mapping"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            msgspec.structs.force_setattr(self, name, _frozen(getattr(self, name)))
 
     def describe(self) -> str:
         # The URL as written: ${NAME} stays unexpanded, so secrets never show.
         return f"{self.method} {self.url}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GrpcBinding:
+class GrpcBinding(msgspec.Struct, frozen=True, kw_only=True):
     """``[capability.binding.grpc]``: a unary call whose message types come
     from the server's reflection service."""
 
@@ -151,8 +148,8 @@ class GrpcBinding:
     method: str  # package.Service/Method
     tls: bool = False
     ca_file: Path | None = None
-    mapping: Mapping[str, str] = field(default_factory=_empty)
-    output_mapping: Mapping[str, str] = field(default_factory=_empty)
+    mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
+    output_mapping: Mapping[str, str] = msgspec.field(default_factory=_empty)
     timeout_ms: int = DEFAULT_REMOTE_TIMEOUT_MS
 
     kind = "grpc"
@@ -160,7 +157,7 @@ class GrpcBinding:
     def __post_init__(self) -> None:
         _check_timeout(self.timeout_ms)
         for name in ("mapping", "output_mapping"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            msgspec.structs.force_setattr(self, name, _frozen(getattr(self, name)))
 
     @property
     def service(self) -> str:
@@ -175,8 +172,7 @@ class GrpcBinding:
         return f"{'grpcs' if self.tls else 'grpc'}://{self.target}/{self.method}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Fallback:
+class Fallback(msgspec.Struct, frozen=True, kw_only=True):
     """Several bindings of one capability, in the order they are tried.
     The runner moves to the next one only on :class:`NotRun`."""
 

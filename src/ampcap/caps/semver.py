@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import msgspec
+
 from ..display import quoted
 from ..errors import AmpError
 
@@ -143,8 +145,7 @@ _HINTS = (
 _ALLOWED = "RFC 004 §4.4 allows an exact version or comparators such as '>=1.2.0 <2.0.0'"
 
 
-@dataclass(frozen=True, slots=True)
-class Comparator:
+class Comparator(msgspec.Struct, frozen=True):
     op: str
     version: Version
 
@@ -164,8 +165,7 @@ class Comparator:
         return f"{self.op}{self.version}"
 
 
-@dataclass(frozen=True, slots=True)
-class Range:
+class Range(msgspec.Struct, frozen=True):
     """A range of the RFC 004 §4.4 subset. ``text`` is kept verbatim so that
     re-encoded descriptors still match their signatures."""
 

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+
+import msgspec
 
 __all__ = ["CapabilityUsage", "UsageStats"]
 
 
-@dataclass(slots=True)
-class CapabilityUsage:
+class CapabilityUsage(msgspec.Struct):
     capability_id: str
     window: int
     calls: int = 0
     successes: int = 0
-    failures: Counter[int] = field(default_factory=Counter)
+    failures: Counter[int] = msgspec.field(default_factory=Counter)
     _total_ms: float = 0.0
-    _recent: list[float] = field(default_factory=list)
+    _recent: list[float] = msgspec.field(default_factory=list)
     _next: int = 0
 
     def record(self, latency_ms: float, code: int | None) -> None:

@@ -4,8 +4,9 @@ requests and built replies. Shape faults are 1001; the revoke body's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from ..wire.didkey import is_did
@@ -18,18 +19,15 @@ MALFORMED, BAD_REQUEST = 1001, 4001
 MAX_ID = 512
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GrantRequest:
+class GrantRequest(msgspec.Struct, frozen=True, kw_only=True):
     credential: Credential
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RevokeRequest:
+class RevokeRequest(msgspec.Struct, frozen=True, kw_only=True):
     revocation: Revocation
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueryRequest:
+class QueryRequest(msgspec.Struct, frozen=True, kw_only=True):
     delegation_id: str
     delegator: str | None
     as_of: int | None

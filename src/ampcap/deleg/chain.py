@@ -25,8 +25,10 @@ from __future__ import annotations
 import enum
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from ..wire.identity import KeyResolver
@@ -80,7 +82,7 @@ _STEP_LABELS = {step: f"{step.value} {step.name.lower()}" for step, _what, _code
 _DECIDED_BY_CACHE = frozenset((Step.SIGNATURES, Step.SUBDELEGATION, Step.NARROWING))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class VerifierConfig:
     verifier_did: str | None = None
     """This verifier's DID, for ``aud`` (§4.3); None: any aud fails."""
@@ -98,17 +100,15 @@ class VerifierConfig:
             raise ValueError("max_skew_ms and link_cache_entries must not be negative")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Evidence:
+class Evidence(msgspec.Struct, frozen=True, kw_only=True):
     """A parsed ``delegation-evidence`` (§5.4): the chain's COSE bytes."""
 
     chain: tuple[bytes, ...]
     proof: bytes | None = None
-    target: Mapping[str, str] = field(default_factory=dict)
+    target: Mapping[str, str] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AuditRecord:
+class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
     """§6.4. No credential payloads: ids and DIDs only (§6.4, §11)."""
 
     decision: str  # "allow" | "deny"
@@ -130,7 +130,7 @@ class AuditRecord:
                 "revocation_sources": list(self.revocation_sources)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Decision:
     """The verdict. Its :attr:`audit` record is built when asked for: the
     executor's audit line reads the fields below directly."""
@@ -405,21 +405,19 @@ class ChainVerifier:
             self._links.popitem(last=False)
 
 
-@dataclass(frozen=True, slots=True)
-class _Facts:
+class _Facts(msgspec.Struct, frozen=True):
     chain: tuple[Credential, ...]
     effective: EffectiveScope
 
 
-@dataclass(slots=True)
-class _Run:
+class _Run(msgspec.Struct):
     caller: str
     target: Target | None
     now_ms: int
     step: Step = Step.MESSAGE_TYPE
     evidence: Evidence | None = None
     chain: tuple[Credential, ...] = ()
-    verified: set[int] = field(default_factory=set)
+    verified: set[int] = msgspec.field(default_factory=set)
     effective: EffectiveScope | None = None
     facts: _Facts | None = None
     sources: tuple[str, ...] = ()

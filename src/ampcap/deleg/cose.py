@@ -22,8 +22,9 @@ Everything here is bounded: an artifact is decoded with small
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from ..wire.cbor import CBORTag, DecodeLimits, bytes_item, dumps, loads
@@ -49,8 +50,7 @@ _HEADER_LIMITS = DecodeLimits(max_depth=2, max_items=512, max_bytes=512)
 PAYLOAD_LIMITS = DecodeLimits(max_depth=5, max_items=MAX_ARTIFACT_BYTES, max_bytes=MAX_ARTIFACT_BYTES)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Signed:
+class Signed(msgspec.Struct, frozen=True, kw_only=True):
     """A decoded COSE_Sign1, not yet verified."""
 
     protected: bytes

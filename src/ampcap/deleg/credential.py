@@ -16,8 +16,9 @@ an empty scope, a selector pattern) is 3004.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from ..wire.cbor import dumps, loads
@@ -36,8 +37,7 @@ MAX_AUD = 16
 MAX_TEXT = 512  # ids and DIDs
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Credential:
+class Credential(msgspec.Struct, frozen=True, kw_only=True):
     """A decoded credential link. ``signed`` is what step 4 verifies."""
 
     delegation_id: str
@@ -65,8 +65,7 @@ class Credential:
         return credential_envelope(self.raw)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Revocation:
+class Revocation(msgspec.Struct, frozen=True, kw_only=True):
     delegation_id: str
     delegator: str
     revoked_at: int

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from ..errors import AmpError
 from .credential import Credential, Revocation
@@ -68,8 +69,7 @@ class MemoryRevocations:
         return old is None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueryResult:
+class QueryResult(msgspec.Struct, frozen=True, kw_only=True):
     """A ``deleg-query-result`` (§5.4, §7.2)."""
 
     delegator: str
@@ -158,8 +158,7 @@ class StatusCache:
 _OFFLINE = "store (bounded offline mode: no publisher configured)"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RevocationChecker:
+class RevocationChecker(msgspec.Struct, frozen=True, kw_only=True):
     """§6.3 for one link. ``publisher_for(delegator)`` names the configured
     publisher (a DID) or None; ``publisher_for=None``: no publisher at all.
     Returns the source that decided."""

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from ..caps.names import is_capability_name, parse_capability_id
 from ..errors import AmpError
 
@@ -37,8 +39,7 @@ ANY: frozenset[str] | None = None
 """An unrestricted dimension (``ANY_d`` of §6.2)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Scope:
+class Scope(msgspec.Struct, frozen=True, kw_only=True):
     """One link's scope as signed. ``None`` = the dimension is absent."""
 
     capabilities: frozenset[str] | None = None
@@ -75,8 +76,7 @@ class EffectiveScope:
                            self.capabilities is not None and any(":" in s for s in self.capabilities))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Target:
+class Target(msgspec.Struct, frozen=True, kw_only=True):
     """What a request asks for (§2.1 authorization target)."""
 
     capability: str

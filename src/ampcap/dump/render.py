@@ -24,7 +24,7 @@ __all__ = ["record_to_json", "render_text", "Summary", "percentile", "Style"]
 def _control_json(control: Any) -> Any:
     if isinstance(control, (HandshakeRequest, HandshakeResponse, GoAway, TransportError)):
         return {k: to_json_value(list(v) if isinstance(v, tuple) else v)
-                for k in control.__slots__ if (v := getattr(control, k)) is not None}
+                for k in control.__struct_fields__ if (v := getattr(control, k)) is not None}
     return to_json_value(control)
 
 
@@ -194,7 +194,7 @@ def _control_text(control: Any, raw: bytes, max_bytes: int) -> str:
         return diag(raw, max_bytes=max_bytes)
     if isinstance(control, bytes):
         return diag(control, max_bytes=max_bytes)
-    parts = [f"{k}={diag(v, max_bytes=max_bytes)}" for k in control.__slots__
+    parts = [f"{k}={diag(v, max_bytes=max_bytes)}" for k in control.__struct_fields__
              if (v := getattr(control, k)) is not None]
     return f"{type(control).__name__}(" + ", ".join(parts) + ")"
 

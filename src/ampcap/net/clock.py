@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
+import msgspec
 import trio
 
 __all__ = ["Clock", "SYSTEM_CLOCK", "wall_clock_ms", "trio_clock", "to_trio_deadline"]
@@ -30,12 +30,11 @@ def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class Clock:
+class Clock(msgspec.Struct, frozen=True):
     """``wall_ms()``: Unix milliseconds; ``monotonic_ms()``: for durations."""
 
-    wall_ms: Callable[[], int] = field(default=wall_clock_ms)
-    monotonic_ms: Callable[[], int] = field(default=_monotonic_ms)
+    wall_ms: Callable[[], int] = wall_clock_ms
+    monotonic_ms: Callable[[], int] = _monotonic_ms
 
 
 SYSTEM_CLOCK = Clock()

@@ -34,9 +34,10 @@ import os
 import random
 import ssl
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
+import msgspec
 import trio
 from msgspec.structs import replace as replace_struct
 
@@ -124,13 +125,12 @@ _LOG_LINE_LIMIT = 2 * MESSAGE_LIMIT  # characters of a line the core asks us to 
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DaemonConfig:
+class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Everything about a daemon that is not a collaborator."""
 
-    connection: ConnectionConfig = field(default_factory=ConnectionConfig)
-    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
-    invoker: InvokerConfig = field(default_factory=InvokerConfig)
+    connection: ConnectionConfig = msgspec.field(default_factory=ConnectionConfig)
+    executor: ExecutorConfig = msgspec.field(default_factory=ExecutorConfig)
+    invoker: InvokerConfig = msgspec.field(default_factory=InvokerConfig)
     max_in_flight: int = 1024  # running invokes, whole daemon → 5004 beyond
     max_in_flight_per_connection: int = 64  # → 5004 beyond
     max_connections: int = 10_000
@@ -149,15 +149,14 @@ class DaemonConfig:
     revocation_publisher_did: str | None = None  # pin the publisher's DID (else whoever answers at the URL)
 
 
-@dataclass(eq=False, slots=True)
-class Link:
+class Link(msgspec.Struct, eq=False):
     """One connection as the daemon sees it (also its executor/invoker key:
     ``eq=False`` keeps object identity for equality and hashing)."""
 
     driver: ConnectionDriver
     outbound: bool  # we dialled it
-    ready: trio.Event = field(default_factory=trio.Event)  # Negotiated or terminated
-    calls: set[bytes] = field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
+    ready: trio.Event = msgspec.field(default_factory=trio.Event)  # Negotiated or terminated
+    calls: set[bytes] = msgspec.field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
     opened_ms: int = 0
     goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
     unverified: int = 0  # messages on it whose signature did not verify (1002): why a reply may never come

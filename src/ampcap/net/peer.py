@@ -80,8 +80,7 @@ _CONTEXT_PARAM = "ctx"
 _DRAFT7 = "http://json-schema.org/draft-07/schema#"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Negotiate:
+class Negotiate(msgspec.Struct, frozen=True, kw_only=True):
     """RFC 004 §6.3 hints: the preferred version, then acceptable ones in
     order, then the highest provider version inside ``range``."""
 
@@ -102,8 +101,7 @@ class Negotiate:
         return hints
 
 
-@dataclass(frozen=True, slots=True)
-class QueryResult:
+class QueryResult(msgspec.Struct, frozen=True):
     """A CAP_DECLARE page: the descriptors, and the cursor for the next page."""
 
     capabilities: tuple[Descriptor, ...]
@@ -116,8 +114,7 @@ class QueryResult:
         return len(self.capabilities)
 
 
-@dataclass(frozen=True, slots=True)
-class _Registered:
+class _Registered(msgspec.Struct, frozen=True):
     name: str
     version: str
     schema: Any
@@ -525,8 +522,7 @@ class Peer:
                     await link.driver.closed.wait()
 
 
-@dataclass(frozen=True, slots=True)
-class Server:
+class Server(msgspec.Struct, frozen=True):
     """A listening peer: the URL it is reachable at and its DID."""
 
     url: str

@@ -62,7 +62,6 @@ from __future__ import annotations
 import enum
 from collections import OrderedDict
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 
 import msgspec
 
@@ -102,17 +101,15 @@ class CacheStatus(enum.Enum):
     UNCERTAIN = "uncertain"  # not remembered, but may retry an evicted invoke: never run
 
 
-@dataclass(frozen=True, slots=True)
-class Lookup:
+class Lookup(msgspec.Struct, frozen=True):
     status: CacheStatus
     terminal: Terminal | None = None  # only for DONE
 
 
-@dataclass(slots=True)
-class _Running:
+class _Running(msgspec.Struct):
     fingerprint: bytes
     expires_at: int
-    waiters: list[Hashable] = field(default_factory=list)  # ordered, no repeats
+    waiters: list[Hashable] = msgspec.field(default_factory=list)  # ordered, no repeats
 
 
 # (fingerprint, expires_at, the terminal as sent, or None once forgotten)

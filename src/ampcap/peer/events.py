@@ -6,7 +6,7 @@ each event is small and immutable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from ..errors import AmpError
 from ..wire.envelope import Envelope
@@ -25,16 +25,14 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HandshakeCompleted:
+class HandshakeCompleted(msgspec.Struct, frozen=True, kw_only=True):
     """The RFC 002 transport HANDSHAKE is done (skipped under raw framing)."""
 
     max_msg_size: int  # the effective maximum payload both sides honour
     peer_did_hint: str | None  # the client's unauthenticated ``did`` (server side)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Negotiated:
+class Negotiated(msgspec.Struct, frozen=True, kw_only=True):
     """HELLO negotiation finished: application messages may flow (OPEN).
 
     Under raw framing with a preconfigured version this comes at start with
@@ -46,15 +44,13 @@ class Negotiated:
     peer_did: str | None  # the signed ``from`` of the peer's HELLO / HELLO_ACK
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MessageReceived:
+class MessageReceived(msgspec.Struct, frozen=True, kw_only=True):
     """An application message that passed every receive check."""
 
     inbound: Inbound
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MessageRejected:
+class MessageRejected(msgspec.Struct, frozen=True, kw_only=True):
     """An incoming message failed a check. The connection already queued the
     ERROR reply (AMP ERROR when the sender could be read, else a transport
     ERROR frame); this event is for logs and metrics."""
@@ -70,15 +66,13 @@ class MessageRejected:
     authenticated: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PingAcknowledged:
+class PingAcknowledged(msgspec.Struct, frozen=True, kw_only=True):
     """A PONG answered our PING (keepalive round trip)."""
 
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GoAwayReceived:
+class GoAwayReceived(msgspec.Struct, frozen=True, kw_only=True):
     """The peer sent GOAWAY: it takes no new work; the connection is DRAINING."""
 
     reason: int
@@ -86,8 +80,7 @@ class GoAwayReceived:
     last_id: bytes | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InputEnded:
+class InputEnded(msgspec.Struct, frozen=True, kw_only=True):
     """The peer closed its sending side cleanly but may still be reading (a
     TCP half-close, often after its GOAWAY). The connection is DRAINING: no
     new work can arrive, replies to earlier work still go out, and the owner
@@ -95,8 +88,7 @@ class InputEnded:
     period ends)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConnectionTerminated:
+class ConnectionTerminated(msgspec.Struct, frozen=True, kw_only=True):
     """The connection is CLOSED (always the last event).
 
     ``code`` is the AMP error code that ended it (ours or the peer's), or

@@ -44,8 +44,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from ..caps.bodies import (
     BAD_REQUEST,
@@ -189,8 +190,7 @@ class ParamsChecker(Protocol):
 # ---------------------------------------------------------------- actions
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Job:
+class Job(msgspec.Struct, frozen=True, kw_only=True):
     """An accepted invocation, ready to run."""
 
     key: InvokeKey  # (sender DID, invoke message id)
@@ -207,21 +207,18 @@ class Job:
     delegator: str | None = None  # a delegated invoke: on whose behalf (RFC 005, the first link's delegator)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Execute:
+class Execute(msgspec.Struct, frozen=True, kw_only=True):
     job: Job
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cancel:
+class Cancel(msgspec.Struct, frozen=True, kw_only=True):
     """Stop the task running ``key``; its terminal CAP_RESULT (``code``) is already sent."""
 
     key: InvokeKey
     code: int
 
 
-@dataclass(frozen=True, slots=True)
-class Audit:
+class Audit(msgspec.Struct, frozen=True):
     """RFC 005 §6.4: a delegated invoke's decision, allowed or denied. The
     edge keeps or logs it (:func:`audit_line`); building the line costs
     nothing when nobody reads it."""
@@ -238,8 +235,7 @@ Action = Send | Execute | Cancel | Log | Audit | Persist
 INTERRUPTED = "interrupted by a restart; retry with a new id"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutorConfig:
+class ExecutorConfig(msgspec.Struct, frozen=True, kw_only=True):
     ack_on_receipt: bool = False  # RFC 001 §16.1 recipient ACK before validation
     default_timeout_ms: int = 60_000  # RFC 001 §16.4, when the invoke names none
     max_timeout_ms: int = 600_000  # a caller cannot pin a worker longer than this
@@ -311,8 +307,7 @@ class _Deferred:
         self.value, self.error = value, error
 
 
-@dataclass(slots=True)
-class _Running:
+class _Running(msgspec.Struct):
     job: Job
     state: InvokeState
     fingerprint: bytes

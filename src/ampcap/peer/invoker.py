@@ -43,6 +43,8 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from ..caps.descriptor import Descriptor
 from ..errors import AmpError, LocalProtocolError
 from ..wire.cbor import plain_integers
@@ -87,8 +89,7 @@ _REPLY_TYPES = _FINAL_TYPES | frozenset(_PROVISIONAL)
 Handle = bytes
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryPolicy:
+class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
     """RFC 001 §16.3 defaults: base 1 s, doubling, at most 60 s, 5 attempts in all."""
 
     max_attempts: int = 5
@@ -105,8 +106,7 @@ class RetryPolicy:
         return int(base_wait * min(1.0, max(0.5, jitter)))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InvokerConfig:
+class InvokerConfig(msgspec.Struct, frozen=True, kw_only=True):
     default_timeout_ms: int = 60_000  # RFC 001 §16.4 CAP_INVOKE (simple)
     query_timeout_ms: int = 30_000  # RFC 001 §16.4 CAP_QUERY
     message_ttl_ms: int = 3_600_000  # bounds how long retries may go on
@@ -159,8 +159,7 @@ class InvokeProgress:
     question: InputQuestion | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InputQuestion:
+class InputQuestion(msgspec.Struct, frozen=True, kw_only=True):
     """An INPUT_REQUIRED the provider sent mid-call."""
 
     message_id: bytes  # the answer's reply_to
@@ -172,8 +171,7 @@ class InputQuestion:
     session: Mapping[str, Any] | None  # the signed context, echoed in the answer
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InvokeRetrying:
+class InvokeRetrying(msgspec.Struct, frozen=True, kw_only=True):
     """Not an outcome: the call will be resent at ``at_ms``."""
 
     handle: Handle
@@ -182,42 +180,36 @@ class InvokeRetrying:
     reason: AmpError
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InvokeSucceeded:
+class InvokeSucceeded(msgspec.Struct, frozen=True, kw_only=True):
     handle: Handle
     result: Any
     capability_id: str | None  # the id asked for (by-id form); None for by-name
     attempts: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InvokeFailed:
+class InvokeFailed(msgspec.Struct, frozen=True, kw_only=True):
     handle: Handle
     error: AmpError  # from the CAP_RESULT error or the ERROR body
     attempts: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InvokeTimedOut:
+class InvokeTimedOut(msgspec.Struct, frozen=True, kw_only=True):
     handle: Handle
     attempts: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueryAnswered:
+class QueryAnswered(msgspec.Struct, frozen=True, kw_only=True):
     handle: Handle
     descriptors: tuple[Descriptor, ...]
     next_cursor: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueryFailed:
+class QueryFailed(msgspec.Struct, frozen=True, kw_only=True):
     handle: Handle
     error: AmpError
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Replied:
+class Replied(msgspec.Struct, frozen=True, kw_only=True):
     """A request's answer (PROC_OK or RESPONSE): its type and body. Its
     failures are :class:`QueryFailed`, like a query's."""
 
@@ -271,8 +263,7 @@ class _Kind(enum.Enum):
     REQUEST = "request"  # any other request answered by PROC_OK / RESPONSE (DELEG_*)
 
 
-@dataclass(slots=True)
-class _Call:
+class _Call(msgspec.Struct):
     kind: _Kind
     conn: Hashable
     out: Outbound

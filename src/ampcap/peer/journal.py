@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from .dedupe import InvokeKey, Terminal
 
@@ -41,8 +42,7 @@ class JournalState(enum.Enum):
     DONE = "done"  # terminal message fixed and (about to be) sent
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JournalRecord:
+class JournalRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One invoke as the journal keeps it (keyed by ``key``)."""
 
     key: InvokeKey
@@ -57,8 +57,7 @@ class JournalRecord:
             raise ValueError("a DONE record holds its terminal message, a RUNNING one none")
 
 
-@dataclass(frozen=True, slots=True)
-class Persist:
+class Persist(msgspec.Struct, frozen=True):
     """Action: commit ``records`` before applying the other actions of the same list."""
 
     records: tuple[JournalRecord, ...]

@@ -13,13 +13,13 @@ rest of ``ampcap.peer``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = ["LogThrottle"]
 
 
-@dataclass(slots=True)
-class _Window:
+class _Window(msgspec.Struct):
     start_ms: int
     count: int = 0
 

@@ -15,7 +15,6 @@ bytes.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -112,16 +111,14 @@ def stand_in_for_oversize(out: Outbound, size: int, limit: int) -> Outbound | No
                     encrypt=out.encrypt)
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
+class Send(msgspec.Struct, frozen=True):
     """Action: seal and send ``out`` on the connection the daemon knows as ``conn``."""
 
     conn: ConnKey
     out: Outbound
 
 
-@dataclass(frozen=True, slots=True)
-class Log:
+class Log(msgspec.Struct, frozen=True):
     """Action: something worth an operator's attention (``level`` from ``logging``).
 
     ``topic`` names lines a peer can cause at will; the daemon passes those

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from ..errors import AmpError
 
 __all__ = [
@@ -70,8 +72,7 @@ def _any(patterns: tuple[Pattern, ...], value: str) -> bool:
     return any(p.matches(value) for p in patterns)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CapabilityRule:
+class CapabilityRule(msgspec.Struct, frozen=True, kw_only=True):
     """Capability-scoped ACL: who may query or invoke the matching names.
 
     ``allow=None`` means "no allow list" (everyone not denied may);
@@ -94,15 +95,13 @@ class CapabilityRule:
         return self.permits(did) or (not _any(self.deny, did) and _any(self.delegators, delegator))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RateLimit:
+class RateLimit(msgspec.Struct, frozen=True, kw_only=True):
     rate_per_s: float
     burst: int
     max_senders: int = 10_000  # buckets remembered; see RateLimiter
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Policy:
+class Policy(msgspec.Struct, frozen=True, kw_only=True):
     """An immutable, parsed policy. Decisions are pure functions of it."""
 
     default_allow: bool = True

@@ -16,7 +16,6 @@ encrypted to the recipient's X25519 key, which the resolver supplies
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -50,8 +49,7 @@ def seal_outbound(identity: Any, out: Outbound, now_ms: int, *, entropy: Callabl
                 body_bytes=out.body_cbor, ext=out.ext, encrypt_to=encrypt_to)
 
 
-@dataclass(frozen=True, slots=True)
-class Sealer:
+class Sealer(msgspec.Struct, frozen=True):
     """The daemon's own signature, for the messages the executor seals itself
     (terminal replies, R8). Its settings are the daemon's connection
     defaults, so such a message is what the connection would have made."""

@@ -20,10 +20,10 @@ from __future__ import annotations
 import base64
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import cddlparser
+import msgspec
 from cddlparser import Marker, Tokens, ast
 
 from . import nodes
@@ -82,22 +82,20 @@ def _node_lines(tree: ast.CDDLTree) -> dict[int, int]:
     return lines
 
 
-@dataclass
-class _RuleDef:
+class _RuleDef(msgspec.Struct):
     name: str
     file: str
     rule: ast.Rule
     group: ast.Group | None  # set for group rules (``name = ( ... )``)
 
 
-@dataclass
-class CompiledRules:
+class CompiledRules(msgspec.Struct):
     """The result: every type rule's node, and the names of the group rules
     (they can be spliced into maps but not validated on their own)."""
 
     types: dict[str, TypeNode]
     groups: frozenset[str]
-    files: tuple[str, ...] = field(default=())
+    files: tuple[str, ...] = ()
 
 
 def compile_sources(sources: Iterable[tuple[str, str]]) -> CompiledRules:

@@ -7,10 +7,10 @@ and on one line of a packet dump.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from cbor2 import CBORTag
+import msgspec
 
 from ..errors import AmpError
 
@@ -24,8 +24,7 @@ EXTENSION_KEY: Literal["extension-key"] = "extension-key"
 SHAPE_CODE = 1001
 
 
-@dataclass(frozen=True, slots=True)
-class Violation:
+class Violation(msgspec.Struct, frozen=True):
     """One finding. ``path`` locates it (``body.capabilities[0].input_schema.hash``;
     ``""`` is the value itself), ``expected``/``found`` say what went wrong."""
 

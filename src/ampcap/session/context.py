@@ -20,8 +20,9 @@ is the session id.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from ..wire.envelope import Envelope
@@ -82,8 +83,7 @@ def scope_of(env: Envelope, body: Any, sessions: Mapping[bytes, SessionRecord]) 
     return record
 
 
-@dataclass(slots=True)
-class InFlight:
+class InFlight(msgspec.Struct):
     request_id: bytes
     session_id: bytes
     thread_id: bytes | None

@@ -24,8 +24,9 @@ init the provider declines on policy gets the ``reject`` body with
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ..errors import AmpError
 from ..schema import Schemas, load_schemas
@@ -59,22 +60,20 @@ def is_control(typ: int, body: Any) -> bool:
     return (typ == _REQUEST or typ == _RESPONSE) and type(body) is dict and "sess_v" in body
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControlRequest:
+class ControlRequest(msgspec.Struct, frozen=True, kw_only=True):
     op: str
     session_id: bytes
     thread_mode: ThreadMode | None = None  # init only; None = not given (coupled)
     participants: tuple[str, ...] | None = None
     expires_in_ms: int | None = None
     purpose: str | None = None
-    pin: Mapping[str, str] = field(default_factory=dict)
+    pin: Mapping[str, str] = msgspec.field(default_factory=dict)
     allow_renegotiate: bool = False
     checkpoint: Checkpoint | None = None
     reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControlResponse:
+class ControlResponse(msgspec.Struct, frozen=True, kw_only=True):
     op: str
     session_id: bytes
     status: str | None

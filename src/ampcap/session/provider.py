@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -54,15 +54,13 @@ _RESPONSE = int(MessageType.RESPONSE)
 _UNKNOWN = "unknown session"  # the same words whether it never existed or belongs to others (§12)
 
 
-@dataclass(frozen=True, slots=True)
-class SaveSession:
+class SaveSession(msgspec.Struct, frozen=True):
     """Action: commit ``record`` before applying the other actions of the list."""
 
     record: SessionRecord
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProviderConfig:
+class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_sessions: int = 10_000  # live sessions; init beyond → reject 5004
     max_expires_in_ms: int = 7 * 86_400_000  # a longer expires_in_ms is cut to this
     independent: bool = True  # the Thread Independence Profile (optional)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
+
 from .state import TERMINAL, SessionState
 
 __all__ = ["SESS_V", "ThreadMode", "Checkpoint", "SessionRecord"]
@@ -30,8 +32,7 @@ class ThreadMode(enum.Enum):
     INDEPENDENT = "independent"  # thread_id is a sub-thread key; the signed body.session binds
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Checkpoint:
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     """§4.3 ``session-checkpoint``: the last message confirmed in the session."""
 
     last_seen_msg_id: bytes | None = None

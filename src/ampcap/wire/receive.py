@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 import msgspec
@@ -51,8 +51,7 @@ MAX_CLOCK_SKEW_MS = 30_000  # RFC 001 §8.3
 ID_TS_TOLERANCE_MS = 1_000  # RFC 001 §4.2 / §8.3
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True):
     code: int
     message: str
     path: str | None = None
@@ -96,8 +95,7 @@ class Inbound(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     decrypted: bool = False
 
 
-@dataclass(slots=True)
-class Inspection:
+class Inspection(msgspec.Struct):
     """Everything :meth:`ReceivePipeline.inspect` could learn about one message."""
 
     raw: bytes
@@ -113,7 +111,7 @@ class Inspection:
     needs_secret: bool = False
     time: TimeVerdict = TimeVerdict.UNKNOWN
     replay: ReplayStatus | None = None  # what check() would say; None when not reached
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import enum
 import heapq
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = ["ReplayStatus", "ReplayEntry", "ReplayCache"]
 
@@ -36,8 +37,7 @@ class ReplayStatus(enum.Enum):
     CONFLICT = "conflict"  # same (from, id), different signed content
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayEntry:
+class ReplayEntry(msgspec.Struct, frozen=True):
     expires_at: int
     fingerprint: bytes
 

@@ -8,8 +8,9 @@ keys, missing keys and wrong types are all ``AmpError(1001)`` naming the key.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar, Self
+
+import msgspec
 
 from ..errors import AmpError
 from .cbor import UINT64_MAX, DecodeLimits, dumps, loads
@@ -91,13 +92,12 @@ _ID: _Check = (_is_id, "a 16-byte string")
 _TEXT_LIST: _Check = (_is_text_list, "an array of text")
 
 
-class _ControlPayload:
+class _ControlPayload(msgspec.Struct, frozen=True, kw_only=True):
     """What every control payload shares: a closed CBOR map whose keys are the
-    dataclass fields. Subclasses name the map (for errors and paths) and give
+    Struct fields. Subclasses name the map (for errors and paths) and give
     the check of each required and optional key; encoding leaves out optional
     keys that are ``None``, decoding turns arrays into tuples."""
 
-    __slots__ = ()
     _WHAT: ClassVar[str]
     _REQUIRED: ClassVar[dict[str, _Check]]
     _OPTIONAL: ClassVar[dict[str, _Check]]
@@ -119,8 +119,7 @@ class _ControlPayload:
 # --------------------------------------------------------------- payloads
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HandshakeRequest(_ControlPayload):
+class HandshakeRequest(_ControlPayload, frozen=True, kw_only=True):
     """Client → server, the first frame of every RFC 002 connection."""
 
     _WHAT = "handshake"
@@ -134,8 +133,7 @@ class HandshakeRequest(_ControlPayload):
     extensions: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HandshakeResponse(_ControlPayload):
+class HandshakeResponse(_ControlPayload, frozen=True, kw_only=True):
     """Server → client answer to the HANDSHAKE; ``accepted=False`` carries ``error``."""
 
     _WHAT = "handshake"
@@ -149,8 +147,7 @@ class HandshakeResponse(_ControlPayload):
     extensions: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GoAway(_ControlPayload):
+class GoAway(_ControlPayload, frozen=True, kw_only=True):
     """RFC 002 §4.5: the sender stops taking new work; ``last_id`` is the last
     message id it will still process."""
 
@@ -163,8 +160,7 @@ class GoAway(_ControlPayload):
     last_id: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransportError(_ControlPayload):
+class TransportError(_ControlPayload, frozen=True, kw_only=True):
     """RFC 002 §4.5 transport ERROR frame payload (``msg_id`` names the message
     that caused it, when there was one)."""
 
