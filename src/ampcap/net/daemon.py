@@ -725,9 +725,10 @@ class Daemon:
         typ = env.typ
         now = self.clock.wall_ms()
         if typ == _INVOKE:
+            executor = self._executor or self._serve_half()  # the attribute, not the property: per message
             body = inbound.body
             if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
-                if not self.executor.knows(inbound, now):  # a retry gets its first outcome (R8), session or not
+                if not executor.knows(inbound, now):  # a retry gets its first outcome (R8), session or not
                     try:
                         self.sessions.check_invoke(inbound, now)  # RFC 006 §4.4, §7.3
                     except AmpError as err:
@@ -735,10 +736,10 @@ class Daemon:
                                  shown(err.message, MESSAGE_LIMIT))
                         self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
                         return
-            self._apply(self.executor.handle(inbound, link, now))
+            self._apply(executor.handle(inbound, link, now))
             return
         if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
-            self._apply(self.executor.handle(inbound, link, now))
+            self._apply((self._executor or self._serve_half()).handle(inbound, link, now))
             return
         if (typ == _RESPONSE or typ == _ERROR) and self.controls.settle(inbound):
             return
@@ -769,9 +770,9 @@ class Daemon:
                 except Exception:  # the listener's fault must not break the connection
                     log.warning("on_declare listener raised", exc_info=True)
         elif typ in _REPLIES:
-            executor = self._executor  # none yet: no invoke of the peer's runs here
-            in_session = (executor.session_of(env.sender, env.reply_to)
-                          if executor is not None and typ in _PROVISIONAL and env.reply_to is not None else None)
+            serving = self._executor  # none yet: no invoke of the peer's runs here
+            in_session = (serving.session_of(env.sender, env.reply_to)
+                          if serving is not None and typ in _PROVISIONAL and env.reply_to is not None else None)
             if in_session is not None:
                 # A provisional message naming a session-scoped request in flight
                 # here enters session-scoped validation (§4.4): without its signed
@@ -856,10 +857,10 @@ class Daemon:
             kind = type(action)
             if kind is Send:
                 self._send(action.conn, action.out)
-            elif kind is _Execute:
-                self.jobs.start(action.job)
+            elif kind is _Execute:  # only an executor makes these: the jobs exist
+                self._jobs.start(action.job)  # type: ignore[union-attr]
             elif kind is _Cancel:
-                self.jobs.cancel(action.key, action.code)
+                self._jobs.cancel(action.key, action.code)  # type: ignore[union-attr]
             elif kind is Log:
                 self._log(action)
             elif kind is _Audit:
