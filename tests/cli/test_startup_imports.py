@@ -22,7 +22,13 @@ from amp_helpers import serve_process  # noqa: E402
 # a Catalog serves; the other subcommands' modules only when named.
 NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap.caps.demo", "ampcap.interop",
                       "ampcap.dump.pcap", "ampcap.files.manifest", "ampcap.files.policy", "ampcap.caps.negotiate",
-                      "ampcap.caps.manifest")
+                      "ampcap.caps.manifest",
+                      # The serving half of the daemon: a client-only daemon builds it on the
+                      # first message that needs it (tests/net/test_client_daemon.py).
+                      "ampcap.peer.executor", "ampcap.deleg", "ampcap.store", "sqlite3", "ampcap.net.jobs",
+                      "ampcap.net.durable",
+                      # The schemas ship compiled (schema/_compiled.py): no CDDL parsing.
+                      "cddlparser", "ampcap.schema.engine")
 # A command line naming query or invoke builds only their parser.
 OTHER_COMMANDS = ("ampcap.cli.caps", "ampcap.cli.dump", "ampcap.cli.interop", "ampcap.cli.keys")
 # --help builds the parser only: no event loop, no codec, no schemas either.

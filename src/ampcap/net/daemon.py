@@ -35,17 +35,13 @@ import random
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
 from msgspec.structs import replace as replace_struct
 
 from ..caps.catalog import Catalog
-from ..deleg.chain import ChainVerifier, VerifierConfig
-from ..deleg.bodies import query_body
-from ..deleg.revocation import RevocationChecker, StatusCache, query_result_from_wire
-from ..deleg.service import DelegationService
 from ..display import MESSAGE_LIMIT, printable, shown
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
 from ..schema import load_schemas
@@ -60,7 +56,7 @@ from ..peer.events import (
     MessageRejected,
     Negotiated,
 )
-from ..peer.executor import Audit, Cancel, Execute, Executor, ExecutorConfig, delegation_violation
+from ..peer.admission import ExecutorConfig, delegation_violation
 from ..peer.invoker import (
     InvokeFailed,
     InvokeProgress,
@@ -89,13 +85,9 @@ from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
-from ..store import StateStore
-from ..store.delegation import DelegationStore
 from .calls import Calls
-from .durable import DurableState, holds
 from .sessions import ControlRequests
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
-from .jobs import Jobs, LocalHandler
 from .listener import OVERLOADED_FRAME, Listener
 from .budget import ReceiveBudget, SendBudget
 from .sink import ReplySink
@@ -103,7 +95,37 @@ from .stream import ConnectionDriver, open_stream
 from .tls import tls_failure
 from .url import AmpUrl, parse_endpoints, parse_url
 
+if TYPE_CHECKING:
+    from ..deleg.chain import ChainVerifier, VerifierConfig
+    from ..deleg.revocation import StatusCache
+    from ..deleg.service import DelegationService
+    from ..peer.executor import Audit, Executor
+    from ..store import StateStore
+    from ..store.delegation import DelegationStore
+    from .durable import DurableState
+    from .jobs import Jobs, LocalHandler
+
 __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler"]
+
+# The serving half (executor, jobs, delegation verifier, state store) is
+# imported and built on first need (issue 26): a client-only daemon never
+# loads it. These are its action classes once it is loaded; None before, when
+# no such action can exist (only the executor makes them).
+_Execute: Any = None
+_Cancel: Any = None
+_Audit: Any = None
+
+
+def _holds_nothing(actions: list[Any]) -> bool:
+    return False
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LocalHandler":  # re-exported; lives with the jobs it runs
+        from .jobs import LocalHandler
+        return LocalHandler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 log = logging.getLogger("ampcap.daemon")
 audit_log = logging.getLogger("ampcap.audit")  # RFC 005 §6.4 delegation decisions
@@ -195,8 +217,6 @@ class Daemon:
         """``decrypt_with``: X25519 secrets besides our own to open authcrypt
         messages with (a keyring's, for DIDs this daemon answers for)."""
         self.identity = identity
-        # R19: the durable state (in memory unless serve --state-dir names a directory).
-        self.store = store if store is not None else StateStore.open(None)
         self.catalog = catalog
         self.config = config
         self.clock = clock
@@ -214,33 +234,16 @@ class Daemon:
                                         decrypt_with=[identity.x25519_secret, *decrypt_with],
                                         schemas=load_schemas(), recipient=identity.did,
                                         limits=replace(DEFAULT_LIMITS, max_bytes=config.connection.max_msg_size))
-        if params is None:
-            from ..caps.params import ParamsValidator
-            from ..caps.bundle import SchemaStore
-
-            params = ParamsValidator(SchemaStore([], offline=True))
-        limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
+        self._serving_args = (resolver or DidKeyResolver(), params, policy, dict(handlers or {}),
+                              Sealer(identity, entropy, resolver, default_ttl_ms=config.connection.default_ttl_ms,
+                                     profile=config.connection.profile))
+        self._executor: Executor | None = None
+        self._jobs: Jobs | None = None
+        self._store = store
+        self.durable: DurableState | None = None
+        self._holds: Callable[[list[Any]], bool] = _holds_nothing
         self._log_throttle = LogThrottle()
-        # RFC 005: credentials and revocations kept in the store; the verifier
-        # consults it for every link (R20; no publisher: bounded offline mode).
-        key_resolver = resolver or DidKeyResolver()
-        self.delegations = DelegationStore(self.store)
-        self.revocation_status = StatusCache()
-        deleg_config = config.delegation or VerifierConfig()
-        if deleg_config.verifier_did is None:
-            deleg_config = replace(deleg_config, verifier_did=identity.did)
-        publisher = config.revocation_publisher
-        self.verifier = ChainVerifier(key_resolver, RevocationChecker(
-            store=self.delegations, cache=self.revocation_status,
-            publisher_for=(lambda delegator: publisher) if publisher is not None else None), deleg_config)
         self._refresh_kick = trio.Event()
-        self.deleg_service = DelegationService(self.delegations, key_resolver, own_did=identity.did)
-        # Terminal replies are sealed by the executor, once: a retry gets the same bytes (R8).
-        sealer = Sealer(identity, entropy, resolver, default_ttl_ms=config.connection.default_ttl_ms,
-                        profile=config.connection.profile)
-        self.executor = Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
-                                 limits=limits, config=config.executor, seal=sealer, delegation=self.verifier,
-                                 journal=self.store.durable)
         # RFC 006 provider (sessions other agents open with us) and the
         # session-scoped calls we make ourselves (provisional correlation).
         self.sessions = SessionProvider(can_serve=lambda cid: catalog.get(cid) is not None,
@@ -249,9 +252,6 @@ class Daemon:
                                         config=ProviderConfig(reply_ttl_ms=config.connection.default_ttl_ms))
         self.session_calls = RequestTracker()
         self.controls = ControlRequests()  # our session-control requests awaiting their answer
-        self.durable = (DurableState(self.store, self.executor, self.sessions, catalog, clock, self._apply,
-                                     self._log_throttle) if self.store.durable else None)
-        self.jobs = Jobs(self.executor, self._apply, clock, handlers or {})
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
         self.calls = Calls(self.invoker, clock, self._rearm)
@@ -275,6 +275,101 @@ class Daemon:
         self._closing = False
         self._hurried = False  # hurry(): the drain stops waiting for running invokes
         self._drain_wait: trio.CancelScope | None = None
+        # Anything that serves, keeps state or must refresh revocations builds
+        # the serving half now; a client-only daemon (empty catalog, no store,
+        # no handlers) on the first message that needs it.
+        if store is not None or handlers or catalog.specs or config.revocation_publisher is not None:
+            self._serve_half()
+
+    def _serve_half(self) -> Executor:
+        """Build (once) the provider side: the state store (R19), the RFC 005
+        credential store, verifier and service, the executor and its jobs."""
+        if self._executor is not None:
+            return self._executor
+        global _Execute, _Cancel, _Audit
+        from ..deleg.chain import ChainVerifier, VerifierConfig
+        from ..deleg.revocation import RevocationChecker, StatusCache
+        from ..deleg.service import DelegationService
+        from ..peer import executor as executor_module
+        from ..store import StateStore
+        from ..store.delegation import DelegationStore
+        from .jobs import Jobs
+
+        identity, catalog, config, clock = self.identity, self.catalog, self.config, self.clock
+        key_resolver, params, policy, handlers, sealer = self._serving_args
+        # R19: the durable state (in memory unless serve --state-dir names a directory).
+        store = self._store if self._store is not None else StateStore.open(None)
+        self._store = store
+        if params is None:
+            from ..caps.params import ParamsValidator
+            from ..caps.bundle import SchemaStore
+
+            params = ParamsValidator(SchemaStore([], offline=True))
+        limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
+        # RFC 005: credentials and revocations kept in the store; the verifier
+        # consults it for every link (R20; no publisher: bounded offline mode).
+        self._delegations = DelegationStore(store)
+        self._revocation_status = StatusCache()
+        deleg_config = config.delegation or VerifierConfig()
+        if deleg_config.verifier_did is None:
+            deleg_config = replace(deleg_config, verifier_did=identity.did)
+        publisher = config.revocation_publisher
+        self._verifier = ChainVerifier(key_resolver, RevocationChecker(
+            store=self._delegations, cache=self._revocation_status,
+            publisher_for=(lambda delegator: publisher) if publisher is not None else None), deleg_config)
+        self._deleg_service = DelegationService(self._delegations, key_resolver, own_did=identity.did)
+        # Terminal replies are sealed by the executor, once: a retry gets the same bytes (R8).
+        executor = executor_module.Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
+                                            limits=limits, config=config.executor, seal=sealer,
+                                            delegation=self._verifier, journal=store.durable)
+        _Execute, _Cancel, _Audit = executor_module.Execute, executor_module.Cancel, executor_module.Audit
+        if store.durable:
+            from .durable import DurableState, holds
+
+            self.durable = DurableState(store, executor, self.sessions, catalog, clock, self._apply,
+                                        self._log_throttle)
+            self._holds = holds
+        self._jobs = Jobs(executor, self._apply, clock, handlers)
+        self._jobs.nursery = self._nursery
+        self._executor = executor
+        return executor
+
+    # The serving half, built on first use (see _serve_half).
+    @property
+    def executor(self) -> Executor:
+        return self._serve_half()
+
+    @property
+    def jobs(self) -> Jobs:
+        self._serve_half()
+        assert self._jobs is not None
+        return self._jobs
+
+    @property
+    def store(self) -> StateStore:
+        self._serve_half()
+        assert self._store is not None
+        return self._store
+
+    @property
+    def delegations(self) -> DelegationStore:
+        self._serve_half()
+        return self._delegations
+
+    @property
+    def revocation_status(self) -> StatusCache:
+        self._serve_half()
+        return self._revocation_status
+
+    @property
+    def verifier(self) -> ChainVerifier:
+        self._serve_half()
+        return self._verifier
+
+    @property
+    def deleg_service(self) -> DelegationService:
+        self._serve_half()
+        return self._deleg_service
 
     # ================================================================ life
 
@@ -283,10 +378,12 @@ class Daemon:
         async with trio.open_nursery() as nursery:
             # Jobs and async on_progress callbacks run as our tasks too: they
             # end with the daemon, not with the connection that started them.
-            self._nursery = self.jobs.nursery = self.calls.nursery = nursery
+            self._nursery = self.calls.nursery = nursery
             nursery.start_soon(self._timer_loop)
-            # MCP servers the bindings use start (or are connected) once, now.
-            await self.jobs.open_bindings(nursery, [spec.binding for spec in self.catalog.specs])
+            if self._jobs is not None:
+                self._jobs.nursery = nursery
+                # MCP servers the bindings use start (or are connected) once, now.
+                await self._jobs.open_bindings(nursery, [spec.binding for spec in self.catalog.specs])
             if self.config.revocation_publisher is not None:
                 nursery.start_soon(self._revocation_refresher)
             if self.durable is not None:
@@ -320,8 +417,9 @@ class Daemon:
         self._closing = True
         self.calls.refuse_new()
         timeout = self.config.drain_timeout_s if timeout_s is None else timeout_s
-        log.info("draining: invokes_running=%d connections=%d timeout=%gs", self.executor.running, len(self.links),
-                 timeout)
+        executor = self._executor
+        running = (lambda: executor.running) if executor is not None else (lambda: 0)
+        log.info("draining: invokes_running=%d connections=%d timeout=%gs", running(), len(self.links), timeout)
         self.listener.stop(0, "server shutting down")
         for link in list(self.links):
             if link.outbound:
@@ -330,10 +428,10 @@ class Daemon:
             self._drain_wait = waiting
             if self._hurried:
                 waiting.cancel()
-            while self.executor.running:
+            while running():
                 await trio.sleep(0.01)
         self._drain_wait = None
-        if self.executor.running:
+        if executor is not None and executor.running:
             code = self.executor.config.shutdown_code
             if self._hurried:
                 log.info("drain cut short: invokes_running=%d end with %d %s", self.executor.running, code,
@@ -341,13 +439,15 @@ class Daemon:
             else:
                 log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout,
                             self.executor.running, code, error_info(code).name)
-        self._apply(self.executor.shutdown(self.clock.wall_ms()))
+        if executor is not None:
+            self._apply(executor.shutdown(self.clock.wall_ms()))
         if self.durable is not None:
             self.durable.flush(until_empty=True)  # the shutdown's terminal replies are committed, then sent
         self.calls.end_all()
-        await self.jobs.close_bindings()
-        for usage in self.jobs.usage.snapshot():
-            log.info("usage %s", usage.summary())
+        if self._jobs is not None:
+            await self._jobs.close_bindings()
+            for usage in self._jobs.usage.snapshot():
+                log.info("usage %s", usage.summary())
         for link in list(self.links):
             link.driver.close()
         with trio.move_on_after(5):
@@ -551,7 +651,8 @@ class Daemon:
 
     def _link_gone(self, link: Link) -> None:
         self.controls.end_on(link)
-        self.executor.connection_closed(link)
+        if self._executor is not None:
+            self._executor.connection_closed(link)
         self._half_closed.discard(link)
         self.calls.end_on(link)
 
@@ -607,7 +708,7 @@ class Daemon:
         elif type(event) is InputEnded:
             # It can still read: its running invokes still get their replies.
             # Our own calls on it can no longer be answered.
-            owed = self.executor.owes(link)
+            owed = self._executor is not None and self._executor.owes(link)
             log.info("peer=%s finished sending; invokes still to answer: %s", _peer(link),
                      "yes" if owed else "none")
             self.calls.end_on(link)
@@ -624,9 +725,10 @@ class Daemon:
         typ = env.typ
         now = self.clock.wall_ms()
         if typ == _INVOKE:
+            executor = self._executor or self._serve_half()  # the attribute, not the property: per message
             body = inbound.body
             if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
-                if not self.executor.knows(inbound, now):  # a retry gets its first outcome (R8), session or not
+                if not executor.knows(inbound, now):  # a retry gets its first outcome (R8), session or not
                     try:
                         self.sessions.check_invoke(inbound, now)  # RFC 006 §4.4, §7.3
                     except AmpError as err:
@@ -634,14 +736,14 @@ class Daemon:
                                  shown(err.message, MESSAGE_LIMIT))
                         self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
                         return
-            self._apply(self.executor.handle(inbound, link, now))
+            self._apply(executor.handle(inbound, link, now))
             return
         if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
-            self._apply(self.executor.handle(inbound, link, now))
+            self._apply((self._executor or self._serve_half()).handle(inbound, link, now))
             return
         if (typ == _RESPONSE or typ == _ERROR) and self.controls.settle(inbound):
             return
-        if typ == _RESPONSE and self.executor.asking(env.reply_to):  # an answer to INPUT_REQUIRED (§6.3)
+        if typ == _RESPONSE and self._executor is not None and self._executor.asking(env.reply_to):  # an answer to INPUT_REQUIRED (§6.3)
             try:
                 qid, answer, declined = self.executor.on_input(inbound)
             except AmpError as err:
@@ -668,8 +770,9 @@ class Daemon:
                 except Exception:  # the listener's fault must not break the connection
                     log.warning("on_declare listener raised", exc_info=True)
         elif typ in _REPLIES:
-            in_session = (self.executor.session_of(env.sender, env.reply_to)
-                          if typ in _PROVISIONAL and env.reply_to is not None else None)
+            serving = self._executor  # none yet: no invoke of the peer's runs here
+            in_session = (serving.session_of(env.sender, env.reply_to)
+                          if serving is not None and typ in _PROVISIONAL and env.reply_to is not None else None)
             if in_session is not None:
                 # A provisional message naming a session-scoped request in flight
                 # here enters session-scoped validation (§4.4): without its signed
@@ -747,20 +850,20 @@ class Daemon:
             log.debug("not sent to %s: %s", _peer(link), shown(exc, MESSAGE_LIMIT))
 
     def _apply(self, actions: list[Any]) -> None:
-        if self.durable is not None and holds(actions):
+        if self.durable is not None and self._holds(actions):
             self.durable.hold(actions)
             return
         for action in actions:
             kind = type(action)
             if kind is Send:
                 self._send(action.conn, action.out)
-            elif kind is Execute:
-                self.jobs.start(action.job)
-            elif kind is Cancel:
-                self.jobs.cancel(action.key, action.code)
+            elif kind is _Execute:  # only an executor makes these: the jobs exist
+                self._jobs.start(action.job)  # type: ignore[union-attr]
+            elif kind is _Cancel:
+                self._jobs.cancel(action.key, action.code)  # type: ignore[union-attr]
             elif kind is Log:
                 self._log(action)
-            elif kind is Audit:
+            elif kind is _Audit:
                 self._audit(action)
         if self._half_closed:
             self._close_answered()
@@ -771,6 +874,9 @@ class Daemon:
         (delegator, delegation_id) pairs a verification found stale or
         missing; their answers refresh the status cache, so the caller's
         retry after a 5002 (retryable) is decided on fresh data."""
+        from ..deleg.bodies import query_body
+        from ..deleg.revocation import query_result_from_wire
+
         url = self.config.revocation_publisher
         assert url is not None
         link: Link | None = None
@@ -869,21 +975,25 @@ class Daemon:
     # ================================================================ timers
 
     def _rearm(self) -> None:
-        deadline = _earliest(_earliest(self.executor.get_timer(), self.invoker.get_timer()), self.sessions.get_timer())
+        executor = self._executor
+        deadline = _earliest(_earliest(executor.get_timer() if executor is not None else None,
+                                       self.invoker.get_timer()), self.sessions.get_timer())
         if deadline is not None and (self._armed is None or deadline < self._armed):
             self._timer_kick.set()
 
     async def _timer_loop(self) -> None:
         while True:
             self._timer_kick = trio.Event()
-            self._armed = _earliest(_earliest(self.executor.get_timer(), self.invoker.get_timer()),
-                                    self.sessions.get_timer())
+            executor = self._executor
+            self._armed = _earliest(_earliest(executor.get_timer() if executor is not None else None,
+                                              self.invoker.get_timer()), self.sessions.get_timer())
             with trio.move_on_at(to_trio_deadline(self._armed, self.clock.wall_ms)):
                 await self._timer_kick.wait()
                 continue
             now = self.clock.wall_ms()
             self._armed = None
-            self._apply(self.executor.handle_timer(now))
+            if executor is not None:
+                self._apply(executor.handle_timer(now))
             self._apply_invoker(self.invoker.handle_timer(now))
             self._apply(self.sessions.handle_timer(now))
 

@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 import msgspec
 import trio
 
-from ..deleg.chain import evidence_body
 from ..caps.bindings import InvocationContext as _ContextProtocol
 from ..caps.catalog import Catalog
 from ..caps.descriptor import Descriptor
@@ -56,7 +55,6 @@ from ..files.identity import load_or_create
 from ..wire.identity import Identity, KeyResolver
 from ..wire.registry import MessageType
 from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
-from ..store.database import StateStore
 from ..session.record import ThreadMode
 from .clock import SYSTEM_CLOCK, Clock
 from .sessions import Session
@@ -65,6 +63,7 @@ from .url import AmpUrl, parse_url
 
 if TYPE_CHECKING:
     from ..caps.manifest import Manifest
+    from ..store.database import StateStore
 
 # The manifest model, its loaders and the JSON Schema compilers are imported
 # where capabilities are offered: a caller (`ampcap invoke`, `ampcap.connect`)
@@ -615,7 +614,11 @@ class Remote:
         """
         target = _target(capability, version, range, negotiate)
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
-        evidence = None if delegation is None else evidence_body(delegation)
+        evidence = None
+        if delegation is not None:
+            from ..deleg.chain import evidence_body  # only a delegated call loads the RFC 005 model
+
+            evidence = evidence_body(delegation)
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
                                                to=self._to, encrypt=encrypt, delegation=evidence,

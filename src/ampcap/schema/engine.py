@@ -42,6 +42,7 @@ from .nodes import (
     Tagged,
     TypeNode,
 )
+from .artifact import CompiledRules
 from .violations import SchemaError
 
 __all__ = ["compile_sources", "CompiledRules"]
@@ -87,15 +88,6 @@ class _RuleDef(msgspec.Struct):
     file: str
     rule: ast.Rule
     group: ast.Group | None  # set for group rules (``name = ( ... )``)
-
-
-class CompiledRules(msgspec.Struct):
-    """The result: every type rule's node, and the names of the group rules
-    (they can be spliced into maps but not validated on their own)."""
-
-    types: dict[str, TypeNode]
-    groups: frozenset[str]
-    files: tuple[str, ...] = ()
 
 
 def compile_sources(sources: Iterable[tuple[str, str]]) -> CompiledRules:

@@ -179,9 +179,10 @@ def _literal_text(value: object) -> str:
 class IntRange(TypeNode):
     """``lo..hi`` (inclusive) or ``lo...hi`` (exclusive) over ints or floats."""
 
-    __slots__ = ()
+    __slots__ = ("lo", "hi", "inclusive")
 
     def __init__(self, lo: int | float, hi: int | float, inclusive: bool) -> None:
+        self.lo, self.hi, self.inclusive = lo, hi, inclusive  # kept for the shipped rule set (.artifact)
         kind = _float if isinstance(lo, float) else is_int
         if inclusive:
             self.check = lambda v: kind(v) and lo <= v <= hi
