@@ -42,7 +42,7 @@ __all__ = ["register", "run"]
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "interop", help="run the AMP interop vectors against an amp:// or amps:// endpoint",
+        "interop", help="run the AMP interop vectors against a peer (amp(s)://, http(s)://, ws(s)://), --self or a --relay",
         description="Drive RFC 001/002/004 scenario vectors against a target (RFC 003 ones against --relay, the "
                     "RFC 001 byte vectors with --self) and write interop-report.json, in which every required "
                     "vector of the suite appears.")
