@@ -167,8 +167,6 @@ def _serve(args: argparse.Namespace, identity: Any, ranges: dict[str, Any], bund
         while isinstance(leaf, BaseExceptionGroup):
             leaf = leaf.exceptions[0]
         raise UsageError(_calls_itself(str(getattr(leaf, "did", "")))) from None
-    except CallsItself as exc:
-        raise UsageError(_calls_itself(exc.did)) from None
     return EXIT_OK
 
 
