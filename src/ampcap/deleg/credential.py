@@ -16,15 +16,16 @@ an empty scope, a selector pattern) is 3004.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from ..errors import AmpError
-from ..wire.cbor import dumps, loads
+from ..wire.cbor import dumps, dumps_in_order, loads
 from ..wire.identity import Identity
 from .cose import PAYLOAD_LIMITS, Signed, decode_sign1, default_kid, did_url_ok, sign1
-from .scope import Scope, parse_scope
+from .scope import Scope, scope_from_wire
 
 __all__ = ["Credential", "Revocation", "issue", "revoke", "parse_credential", "parse_envelope",
            "parse_revocation", "credential_envelope", "CRED_V", "REV_V", "FORMAT"]
@@ -122,12 +123,14 @@ def revoke(identity: Identity, *, delegation_id: str, revoked_at: int, reason: s
 # ------------------------------------------------------------------ parsing
 
 
-def _payload(signed: Signed, version_key: str, version: int, what: str) -> dict[str, Any]:
+def _payload(signed: Signed, version_key: str, version: int, what: str, value: Any = None) -> dict[str, Any]:
     # Deterministic CBOR is required (§2.2 issuer profile, §4.4): a payload
     # that re-encodes differently could mean two things to two verifiers.
     # Decoding strictly and re-encoding is the same test as walking the
     # bytes for shortest forms and key order, and several times faster.
-    value = loads(signed.payload, PAYLOAD_LIMITS)
+    # (``value``: the payload already decoded.)
+    if value is None:
+        value = loads(signed.payload, PAYLOAD_LIMITS)
     if dumps(value) != signed.payload:
         raise AmpError(MALFORMED, f"{what} payload is not deterministic CBOR (RFC 8949 §4.2.1)")
     if not isinstance(value, dict):
@@ -172,44 +175,132 @@ def parse_envelope(raw: Any, where: str = "credential") -> bytes:
     return cred
 
 
+# The credential payload's types (§4.1, cddl/rfc005.cddl), checked by msgspec
+# in one pass in C: a first-seen chain reads three of these, and a field-by-
+# field check in Python cost more than decoding them. What a type cannot say
+# (DID syntax, exact selectors, expiry after start) is checked after it. A
+# field that may be absent but not null is UNSET by default, so null is
+# refused as the wrong type; cbor2 gives no integer of 2**64 or more without a
+# bignum tag, which is no int here, so ``ge=0`` is the whole uint range.
+_Text = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TEXT)]
+_UInt = Annotated[int, msgspec.Meta(ge=0)]
+_Selectors = Annotated[list[Annotated[str, msgspec.Meta(min_length=1)]], msgspec.Meta(min_length=1)]
+
+
+# CBOR carries byte strings natively: without this, msgspec would accept a
+# base64 text where the payload needs bytes (``nonce``).
+_NATIVE = (bytes,)
+
+
+class _ScopeWire(msgspec.Struct, frozen=True):
+    capabilities: _Selectors | UnsetType = UNSET
+    actions: _Selectors | UnsetType = UNSET
+    resources: _Selectors | UnsetType = UNSET
+    constraints: dict[str, Any] | None = None
+
+
+class _ValidityWire(msgspec.Struct, frozen=True):
+    issued_at: _UInt
+    expires_at: _UInt
+    not_before: _UInt | UnsetType = UNSET
+
+
+class _CredentialWire(msgspec.Struct, frozen=True):
+    delegation_id: _Text
+    delegator: _Text
+    delegate: _Text
+    scope: _ScopeWire
+    validity: _ValidityWire
+    allow_subdelegation: bool = False
+    max_chain_depth: _UInt | UnsetType = UNSET
+    aud: Annotated[list[_Text], msgspec.Meta(min_length=1, max_length=MAX_AUD)] | UnsetType = UNSET
+    nonce: bytes | None = None
+
+
+def _wire_error(err: msgspec.ValidationError) -> AmpError:
+    """msgspec's account of a payload field (``Expected `str`, got `int` - at
+    `$.scope.actions[0]```) as 1001 with the field's path."""
+    text = str(err)
+    message, sep, where = text.rpartition(" - at ")
+    path = where.strip("`").removeprefix("$").lstrip(".") if sep and where.startswith("`$") else None
+    return AmpError(MALFORMED, f"credential payload: {message if sep else text}", path=path or None)
+
+
+# Payload maps whose keys are known fields in deterministic order, by their
+# key tuple. For a credential whose three maps have such layouts and whose
+# fields have the types msgspec checked (no floats, no maps but scope and
+# validity; constraints, whose values can be anything, excluded), the plain
+# encoding is the deterministic one, so the determinism proof is one encode
+# in C instead of :func:`dumps`'s walk. Issuers repeat a few layouts; bounded.
+_TOP_FIELDS = frozenset(("cred_v", *_CredentialWire.__struct_fields__))
+_SCOPE_FIELDS = frozenset(("capabilities", "actions", "resources"))
+_VALIDITY_FIELDS = frozenset(_ValidityWire.__struct_fields__)
+_LAYOUTS: dict[tuple[frozenset[str], tuple[str, ...]], bool] = {}
+_LAYOUTS_SIZE = 256
+
+
+def _ordered_layout(fields: frozenset[str], layout: tuple[str, ...]) -> bool:
+    key = (fields, layout)
+    known = _LAYOUTS.get(key)
+    if known is None:
+        # All ASCII, so RFC 8949's byte order of the encoded keys is: shorter first, then by text.
+        known = set(layout) <= fields and list(layout) == sorted(layout, key=lambda k: (len(k), k))
+        if len(_LAYOUTS) >= _LAYOUTS_SIZE:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = known
+    return known
+
+
+def _typed_payload(signed: Signed) -> _CredentialWire:
+    """The payload decoded, proved deterministic, its version checked, then
+    typed; the faults in :func:`_payload`'s order (1001, 1004), then msgspec's."""
+    payload = signed.payload
+    value = loads(payload, PAYLOAD_LIMITS)
+    wire: _CredentialWire | None = None
+    fault: msgspec.ValidationError | None = None
+    if type(value) is dict:
+        try:
+            wire = msgspec.convert(value, _CredentialWire, builtin_types=_NATIVE)
+        except msgspec.ValidationError as err:
+            fault = err
+    if not (wire is not None and wire.scope.constraints is None
+            and _ordered_layout(_TOP_FIELDS, tuple(value))
+            and _ordered_layout(_SCOPE_FIELDS, tuple(value["scope"]))
+            and _ordered_layout(_VALIDITY_FIELDS, tuple(value["validity"]))
+            and dumps_in_order(value) == payload):
+        _payload(signed, "cred_v", CRED_V, "credential", value)  # the general proof, and the version
+    elif value.get("cred_v") != CRED_V or isinstance(value.get("cred_v"), bool):
+        _payload(signed, "cred_v", CRED_V, "credential", value)  # raises 1001 or 1004
+    if fault is not None:
+        raise _wire_error(fault)
+    assert wire is not None
+    return wire
+
+
 def parse_credential(raw: bytes) -> Credential:
     signed = decode_sign1(raw, "credential")
-    value = _payload(signed, "cred_v", CRED_V, "credential")
-    delegation_id = _text(value, "delegation_id")
-    delegator = _text(value, "delegator", did=True)
-    delegate = _text(value, "delegate", did=True)
-    if "scope" not in value:
-        raise AmpError(MALFORMED, "missing scope", path="scope")
-    scope = parse_scope(value["scope"])
-    validity = value.get("validity")
-    if not isinstance(validity, dict):
-        raise AmpError(MALFORMED, "validity must be a map", path="validity")
-    issued_at = _uint(validity, "issued_at", "validity.issued_at")
-    expires_at = _uint(validity, "expires_at", "validity.expires_at")
-    not_before = _uint(validity, "not_before", "validity.not_before", required=False)
-    assert issued_at is not None and expires_at is not None
-    start = issued_at if not_before is None else not_before
-    if expires_at <= start:
+    wire = _typed_payload(signed)
+    for key, item in (("delegator", wire.delegator), ("delegate", wire.delegate)):
+        if "#" in item or not did_url_ok(item):
+            raise AmpError(MALFORMED, f"{key} must be a DID", path=key)
+    scope = scope_from_wire(wire.scope.capabilities or None, wire.scope.actions or None,
+                            wire.scope.resources or None, wire.scope.constraints)
+    validity = wire.validity
+    start = validity.issued_at if validity.not_before is UNSET else validity.not_before
+    if validity.expires_at <= start:
         raise AmpError(DELEGATION_INVALID, "credential expires before it becomes valid")
-    allow = value.get("allow_subdelegation", False)
-    if not isinstance(allow, bool):
-        raise AmpError(MALFORMED, "allow_subdelegation must be a boolean", path="allow_subdelegation")
-    depth = _uint(value, "max_chain_depth", "max_chain_depth", required=False)
+    depth = None if wire.max_chain_depth is UNSET else wire.max_chain_depth
     if depth is not None and depth < 1:
         raise AmpError(DELEGATION_INVALID, "max_chain_depth must be at least 1")
     aud: tuple[str, ...] | None = None
-    if "aud" in value:
-        raw_aud = value["aud"]
-        if (not isinstance(raw_aud, list) or not raw_aud or len(raw_aud) > MAX_AUD
-                or not all(isinstance(a, str) and "#" not in a and did_url_ok(a) for a in raw_aud)):
+    if wire.aud is not UNSET:
+        if not all("#" not in a and did_url_ok(a) for a in wire.aud):
             raise AmpError(MALFORMED, f"aud must be a non-empty array of at most {MAX_AUD} DIDs", path="aud")
-        aud = tuple(raw_aud)
-    nonce = value.get("nonce")
-    if nonce is not None and not isinstance(nonce, bytes):
-        raise AmpError(MALFORMED, "nonce must be a byte string", path="nonce")
-    return Credential(delegation_id=delegation_id, delegator=delegator, delegate=delegate, scope=scope,
-                      issued_at=issued_at, not_before=start, expires_at=expires_at, allow_subdelegation=allow,
-                      max_chain_depth=depth, aud=aud, nonce=nonce, signed=signed, raw=raw)
+        aud = tuple(wire.aud)
+    return Credential(delegation_id=wire.delegation_id, delegator=wire.delegator, delegate=wire.delegate,
+                      scope=scope, issued_at=validity.issued_at, not_before=start, expires_at=validity.expires_at,
+                      allow_subdelegation=wire.allow_subdelegation, max_chain_depth=depth, aud=aud,
+                      nonce=wire.nonce, signed=signed, raw=raw)
 
 
 def parse_revocation(raw: Any) -> Revocation:

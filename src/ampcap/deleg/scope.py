@@ -21,7 +21,6 @@ what came before. A capability *name* covers every id of that name, so
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -29,9 +28,9 @@ import msgspec
 from ..caps.names import is_capability_name, parse_capability_id
 from ..errors import AmpError
 
-__all__ = ["ANY", "Scope", "EffectiveScope", "Target", "parse_scope", "narrow", "check_target"]
+__all__ = ["ANY", "Scope", "EffectiveScope", "Target", "scope_from_wire", "narrow", "check_target"]
 
-MALFORMED, DELEGATION_INVALID = 1001, 3004
+DELEGATION_INVALID = 3004
 DIMENSIONS = ("capabilities", "actions", "resources")
 MAX_ENTRIES = 64  # per dimension: a scope is a short list, not a catalogue
 
@@ -58,22 +57,17 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EffectiveScope:
+class EffectiveScope(msgspec.Struct, frozen=True, kw_only=True):
     """``E(n, d)`` for each dimension after narrowing; ``None`` = anything."""
 
     capabilities: frozenset[str] | None
     actions: frozenset[str] | None
     resources: frozenset[str] | None
     constraints: Mapping[str, Any]
-    names_ids: bool = field(init=False)
+    names_ids: bool = False
     """Does the capability dimension name a version (``name:x.y.z``)? Worked
-    out once: the executor asks for every delegated invoke, and a cached
-    chain's scope is the same object each time."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "names_ids",
-                           self.capabilities is not None and any(":" in s for s in self.capabilities))
+    out once by :func:`narrow`: the executor asks for every delegated invoke,
+    and a cached chain's scope is the same object each time."""
 
 
 class Target(msgspec.Struct, frozen=True, kw_only=True):
@@ -115,34 +109,31 @@ def _selector_ok(text: str) -> bool:
     return known
 
 
-def _dimension(raw: Any, name: str) -> frozenset[str]:
-    if not isinstance(raw, list) or not raw:
-        raise AmpError(MALFORMED, f"scope.{name} must be a non-empty array of strings", path=f"scope.{name}")
-    if len(raw) > MAX_ENTRIES:
+def _dimension(entries: list[str] | None, name: str) -> frozenset[str] | None:
+    """A dimension as signed (a non-empty list of non-empty strings: the
+    payload's types said so) → its set; 3004 past the bound or, for
+    capabilities, for anything but an exact name or id."""
+    if entries is None:
+        return None
+    if len(entries) > MAX_ENTRIES:
         raise AmpError(DELEGATION_INVALID, f"scope.{name} lists more than {MAX_ENTRIES} entries")
-    for i, item in enumerate(raw):
-        if not isinstance(item, str) or not item:
-            raise AmpError(MALFORMED, f"scope.{name}[{i}] must be a non-empty string", path=f"scope.{name}[{i}]")
-        if name == "capabilities" and not _selector_ok(item):
-            # §4.2: wildcards, negation and patterns are not MTI (A.9).
-            raise AmpError(DELEGATION_INVALID, "scope.capabilities: only exact capability names or ids are supported")
-    return frozenset(raw)
+    if name == "capabilities":
+        for item in entries:
+            if not _selector_ok(item):
+                # §4.2: wildcards, negation and patterns are not MTI (A.9).
+                raise AmpError(DELEGATION_INVALID,
+                               "scope.capabilities: only exact capability names or ids are supported")
+    return frozenset(entries)
 
 
-def parse_scope(raw: Any) -> Scope:
-    if not isinstance(raw, dict):
-        raise AmpError(MALFORMED, "scope must be a map", path="scope")
-    # DIMENSIONS' order, spelled out (a first-seen link parses one of these).
-    capabilities = _dimension(raw["capabilities"], "capabilities") if "capabilities" in raw else None
-    actions = _dimension(raw["actions"], "actions") if "actions" in raw else None
-    resources = _dimension(raw["resources"], "resources") if "resources" in raw else None
-    constraints = raw.get("constraints")
-    if constraints is not None:
-        if not isinstance(constraints, dict) or not all(isinstance(k, str) for k in constraints):
-            raise AmpError(MALFORMED, "scope.constraints must be a map with text keys", path="scope.constraints")
+def scope_from_wire(capabilities: list[str] | None, actions: list[str] | None, resources: list[str] | None,
+                    constraints: dict[str, Any] | None) -> Scope:
+    """A link's :class:`Scope` from its payload fields, whose types are
+    already checked (:mod:`.credential`): the bounds and selector rules."""
     if capabilities is None and actions is None and resources is None:
         raise AmpError(DELEGATION_INVALID, "scope names none of capabilities, actions, resources")
-    return Scope(capabilities=capabilities, actions=actions, resources=resources, constraints=constraints)
+    return Scope(capabilities=_dimension(capabilities, "capabilities"), actions=_dimension(actions, "actions"),
+                 resources=_dimension(resources, "resources"), constraints=constraints)
 
 
 def _covers(granted: frozenset[str], selector: str) -> bool:
@@ -193,7 +184,8 @@ def narrow(scopes: list[Scope], supported_constraints: frozenset[str] = frozense
                 if key in constraints and constraints[key] != item:
                     raise AmpError(DELEGATION_INVALID, f"link {i + 1} changes a constraint")
                 constraints[key] = item
-    return EffectiveScope(capabilities=capabilities, actions=actions, resources=resources, constraints=constraints)
+    return EffectiveScope(capabilities=capabilities, actions=actions, resources=resources, constraints=constraints,
+                          names_ids=capabilities is not None and any(":" in s for s in capabilities))
 
 
 def check_target(scope: EffectiveScope, target: Target) -> None:

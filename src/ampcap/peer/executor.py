@@ -41,12 +41,12 @@ validated afresh and cannot run anything twice.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
 import msgspec
+from msgspec.structs import replace as replace_struct
 
 from ..caps.bodies import (
     BAD_REQUEST,
@@ -460,7 +460,7 @@ class Executor:
                 check_target(decision.effective, Target(capability=name, capability_id=str(resolved.descriptor.id),
                                                         action=asked.action, resource=asked.resource))
             except AmpError as err:
-                refused = dataclasses.replace(decision, allowed=False, error=err, step=Step.TARGET)
+                refused = replace_struct(decision, allowed=False, error=err, step=Step.TARGET)
                 raise _DelegationDenied(AmpError(DELEGATION_INVALID, "delegation invalid"), refused) from None
         # 7. Input schema: 4004; a missing or corrupt offline artifact: 5002.
         self._params.validate_params(resolved.descriptor, resolved.params)
