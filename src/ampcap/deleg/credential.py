@@ -235,16 +235,23 @@ def _wire_error(err: msgspec.ValidationError) -> AmpError:
 _TOP_FIELDS = frozenset(("cred_v", *_CredentialWire.__struct_fields__))
 _SCOPE_FIELDS = frozenset(("capabilities", "actions", "resources"))
 _VALIDITY_FIELDS = frozenset(_ValidityWire.__struct_fields__)
-_LAYOUTS: dict[tuple[frozenset[str], tuple[str, ...]], bool] = {}
+_LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], bool] = {}
 _LAYOUTS_SIZE = 256
 
 
-def _ordered_layout(fields: frozenset[str], layout: tuple[str, ...]) -> bool:
-    key = (fields, layout)
+def _in_order(layout: tuple[str, ...], fields: frozenset[str]) -> bool:
+    # All ASCII, so RFC 8949's byte order of the encoded keys is: shorter first, then by text.
+    return set(layout) <= fields and list(layout) == sorted(layout, key=lambda k: (len(k), k))
+
+
+def _ordered_layouts(value: dict[str, Any]) -> bool:
+    """Are the payload's, its scope's and its validity's keys known fields
+    in deterministic order? (Remembered by the three key tuples.)"""
+    key = (tuple(value), tuple(value["scope"]), tuple(value["validity"]))
     known = _LAYOUTS.get(key)
     if known is None:
-        # All ASCII, so RFC 8949's byte order of the encoded keys is: shorter first, then by text.
-        known = set(layout) <= fields and list(layout) == sorted(layout, key=lambda k: (len(k), k))
+        known = (_in_order(key[0], _TOP_FIELDS) and _in_order(key[1], _SCOPE_FIELDS)
+                 and _in_order(key[2], _VALIDITY_FIELDS))
         if len(_LAYOUTS) >= _LAYOUTS_SIZE:
             _LAYOUTS.clear()
         _LAYOUTS[key] = known
@@ -256,25 +263,18 @@ def _typed_payload(signed: Signed) -> _CredentialWire:
     typed; the faults in :func:`_payload`'s order (1001, 1004), then msgspec's."""
     payload = signed.payload
     value = loads(payload, PAYLOAD_LIMITS)
-    wire: _CredentialWire | None = None
-    fault: msgspec.ValidationError | None = None
     if type(value) is dict:
         try:
             wire = msgspec.convert(value, _CredentialWire, builtin_types=_NATIVE)
         except msgspec.ValidationError as err:
-            fault = err
-    if not (wire is not None and wire.scope.constraints is None
-            and _ordered_layout(_TOP_FIELDS, tuple(value))
-            and _ordered_layout(_SCOPE_FIELDS, tuple(value["scope"]))
-            and _ordered_layout(_VALIDITY_FIELDS, tuple(value["validity"]))
-            and dumps_in_order(value) == payload):
-        _payload(signed, "cred_v", CRED_V, "credential", value)  # the general proof, and the version
-    elif value.get("cred_v") != CRED_V or isinstance(value.get("cred_v"), bool):
-        _payload(signed, "cred_v", CRED_V, "credential", value)  # raises 1001 or 1004
-    if fault is not None:
-        raise _wire_error(fault)
-    assert wire is not None
-    return wire
+            _payload(signed, "cred_v", CRED_V, "credential", value)  # 1001 or 1004 first, if either applies
+            raise _wire_error(err) from None
+        version = value.get("cred_v")
+        if (type(version) is int and version == CRED_V and wire.scope.constraints is None
+                and _ordered_layouts(value) and dumps_in_order(value) == payload):
+            return wire
+    _payload(signed, "cred_v", CRED_V, "credential", value)  # the general proof, and the version
+    return msgspec.convert(value, _CredentialWire, builtin_types=_NATIVE)
 
 
 def parse_credential(raw: bytes) -> Credential:
