@@ -86,6 +86,13 @@ def test_bench_bindings_quick() -> None:
 def test_bench_delegation_quick() -> None:
     out = run_tool("bench_delegation.py", "--quick", "--batch", "8")
     assert "depth-3, repeated" in out and "repeated depth-3 chain / plain invoke" in out
+    assert "first seen, parse free" in out and "over the repeated chain" in out
+
+
+def test_bench_delegation_daemon_quick() -> None:
+    out = run_tool("bench_delegation_daemon.py", "--quick")
+    assert "first seen (depth 3)" in out and "repeated 64 in flight" in out
+    assert "verifications over a plain invoke" in out
 
 
 def test_bench_mcp_gateway_quick() -> None:
