@@ -64,3 +64,32 @@ def test_a_state_dir_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(AmpError) as err:
         StateStore.open(tmp_path / "f")
     assert err.value.code == 5002 and "state directory" in str(err.value)
+
+
+def test_an_older_file_is_migrated_step_by_step_in_one_transaction(tmp_path: Path) -> None:
+    v1 = ["CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY)"]
+    v3 = ["CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, a INTEGER NOT NULL DEFAULT 0, b BLOB)"]
+    steps = {1: ["ALTER TABLE t ADD COLUMN a INTEGER NOT NULL DEFAULT 0"], 2: ["ALTER TABLE t ADD COLUMN b BLOB"]}
+    store = StateStore.open(tmp_path)
+    store.ensure_schema("demo", 1, v1)
+    with store.transaction() as db:
+        db.execute("INSERT INTO t VALUES ('old')")
+    store.close()
+    # A migration that fails leaves the file as it was (version and columns).
+    broken = {1: steps[1], 2: ["ALTER TABLE nowhere ADD COLUMN b BLOB"]}
+    with pytest.raises(sqlite3.OperationalError):
+        StateStore.open(tmp_path).ensure_schema("demo", 3, v3, broken)
+    again = StateStore.open(tmp_path)
+    assert again.query("SELECT version FROM schema_versions WHERE component = 'demo'") == [(1,)]
+    assert [c[1] for c in again.query("PRAGMA table_info(t)")] == ["k"]
+    # No way from version 1: refused with a clear 5002, nothing changed.
+    with pytest.raises(AmpError) as err:
+        again.ensure_schema("demo", 3, v3, {2: steps[2]})
+    assert err.value.code == 5002 and "cannot migrate" in str(err.value)
+    assert again.ensure_schema("demo", 3, v3, steps) == 1
+    assert again.query("SELECT k, a, b FROM t") == [("old", 0, None)]
+    assert again.ensure_schema("demo", 3, v3, steps) == 3  # already there: nothing to do
+    # A new file gets the newest shape directly, no migration run.
+    fresh = StateStore.open(tmp_path / "new")
+    assert fresh.ensure_schema("demo", 3, v3, {}) == 0
+    assert [c[1] for c in fresh.query("PRAGMA table_info(t)")] == ["k", "a", "b"]

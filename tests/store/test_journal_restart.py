@@ -182,3 +182,148 @@ def test_over_http_a_retry_after_kill_9_gets_the_same_bytes(tmp_path: Path) -> N
         assert did2 == did
         after = post(http, did, invoke)
         assert after.status_code == 200 and after.content == before.content
+
+
+# ---------------------------------------- the 5002 is encrypted and threaded like any reply
+
+THREAD, OTHER_THREAD = bytes(range(16)), bytes(range(16, 32))
+
+
+def _journal_rows(state: Path) -> list[tuple[Any, ...]]:
+    """The daemon's journal as another process reads it (WAL: safe while it runs)."""
+    import sqlite3
+
+    db = sqlite3.connect(state / "state.sqlite3", timeout=5.0)
+    try:
+        return db.execute("SELECT msg_id, state, encrypted, thread_id FROM invoke_journal").fetchall()
+    finally:
+        db.close()
+
+
+async def _wait_running(state: Path, ids: set[bytes]) -> None:
+    """Until the daemon has committed the ``running`` rows of ``ids`` (no sleep-and-hope before kill -9)."""
+    with trio.fail_after(15):
+        while {bytes(r[0]) for r in _journal_rows(state) if r[1] == "running"} < ids:
+            await trio.sleep(0.05)
+
+
+def _opened(raw: bytes, ident: Identity) -> Any:
+    """The caller's view of a reply: decrypted with its own key when encrypted, signature checked."""
+    import time
+
+    from ampcap.wire.identity import DidKeyResolver
+    from ampcap.wire.receive import ReceivePipeline
+
+    return ReceivePipeline(DidKeyResolver(), decrypt_with=[ident], recipient=ident.did).check(
+        raw, int(time.time() * 1000))
+
+
+@pytest.mark.trio
+async def test_after_kill_9_an_authcrypted_invoke_gets_an_encrypted_5002_on_its_thread(tmp_path: Path) -> None:
+    """R19 with RFC 001 §8.5: the 5002 that closes an interrupted invoke is the
+    reply it would have had: authcrypted to the caller when the invoke was,
+    plain when it was not, on the invoke's thread; and it stays those bytes."""
+    import time
+
+    from ampcap.wire.envelope import seal
+    from ampcap.wire.identity import x25519_from_did_key
+
+    state = tmp_path / "state"
+    ident = Identity.generate(os.urandom)
+    args = ("--state-dir", str(state))
+    sleep = {"id": "org.ampcap.demo.sleep:1.0.0", "params": {"ms": 60_000}}
+    with serve_process(tmp_path, *args) as first:
+        peer = first.did
+        now = int(time.time() * 1000)
+        enc_env, enc_wire = seal(ident, typ=MessageType.CAP_INVOKE, to=peer, body=sleep, now_ms=now,
+                                 entropy=os.urandom, ttl=600_000, thread_id=THREAD,
+                                 encrypt_to=x25519_from_did_key(peer))
+        plain_env, plain_wire = seal(ident, typ=MessageType.CAP_INVOKE, to=peer, body=sleep, now_ms=now,
+                                     entropy=os.urandom, ttl=600_000, thread_id=OTHER_THREAD)
+        assert enc_env.enc is not None and plain_env.enc is None
+        await _exchange(first.url, ident, enc_wire, enc_env, wait=False)
+        await _exchange(first.url, ident, plain_wire, plain_env, wait=False)
+        await _wait_running(state, {enc_env.id, plain_env.id})
+        rows = {bytes(r[0]): r for r in _journal_rows(state)}
+        assert rows[enc_env.id][2:] == (1, THREAD) and rows[plain_env.id][2:] == (0, OTHER_THREAD)
+        _kill(first)
+    with serve_process(tmp_path, *args) as second:
+        [enc_cut] = await _exchange(second.url, ident, enc_wire, enc_env)
+        env = enc_cut.envelope
+        assert env.enc is not None and env.body is None  # nothing readable on the wire
+        assert env.thread_id == THREAD and env.reply_to == enc_env.id and env.sender == peer
+        seen = _opened(enc_cut.raw, ident)  # only the caller's key opens it
+        assert seen.decrypted and seen.body["error"]["code"] == 5002
+        assert "interrupted by a restart" in seen.body["error"]["message"]
+        [plain_cut] = await _exchange(second.url, ident, plain_wire, plain_env)
+        assert plain_cut.envelope.enc is None and plain_cut.envelope.thread_id == OTHER_THREAD
+        assert plain_cut.envelope.body["error"]["code"] == 5002
+        assert not _opened(plain_cut.raw, ident).decrypted
+        # Every retry: those very bytes (R8).
+        assert [t.raw for t in await _exchange(second.url, ident, enc_wire, enc_env)] == [enc_cut.raw]
+        _kill(second)
+    with serve_process(tmp_path, *args) as third:
+        # Sealed once, journaled: a third life resends them, nothing re-sealed (a fresh nonce would differ).
+        assert [t.raw for t in await _exchange(third.url, ident, enc_wire, enc_env)] == [enc_cut.raw]
+        assert [t.raw for t in await _exchange(third.url, ident, plain_wire, plain_env)] == [plain_cut.raw]
+
+
+def _as_version_1(state: Path) -> None:
+    """Rewrite the journal table as ampcap wrote it before it kept encryption
+    and thread ids (journal tables version 1), rows included."""
+    import sqlite3
+
+    db = sqlite3.connect(state / "state.sqlite3", isolation_level=None)
+    db.executescript("""
+        BEGIN;
+        CREATE TABLE v1 (
+            sender TEXT NOT NULL, msg_id BLOB NOT NULL, fingerprint BLOB NOT NULL, capability TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('running', 'done')), expires_at INTEGER NOT NULL,
+            wire BLOB, wire_expires_at INTEGER, PRIMARY KEY (sender, msg_id)) WITHOUT ROWID;
+        INSERT INTO v1 SELECT sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at
+            FROM invoke_journal;
+        DROP TABLE invoke_journal;
+        ALTER TABLE v1 RENAME TO invoke_journal;
+        CREATE INDEX invoke_journal_expiry ON invoke_journal (expires_at);
+        UPDATE schema_versions SET version = 1 WHERE component = 'journal';
+        COMMIT;
+    """)
+    db.close()
+
+
+@pytest.mark.trio
+async def test_a_state_database_from_the_previous_version_opens_and_restores(tmp_path: Path) -> None:
+    """A daemon killed while its database held version-1 journal tables comes
+    back up with them migrated: a completed invoke's retry gets the same
+    bytes, a running one its (plain, thread-less, as version 1 knew no
+    better) 5002."""
+    import sqlite3
+
+    state = tmp_path / "state"
+    ident = Identity.generate(os.urandom)
+    args = ("--state-dir", str(state))
+    with serve_process(tmp_path, *args) as first:
+        probe = await _probe(first.url, ident)
+        echo_env, echo_wire = probe.seal(MessageType.CAP_INVOKE, {"id": "org.ampcap.demo.echo:1.0.0",
+                                                                  "params": {"message": "v1"}})
+        slow_env, slow_wire = probe.seal(MessageType.CAP_INVOKE, {"id": "org.ampcap.demo.sleep:1.0.0",
+                                                                  "params": {"ms": 60_000}})
+        await probe.aclose()
+        [before] = await _exchange(first.url, ident, echo_wire, echo_env)
+        await _exchange(first.url, ident, slow_wire, slow_env, wait=False)
+        await _wait_running(state, {slow_env.id})
+        _kill(first)
+    _as_version_1(state)
+    with serve_process(tmp_path, *args) as second:
+        assert [t.raw for t in await _exchange(second.url, ident, echo_wire, echo_env)] == [before.raw]
+        [cut] = await _exchange(second.url, ident, slow_wire, slow_env)
+        assert cut.envelope.body["error"]["code"] == 5002 and cut.envelope.enc is None
+        db = sqlite3.connect(state / "state.sqlite3")
+        try:
+            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (2,)
+            assert {r[1] for r in db.execute("PRAGMA table_info(invoke_journal)")} >= {"encrypted", "thread_id"}
+        finally:
+            db.close()
+        _kill(second)
+    with serve_process(tmp_path, *args) as third:
+        assert [t.raw for t in await _exchange(third.url, ident, slow_wire, slow_env)] == [cut.raw]

@@ -62,8 +62,11 @@ class DurableState:
         now = clock.wall_ms()
         self._pruned_ms = now
         records = self.journal.load(now)
-        closed = executor.preload(records, now, lambda cid: bool(getattr(catalog.get(cid), "idempotent", False)))
+        closed, notes = executor.preload(records, now,
+                                         lambda cid: bool(getattr(catalog.get(cid), "idempotent", False)))
         self.journal.write(closed)
+        for note in notes:
+            throttle.log(log, note.topic or "journal", note.level, clock.monotonic_ms(), "%s", note.message)
         if records:
             log.info("journal: %d invokes restored from %s (%d interrupted by the restart)", len(records),
                      store.path, len(closed))

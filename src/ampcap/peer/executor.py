@@ -403,7 +403,8 @@ class Executor:
         if self.journal:  # committed before the job may have any effect
             actions.append(Persist((JournalRecord(key=key, fingerprint=inbound.fingerprint,
                                                   capability_id=job.capability_id, state=JournalState.RUNNING,
-                                                  expires_at=max(expires_at, job.deadline_ms)),)))
+                                                  expires_at=max(expires_at, job.deadline_ms),
+                                                  encrypted=job.encrypted, thread_id=job.thread_id),)))
         actions.append(Execute(job=job))
         return actions
 
@@ -731,21 +732,31 @@ class Executor:
         if self.journal:  # committed before the terminal message leaves
             record = JournalRecord(key=key, fingerprint=run.fingerprint, capability_id=run.job.capability_id,
                                    state=JournalState.DONE, expires_at=max(run.expires_at, now_ms),
-                                   terminal=kept)
+                                   terminal=kept, encrypted=run.job.encrypted, thread_id=run.job.thread_id)
             return [Persist((record,)), *sends]
         return sends
 
     # ----------------------------------------------------------- restart
 
     def preload(self, records: list[JournalRecord], now_ms: int,
-                idempotent: Callable[[str], bool]) -> list[JournalRecord]:
+                idempotent: Callable[[str], bool]) -> tuple[list[JournalRecord], list[Log]]:
         """Restore what the journal kept across a restart (R19). DONE records
         answer their retries with the same bytes; a RUNNING one was cut
         short by the restart: unless ``idempotent(capability_id)`` (then a
         retry runs it again), it is closed now with CAP_RESULT 5002, sealed
         once here, which the returned records (to write) keep for the next
-        restart too."""
+        restart too. Returns those records and the lines to log.
+
+        That 5002 is the reply the job would have had (:meth:`_reply`): the
+        same ``thread_id``, and authcrypted to the caller when the invoke
+        was (RFC 001 §8.5). Should the caller's key agreement key no longer
+        resolve (a keyring edited between the two lives; the invoke was
+        decrypted with it, so it did then), the 5002 goes out signed but
+        unencrypted, and a warning says so: its body holds nothing of the
+        invoke, and the caller must get its one terminal reply (R5) while
+        the invoke must not run again."""
         closed: list[JournalRecord] = []
+        notes: list[Log] = []
         for record in records:
             if record.expires_at < now_ms:
                 continue
@@ -753,18 +764,25 @@ class Executor:
                 if idempotent(record.capability_id):
                     continue  # unknown to the cache: its retry runs again
                 body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
-                # Not encrypted even if the invoke was: the journal does not
-                # keep that (a plain 5002 says nothing of the invoke's content).
-                sealed = self._seal(Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
-                                             to=record.key.sender, body_cbor=dumps(body)), now_ms)
-                record = JournalRecord(key=record.key, fingerprint=record.fingerprint,
-                                       capability_id=record.capability_id, state=JournalState.DONE,
-                                       expires_at=record.expires_at, terminal=_terminal(sealed))
+                out = Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
+                               thread_id=record.thread_id, to=record.key.sender, body_cbor=dumps(body),
+                               encrypt=record.encrypted)
+                try:
+                    sealed = self._seal(out, now_ms)
+                except Exception as exc:  # the resolver's 3001, or no resolver at all
+                    if not record.encrypted:
+                        raise
+                    why = exc.message if isinstance(exc, AmpError) else str(exc)
+                    notes.append(Log(logging.WARNING, f"interrupted invoke {record.key.msg_id.hex()} from "
+                                                      f"{shown(record.key.sender)}: its 5002 goes unencrypted "
+                                                      f"({shown(why, MESSAGE_LIMIT)})", "journal"))
+                    sealed = self._seal(msgspec.structs.replace(out, encrypt=False), now_ms)
+                record = msgspec.structs.replace(record, state=JournalState.DONE, terminal=_terminal(sealed))
                 closed.append(record)
             assert record.terminal is not None
             self._cache.restore(record.key, record.fingerprint, record.terminal,
                                 expires_at=record.expires_at, now_ms=now_ms)
-        return closed
+        return closed, notes
 
     @staticmethod
     def _reply(job: Job, typ: int, body: dict[str, Any], encoded: bytes | None = None) -> Outbound:

@@ -21,7 +21,11 @@ replies included (their nonce is random: re-sealing could never repeat them).
 At start-up the edge hands the records back (:meth:`Executor.preload`): DONE
 ones fill the cache; a RUNNING one was interrupted by the restart, and its
 retry is answered 5002 ("interrupted by a restart; retry with a new id")
-unless its capability is ``idempotent = true``, which runs it again.
+unless its capability is ``idempotent = true``, which runs it again. That
+5002 is the reply the job would have got: so a record keeps what a reply
+takes from its invoke beyond the key, whether the invoke came authcrypted
+(RFC 001 §8.5: its replies are encrypted to the caller too) and its
+``thread_id``.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ class JournalRecord(msgspec.Struct, frozen=True, kw_only=True):
     state: JournalState
     expires_at: int  # Unix ms after which the record may be dropped
     terminal: Terminal | None = None  # DONE only: the sealed bytes as first sent, and their expiry
+    # What a reply copies from the invoke (Executor._reply), for the 5002 a
+    # restart seals in place of the terminal reply a RUNNING record never got.
+    encrypted: bool = False  # the invoke came authcrypted: so does that 5002
+    thread_id: bytes | None = None
 
     def __post_init__(self) -> None:
         if (self.state is JournalState.DONE) != (self.terminal is not None):

@@ -7,9 +7,9 @@ one thing, not several.
 
 Each component (``journal``, ``sessions``, ``delegation``) owns its tables and
 declares them with :meth:`StateStore.ensure_schema`; the ``schema_versions``
-table remembers which version of them the file holds, so a newer ampcap can
-migrate and an older one refuses a file it does not understand instead of
-misreading it.
+table remembers which version of them the file holds, so a newer ampcap
+migrates it (the component's ``migrations``, in the same transaction) and an
+older one refuses a file it does not understand instead of misreading it.
 
 Durability modes (what a committed write survives):
 
@@ -108,17 +108,36 @@ class StateStore:
     def durable(self) -> bool:
         return self.path is not None
 
-    def ensure_schema(self, component: str, version: int, statements: Sequence[str]) -> int:
+    def ensure_schema(self, component: str, version: int, statements: Sequence[str],
+                      migrations: Mapping[int, Sequence[str]] | None = None) -> int:
         """Create ``component``'s tables (idempotent ``CREATE … IF NOT EXISTS``
-        statements) and record ``version``; returns the version the file held
-        before (0 for new). A file written by a newer version is refused: its
-        rows may mean something this code would misread."""
-        row = self._db.execute("SELECT version FROM schema_versions WHERE component = ?", (component,)).fetchone()
-        found = 0 if row is None else int(row[0])
-        if found > version:
-            raise AmpError(5002, f"state database {self.path}: {component} tables are version {found}, "
-                                 f"this ampcap understands up to {version}; use a newer ampcap or another --state-dir")
+        statements, the newest shape) and record ``version``; returns the
+        version the file held before (0 for new).
+
+        A file holding an older version is brought up to date first:
+        ``migrations[k]`` are the statements that turn version ``k`` into
+        ``k + 1`` (``ALTER TABLE … ADD COLUMN`` with a default, typically),
+        run in order in the same transaction as the rest, so a crash leaves
+        the file either untouched or migrated, never half. A file written by
+        a newer version is refused: its rows may mean something this code
+        would misread."""
         with self.transaction():
+            # Read under the write lock: two daemons opening one file cannot both migrate it.
+            row = self._db.execute("SELECT version FROM schema_versions WHERE component = ?",
+                                   (component,)).fetchone()
+            found = 0 if row is None else int(row[0])
+            if found > version:
+                raise AmpError(5002, f"state database {self.path}: {component} tables are version {found}, "
+                                     f"this ampcap understands up to {version}; use a newer ampcap or another "
+                                     f"--state-dir")
+            if 0 < found < version:
+                for step in range(found, version):
+                    if migrations is None or step not in migrations:
+                        raise AmpError(5002, f"state database {self.path}: {component} tables are version "
+                                             f"{found}, and this ampcap cannot migrate them from version {step}; "
+                                             f"use another --state-dir")
+                    for statement in migrations[step]:
+                        self._db.execute(statement)
             for statement in statements:
                 self._db.execute(statement)
             self._db.execute("INSERT OR REPLACE INTO schema_versions (component, version) VALUES (?, ?)",

@@ -3,7 +3,9 @@
 Implements :class:`ampcap.peer.journal.InvokeJournal`. One row per accepted
 invoke, keyed ``(sender, msg_id)`` (RFC 001's idempotency key): the body
 fingerprint a retry must match, the capability (is it idempotent?), the
-state, when the row may go, and, once DONE, the terminal message as the
+state, when the row may go, whether the invoke came authcrypted and its
+``thread_id`` (a restart's 5002 is encrypted and threaded like any reply to
+it), and, once DONE, the terminal message as the
 executor sealed it (its signed, unframed bytes and their ``ts + ttl``): a
 retry after a restart gets those very bytes, which is what R8 and R19 ask
 (an authcrypted reply could not be sealed again to the same bytes).
@@ -20,7 +22,11 @@ from .database import StateStore
 
 __all__ = ["SqliteJournal", "VERSION"]
 
-VERSION = 1
+# Version 2 added ``encrypted`` and ``thread_id``: what the 5002 that closes
+# an interrupted invoke at restart copies from it (peer/journal.py). A
+# version-1 row lacks them: it reads as a plain invoke without a thread, which
+# is how version 1 answered it.
+VERSION = 2
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS invoke_journal (
         sender TEXT NOT NULL,
@@ -31,36 +37,42 @@ _SCHEMA = (
         expires_at INTEGER NOT NULL,
         wire BLOB,
         wire_expires_at INTEGER,
+        encrypted INTEGER NOT NULL DEFAULT 0,
+        thread_id BLOB,
         PRIMARY KEY (sender, msg_id)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS invoke_journal_expiry ON invoke_journal (expires_at)",
 )
-_UPSERT = ("INSERT OR REPLACE INTO invoke_journal (sender, msg_id, fingerprint, capability, state, expires_at, "
-           "wire, wire_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_MIGRATIONS = {
+    1: ("ALTER TABLE invoke_journal ADD COLUMN encrypted INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE invoke_journal ADD COLUMN thread_id BLOB"),
+}
+_COLUMNS = "sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at, encrypted, thread_id"
+_UPSERT = f"INSERT OR REPLACE INTO invoke_journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 class SqliteJournal:
     def __init__(self, store: StateStore) -> None:
         self.store = store
-        store.ensure_schema("journal", VERSION, _SCHEMA)
+        store.ensure_schema("journal", VERSION, _SCHEMA, _MIGRATIONS)
 
     def load(self, now_ms: int) -> list[JournalRecord]:
         self.prune(now_ms)
         records = []
-        for sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at in self.store.query(
-                "SELECT sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at "
-                "FROM invoke_journal"):
+        for (sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at, encrypted,
+             thread_id) in self.store.query(f"SELECT {_COLUMNS} FROM invoke_journal"):
             terminal = Terminal(bytes(wire), wire_expires_at) if wire is not None else None
             records.append(JournalRecord(key=InvokeKey(sender, bytes(msg_id)), fingerprint=bytes(fingerprint),
                                          capability_id=capability, state=JournalState(state),
-                                         expires_at=expires_at, terminal=terminal))
+                                         expires_at=expires_at, terminal=terminal, encrypted=bool(encrypted),
+                                         thread_id=bytes(thread_id) if thread_id is not None else None))
         return records
 
     def write_rows(self, db: sqlite3.Connection, records: Iterable[JournalRecord]) -> None:
         """Within a transaction the caller holds (the daemon's batch)."""
         db.executemany(_UPSERT, [(r.key.sender, r.key.msg_id, r.fingerprint, r.capability_id, r.state.value,
                                   r.expires_at, *((r.terminal.wire, r.terminal.expires_at) if r.terminal is not None
-                                                  else (None, None)))
+                                                  else (None, None)), int(r.encrypted), r.thread_id)
                                  for r in records])
 
     def write(self, records: Iterable[JournalRecord]) -> None:
