@@ -228,3 +228,38 @@ async def test_a_peer_that_resets_ends_the_connection_cleanly() -> None:
             assert term.by_peer or "cannot write" in term.reason or "peer closed" in term.reason
             with trio.fail_after(5):
                 await server.closed.wait()
+
+
+@pytest.mark.trio
+async def test_a_read_is_sliced_by_messages_not_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Replies leave after each slice of a read. A slice holds about
+    # SLICE_MESSAGES messages whatever their size: large messages (a
+    # delegated invoke's chain) do not make the driver flush, and give the
+    # scheduler a turn, after every other message.
+    log = WriteLog(monkeypatch)
+    server_driver: list[ConnectionDriver] = []
+    sr = Recorder()
+
+    async def echo(event: Any) -> None:
+        await sr(event)
+        if isinstance(event, MessageReceived) and event.inbound.envelope.typ == MessageType.MESSAGE:
+            server_driver[0].send_nowait(Outbound(typ=MessageType.ACK, body={"ack_source": "recipient"},
+                                                  reply_to=event.inbound.envelope.id))
+
+    async with open_pair(server_on_event=echo) as (client, cr, server, _):
+        server_driver.append(server)
+        async def burst(count: int, pad: int) -> list[tuple[int, int, str]]:
+            before = len(log.on(server.stream))
+            sent = [client.send_nowait(Outbound(typ=MessageType.MESSAGE, body={"pad": b"x" * pad})).id
+                    for _ in range(count)]
+            with trio.fail_after(10):
+                while not all(any(isinstance(e, MessageReceived) and e.inbound.envelope.reply_to == i
+                                  for e in cr.events) for i in sent[-1:]):
+                    await cr._changed.wait()
+            return log.on(server.stream)[before:]
+
+        await burst(64, 300)  # small messages (~0.5 KB): about a 4 KiB slice, as before
+        assert getattr(server, "_slice", stream_module.RECEIVE_SLICE) < 1.5 * stream_module.RECEIVE_SLICE
+        big = await burst(96, 1800)  # ~2 KB each: a 4 KiB slice would hold two
+        assert len(big) <= 96 // 4, len(big)  # not one write per two messages
+        assert server._slice > 2 * stream_module.RECEIVE_SLICE

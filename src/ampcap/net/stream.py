@@ -82,6 +82,11 @@ EventHandler = Callable[[Event], Awaitable[None]]
 # 64 KiB reads no better than 16.
 RECEIVE_SIZE = 16 * 1024
 RECEIVE_SLICE = 4 * 1024
+# The slice follows the messages, not the bytes: it is sized to hold about
+# this many (4 KiB of plain invokes), up to a whole read. A peer sending
+# larger messages (a delegated invoke carries ~1.5 KB of credentials) would
+# otherwise get a flush and a scheduler turn for every other message.
+SLICE_MESSAGES = 8
 _POSIX = os.name == "posix"
 
 
@@ -127,6 +132,8 @@ class ConnectionDriver:
         # together, so a burst of calls is still one write, not one per call.
         self._write_next_send = True
         self._drained = False  # direct mode: the last read did not fill the buffer
+        self._slice = RECEIVE_SLICE  # bytes fed per slice of a read (see _receive)
+        self._events = 0  # events delivered so far (the slice follows bytes per event)
         self._send_budget = send_budget
         self._charged = 0  # what this driver's backlog adds to send_budget.used
         self._receive_budget = receive_budget
@@ -252,7 +259,9 @@ class ConnectionDriver:
         (The decoder buffers frames cut between slices.)"""
         conn = self.conn
         self._write_next_send = True
-        for start in range(0, len(data), RECEIVE_SLICE):
+        size = self._slice
+        events = self._events
+        for start in range(0, len(data), size):
             if start:
                 if conn.state is ConnState.CLOSED:
                     return
@@ -260,9 +269,12 @@ class ConnectionDriver:
                 # already); callers woken by the slice's replies send their next
                 # calls; other connections get their turn.
                 await trio.lowlevel.checkpoint()
-            conn.receive_data(data[start:start + RECEIVE_SLICE], self._clock())
+            conn.receive_data(data[start:start + size], self._clock())
             self._kick()
             await self._deliver()
+        events = self._events - events
+        if events:
+            self._slice = min(RECEIVE_SIZE, max(RECEIVE_SLICE, len(data) * SLICE_MESSAGES // events))
 
     async def _reserve_incoming_frame(self, budget: ReceiveBudget) -> None:
         """Before reading on into a large frame, hold its declared size in the
@@ -473,6 +485,7 @@ class ConnectionDriver:
         self._delivering = True
         try:
             while (event := self.conn.next_event()) is not None:
+                self._events += 1
                 if isinstance(event, ConnectionTerminated):
                     self.terminated = event
                     self._signal_space()  # release anyone waiting for room
