@@ -33,7 +33,7 @@ from ..peer.state import ConnState
 from .clock import Clock
 
 if TYPE_CHECKING:  # the daemon composes this module: no import at run time
-    from .daemon import Link
+    from .link import Link
 
 __all__ = ["Calls", "CallOutcome"]
 

@@ -88,6 +88,7 @@ from ..wire.signing import Profile
 from .calls import Calls
 from .sessions import ControlRequests
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
+from .link import Link, peer_label, why_silent
 from .listener import OVERLOADED_FRAME, Listener
 from .budget import ReceiveBudget, SendBudget
 from .sink import ReplySink
@@ -169,38 +170,6 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
     # credentials; None = the store alone decides (bounded offline mode).
     revocation_publisher: str | None = None
     revocation_publisher_did: str | None = None  # pin the publisher's DID (else whoever answers at the URL)
-
-
-class Link(msgspec.Struct, eq=False):
-    """One connection as the daemon sees it (also its executor/invoker key:
-    ``eq=False`` keeps object identity for equality and hashing)."""
-
-    driver: ConnectionDriver
-    outbound: bool  # we dialled it
-    ready: trio.Event = msgspec.field(default_factory=trio.Event)  # Negotiated or terminated
-    calls: set[bytes] = msgspec.field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
-    opened_ms: int = 0
-    goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
-    unverified: int = 0  # messages on it whose signature did not verify (1002): why a reply may never come
-    verifies_under: Profile | None = None  # the other Sig_Input profile one of them verified under
-    relay_probe: trio.Event | None = None  # a relay link's pending self-addressed probe (_watch_relay)
-    # Who hears a CAP_DECLARE the peer sends unasked (no reply_to): its
-    # body, already checked against the CDDL (the MCP gateway re-lists).
-    on_declare: Callable[[Any], None] | None = None
-
-    @property
-    def peer_closing(self) -> str:
-        """What the peer did when it closed its side, as messages say it
-        (why a dial or a call on this link failed)."""
-        return "the peer closed the connection" + (" (GOAWAY)" if self.goaway is not None else "")
-
-    @property
-    def peer_did(self) -> str | None:
-        return self.driver.conn.peer_did
-
-    @property
-    def open(self) -> bool:
-        return self.driver.terminated is None and self.driver.conn.peer_did is not None
 
 
 class Daemon:
@@ -474,7 +443,7 @@ class Daemon:
             # is a bug of ours. It costs this one connection, not the daemon and
             # every other connection with it.
             log.error("connection %s peer=%s failed on an internal error (a bug, please report it): %s",
-                      "to" if link.outbound else "from", _peer(link), shown(_innermost(exc), MESSAGE_LIMIT))
+                      "to" if link.outbound else "from", peer_label(link), shown(_innermost(exc), MESSAGE_LIMIT))
             log.debug("internal error on a connection", exc_info=exc)
             link.driver.conn.close()
         finally:
@@ -689,11 +658,11 @@ class Daemon:
             lasted = self.clock.monotonic_ms() - link.opened_ms
             # An orderly close has no code; a failed one names it ("1004 VERSION_MISMATCH").
             code = "-" if event.code is None else f"{event.code} {error_info(event.code).name}"
-            log.info("connection closed peer=%s code=%s reason=%s after=%dms", _peer(link), code,
+            log.info("connection closed peer=%s code=%s reason=%s after=%dms", peer_label(link), code,
                      shown(event.reason, MESSAGE_LIMIT), lasted)
             link.ready.set()
         elif type(event) is MessageRejected:
-            log.info("message rejected peer=%s id=%s: %s", _peer(link),
+            log.info("message rejected peer=%s id=%s: %s", peer_label(link),
                      event.message_id.hex() if event.message_id else "-", shown(event.error, MESSAGE_LIMIT))
             if event.error.code == BAD_SIGNATURE and event.envelope is not None:
                 link.unverified += 1
@@ -703,13 +672,13 @@ class Daemon:
                 self._apply_invoker(self.invoker.on_rejected(event.envelope, event.error, self.clock.wall_ms()))
         elif type(event) is GoAwayReceived:
             link.goaway = event
-            log.info("GOAWAY from peer=%s reason=%s message=%s", _peer(link), event.reason,
+            log.info("GOAWAY from peer=%s reason=%s message=%s", peer_label(link), event.reason,
                      shown(event.message or "-"))
         elif type(event) is InputEnded:
             # It can still read: its running invokes still get their replies.
             # Our own calls on it can no longer be answered.
             owed = self._executor is not None and self._executor.owes(link)
-            log.info("peer=%s finished sending; invokes still to answer: %s", _peer(link),
+            log.info("peer=%s finished sending; invokes still to answer: %s", peer_label(link),
                      "yes" if owed else "none")
             self.calls.end_on(link)
             if owed:
@@ -763,7 +732,7 @@ class Daemon:
             # RFC 004 §6.2 asks reply_to only of a CAP_DECLARE that answers
             # a query: one without it is the peer announcing its
             # capabilities, not a reply gone astray (no ERROR 4001).
-            log.info("unasked CAP_DECLARE from peer=%s", _peer(link))
+            log.info("unasked CAP_DECLARE from peer=%s", peer_label(link))
             if link.on_declare is not None:
                 try:
                     link.on_declare(inbound.body)
@@ -847,7 +816,7 @@ class Daemon:
             if stand_in is not None:
                 self._send(link, stand_in)
         except LocalProtocolError as exc:  # closed meanwhile, or draining and not a reply
-            log.debug("not sent to %s: %s", _peer(link), shown(exc, MESSAGE_LIMIT))
+            log.debug("not sent to %s: %s", peer_label(link), shown(exc, MESSAGE_LIMIT))
 
     def _apply(self, actions: list[Any]) -> None:
         if self.durable is not None and self._holds(actions):
@@ -937,14 +906,14 @@ class Daemon:
             elif kind is InvokeFailed:
                 self.calls.finish(action.handle, error=action.error)
             elif kind is InvokeTimedOut:
-                why = self._why_silent(self.calls.link_of(action.handle))
+                why = why_silent(self.calls.link_of(action.handle))
                 self.calls.finish(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline" + why))
             elif kind is QueryAnswered:
                 self.calls.finish(action.handle, result=action)
             elif kind is QueryFailed:
                 error = action.error
                 if error.code == TIMEOUT:
-                    error = AmpError(TIMEOUT, error.message + self._why_silent(self.calls.link_of(action.handle)))
+                    error = AmpError(TIMEOUT, error.message + why_silent(self.calls.link_of(action.handle)))
                 self.calls.finish(action.handle, error=error)
             elif kind is Replied:
                 self.calls.finish(action.handle, result=action)
@@ -954,23 +923,6 @@ class Daemon:
                 log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt,
                          shown(action.reason, MESSAGE_LIMIT))
         self._rearm()
-
-    def _why_silent(self, link: Link | None) -> str:
-        """What a timed-out call's message adds when the peer did answer on
-        its link, but with messages whose signature did not verify: they
-        were dropped, and the reply may have been among them."""
-        if link is None or not link.unverified:
-            return ""
-        count = link.unverified
-        why = (f"; {count} message{'s' if count > 1 else ''} from the peer failed signature verification (1002) "
-               f"and {'were' if count > 1 else 'was'} dropped")
-        if link.verifies_under is Profile.RUST_EXAMPLE:
-            why += (": they verify under the public Rust example's Sig_Input, so the peer signs like it; "
-                    "use its profile too (--compat rust-example)")
-        elif link.verifies_under is Profile.RFC:
-            why += (": they verify under the RFC's Sig_Input, so the peer does not sign like the Rust example; "
-                    "drop --compat rust-example")
-        return why
 
     # ================================================================ timers
 
@@ -1009,7 +961,3 @@ def _innermost(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
 
-
-def _peer(link: Link) -> str:
-    """The link's peer for a log line: its DID (cut short), or '-' before HELLO named it."""
-    return shown(link.peer_did) if link.peer_did is not None else "-"
