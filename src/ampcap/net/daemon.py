@@ -69,7 +69,6 @@ from ..peer.invoker import (
     QueryFailed,
     Replied,
 )
-from ..peer.limits import InFlightLimits
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
@@ -105,6 +104,7 @@ if TYPE_CHECKING:
     from ..store.delegation import DelegationStore
     from .durable import DurableState
     from .jobs import Jobs, LocalHandler
+    from .serving import ServingHalf
 
 __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler"]
 
@@ -209,6 +209,7 @@ class Daemon:
         self._executor: Executor | None = None
         self._jobs: Jobs | None = None
         self._store = store
+        self._serving: ServingHalf | None = None
         self.durable: DurableState | None = None
         self._holds: Callable[[list[Any]], bool] = _holds_nothing
         self._log_throttle = LogThrottle()
@@ -251,57 +252,33 @@ class Daemon:
             self._serve_half()
 
     def _serve_half(self) -> Executor:
-        """Build (once) the provider side: the state store (R19), the RFC 005
-        credential store, verifier and service, the executor and its jobs."""
+        """Build (once) the provider side (net/serving.py): the state store
+        (R19), the RFC 005 credential store, verifier and service, the
+        executor and its jobs. Imported here, not above: a client-only daemon
+        never loads it."""
         if self._executor is not None:
             return self._executor
         global _Execute, _Cancel, _Audit
-        from ..deleg.chain import ChainVerifier, VerifierConfig
-        from ..deleg.revocation import RevocationChecker, StatusCache
-        from ..deleg.service import DelegationService
-        from ..peer import executor as executor_module
-        from ..store import StateStore
-        from ..store.delegation import DelegationStore
-        from .jobs import Jobs
+        from .serving import ACTION_CLASSES, ServingHalf
 
-        identity, catalog, config, clock = self.identity, self.catalog, self.config, self.clock
         key_resolver, params, policy, handlers, sealer = self._serving_args
-        # R19: the durable state (in memory unless serve --state-dir names a directory).
-        store = self._store if self._store is not None else StateStore.open(None)
-        self._store = store
-        if params is None:
-            from ..caps.params import ParamsValidator
-            from ..caps.bundle import SchemaStore
-
-            params = ParamsValidator(SchemaStore([], offline=True))
-        limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
-        # RFC 005: credentials and revocations kept in the store; the verifier
-        # consults it for every link (R20; no publisher: bounded offline mode).
-        self._delegations = DelegationStore(store)
-        self._revocation_status = StatusCache()
-        deleg_config = config.delegation or VerifierConfig()
-        if deleg_config.verifier_did is None:
-            deleg_config = replace(deleg_config, verifier_did=identity.did)
-        publisher = config.revocation_publisher
-        self._verifier = ChainVerifier(key_resolver, RevocationChecker(
-            store=self._delegations, cache=self._revocation_status,
-            publisher_for=(lambda delegator: publisher) if publisher is not None else None), deleg_config)
-        self._deleg_service = DelegationService(self._delegations, key_resolver, own_did=identity.did)
-        # Terminal replies are sealed by the executor, once: a retry gets the same bytes (R8).
-        executor = executor_module.Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
-                                            limits=limits, config=config.executor, seal=sealer,
-                                            delegation=self._verifier, journal=store.durable)
-        _Execute, _Cancel, _Audit = executor_module.Execute, executor_module.Cancel, executor_module.Audit
-        if store.durable:
-            from .durable import DurableState, holds
-
-            self.durable = DurableState(store, executor, self.sessions, catalog, clock, self._apply,
-                                        self._log_throttle)
-            self._holds = holds
-        self._jobs = Jobs(executor, self._apply, clock, handlers)
+        half = ServingHalf(identity=self.identity, catalog=self.catalog, config=self.config, clock=self.clock,
+                           sessions=self.sessions, store=self._store, key_resolver=key_resolver, params=params,
+                           policy=policy, handlers=handlers, sealer=sealer, apply=self._apply,
+                           throttle=self._log_throttle)
+        _Execute, _Cancel, _Audit = ACTION_CLASSES
+        self._serving, self._store = half, half.store
+        if half.durable is not None and half.holds is not None:
+            self.durable, self._holds = half.durable, half.holds
+        self._jobs = half.jobs
         self._jobs.nursery = self._nursery
-        self._executor = executor
-        return executor
+        self._executor = half.executor
+        return half.executor
+
+    def _served(self) -> ServingHalf:
+        self._serve_half()
+        assert self._serving is not None
+        return self._serving
 
     # The serving half, built on first use (see _serve_half).
     @property
@@ -310,35 +287,27 @@ class Daemon:
 
     @property
     def jobs(self) -> Jobs:
-        self._serve_half()
-        assert self._jobs is not None
-        return self._jobs
+        return self._served().jobs
 
     @property
     def store(self) -> StateStore:
-        self._serve_half()
-        assert self._store is not None
-        return self._store
+        return self._served().store
 
     @property
     def delegations(self) -> DelegationStore:
-        self._serve_half()
-        return self._delegations
+        return self._served().delegations
 
     @property
     def revocation_status(self) -> StatusCache:
-        self._serve_half()
-        return self._revocation_status
+        return self._served().revocation_status
 
     @property
     def verifier(self) -> ChainVerifier:
-        self._serve_half()
-        return self._verifier
+        return self._served().verifier
 
     @property
     def deleg_service(self) -> DelegationService:
-        self._serve_half()
-        return self._deleg_service
+        return self._served().deleg_service
 
     # ================================================================ life
 
