@@ -45,7 +45,7 @@ from ..caps.catalog import Catalog
 from ..display import MESSAGE_LIMIT, printable, shown
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
 from ..schema import load_schemas
-from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
+from ..peer.config import RELAY_DID, ConnectionConfig
 from ..peer.connection import Connection, Role
 from ..peer.events import (
     ConnectionTerminated,
@@ -84,6 +84,7 @@ from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
+from . import relay
 from .calls import Calls
 from .sessions import ControlRequests
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
@@ -422,63 +423,19 @@ class Daemon:
 
     async def join_relay(self, url: str | AmpUrl, *, relay_did: str = RELAY_DID, timeout_s: float = 10.0,
                          ssl_context: ssl.SSLContext | None = None, probe_s: float | None = None) -> Link:
-        """Dial a relay like the public Rust example's and register there.
-
-        Such a relay frames with a bare 4-byte length, registers a connection
-        under the ``from`` of its first parsable frame, forwards frames to the
-        online recipients in ``to`` and silently drops the rest. So: raw
-        framing, no keepalive (it would not answer), no strict principal
-        binding (messages from many senders arrive on this one connection),
-        and a first frame to register, a HELLO addressed to the relay's own
-        DID as the example's clients send (nobody is registered under it, so
-        the relay drops it). Invokes reaching us through the link are served
-        like any others; calls through it name their recipient (``to=``).
-
-        Such a relay keeps one connection per DID: another connection whose
-        first frame comes ``from`` our DID (a caller run with our key, say)
-        takes the registration over, and when that one ends the relay
-        forgets our DID, while our link stays open and silent. With
-        ``probe_s``, every ``probe_s`` seconds a PING addressed to ourselves
-        checks that the relay still forwards to this link; when it does not
-        come back the link is closed, so whoever keeps it (``serve --relay``)
-        dials again and registers anew.
-        """
-        config = replace(self._conn_config, framing=Framing.RAW, strict_principal=False,
-                         keepalive_interval_ms=None, max_msg_size=min(self._conn_config.max_msg_size,
-                                                                      RELAY_MAX_MSG_SIZE))
-        link = await self.connect(url, peer_did=relay_did, ssl_context=ssl_context, timeout_s=timeout_s,
-                                  config=config)
-        link.driver.send_nowait(Outbound(typ=int(MessageType.HELLO), body={"versions": [RELAY_HELLO_VERSION]},
-                                         to=relay_did))
-        log.info("registered at relay %s as %s", url, self.identity.did)
+        """Dial a relay like the public Rust example's and register there
+        (net/relay.py says how such a relay behaves and what the link to it
+        needs). With ``probe_s``, every ``probe_s`` seconds a PING addressed
+        to ourselves checks that the relay still forwards to this link; when
+        it does not come back the link is closed, so whoever keeps it
+        (``serve --relay``) dials again and registers anew."""
+        link = await relay.register(self, url, relay_did=relay_did, timeout_s=timeout_s, ssl_context=ssl_context)
         if probe_s is not None:
             link.relay_probe = trio.Event()
             assert self._nursery is not None
-            self._nursery.start_soon(self._watch_relay, link, str(url), probe_s)
+            self._nursery.start_soon(relay.watch, link, str(url), probe_s, self.identity.did, self._send,
+                                     lambda: self._closing)
         return link
-
-    async def _watch_relay(self, link: Link, url: str, probe_s: float) -> None:
-        """Close a relay link once the relay stops forwarding our own DID to it
-        (see :meth:`join_relay`): a probe that has not come back after a third
-        of ``probe_s`` (at least 1 s) means so."""
-        wait_s = max(probe_s / 3, 1.0)
-        while True:
-            with trio.move_on_after(probe_s):
-                await link.driver.closed.wait()
-            if link.driver.closed.is_set() or self._closing:
-                return
-            link.relay_probe = probe = trio.Event()
-            self._send(link, Outbound(typ=_PING, body=None, to=self.identity.did))
-            with trio.move_on_after(wait_s):
-                await probe.wait()
-            if link.driver.closed.is_set() or self._closing:
-                return
-            if not probe.is_set():
-                log.warning("relay %s no longer forwards messages for %s to this link (did another connection "
-                            "register under this DID, e.g. a caller using this daemon's identity?): closing it",
-                            url, self.identity.did)
-                link.driver.close("the relay no longer forwards our messages to this link")
-                return
 
     async def connect(self, url: str | AmpUrl, *, peer_did: str | None = None,
                       ssl_context: ssl.SSLContext | None = None, timeout_s: float = 10.0,
@@ -736,8 +693,7 @@ class Daemon:
         elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
             self._on_delegation(link, inbound, now)
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
-            if link.relay_probe is not None and env.sender == self.identity.did:
-                link.relay_probe.set()  # our own probe, back through the relay: it still forwards to us
+            if relay.probe_returned(link, env.sender, self.identity.did):  # it still forwards to us
                 return
             self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
         elif typ == _PONG:  # liveness answer: nothing to say back
