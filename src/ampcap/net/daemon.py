@@ -42,7 +42,7 @@ import trio
 from msgspec.structs import replace as replace_struct
 
 from ..caps.catalog import Catalog
-from ..display import MESSAGE_LIMIT, printable, shown
+from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
 from ..schema import load_schemas
 from ..peer.config import RELAY_DID, ConnectionConfig
@@ -84,7 +84,8 @@ from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
 from ..wire.signing import Profile
-from . import relay
+from . import delegation, relay
+from .actionlog import ActionLog
 from .calls import Calls
 from .sessions import ControlRequests
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
@@ -100,7 +101,7 @@ if TYPE_CHECKING:
     from ..deleg.chain import ChainVerifier, VerifierConfig
     from ..deleg.revocation import StatusCache
     from ..deleg.service import DelegationService
-    from ..peer.executor import Audit, Executor
+    from ..peer.executor import Executor
     from ..store import StateStore
     from ..store.delegation import DelegationStore
     from .durable import DurableState
@@ -130,7 +131,6 @@ def __getattr__(name: str) -> Any:
 
 
 log = logging.getLogger("ampcap.daemon")
-audit_log = logging.getLogger("ampcap.audit")  # RFC 005 §6.4 delegation decisions
 
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
@@ -145,7 +145,6 @@ _PROVISIONAL = frozenset(int(t) for t in (MessageType.PROCESSING, MessageType.PR
 UNAVAILABLE, TIMEOUT = 5002, 5003
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
-_LOG_LINE_LIMIT = 2 * MESSAGE_LIMIT  # characters of a line the core asks us to log (a Log action)
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
 
 
@@ -214,7 +213,11 @@ class Daemon:
         self.durable: DurableState | None = None
         self._holds: Callable[[list[Any]], bool] = _holds_nothing
         self._log_throttle = LogThrottle()
-        self._refresh_kick = trio.Event()
+        # R20: with a revocation publisher, stale statuses are asked about.
+        self._refresher = (delegation.RevocationRefresher(self, config.revocation_publisher,
+                                                          config.revocation_publisher_did)
+                           if config.revocation_publisher is not None else None)
+        self._lines = ActionLog(clock, self._log_throttle, self._refresher.kick if self._refresher else None)
         # RFC 006 provider (sessions other agents open with us) and the
         # session-scoped calls we make ourselves (provisional correlation).
         self.sessions = SessionProvider(can_serve=lambda cid: catalog.get(cid) is not None,
@@ -323,8 +326,8 @@ class Daemon:
                 self._jobs.nursery = nursery
                 # MCP servers the bindings use start (or are connected) once, now.
                 await self._jobs.open_bindings(nursery, [spec.binding for spec in self.catalog.specs])
-            if self.config.revocation_publisher is not None:
-                nursery.start_soon(self._revocation_refresher)
+            if self._refresher is not None:
+                nursery.start_soon(self._refresher.run)
             if self.durable is not None:
                 nursery.start_soon(self.durable.run)
             task_status.started(self)
@@ -691,7 +694,7 @@ class Daemon:
                     return
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
-            self._on_delegation(link, inbound, now)
+            self._send(link, delegation.answer(self.deleg_service, inbound, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
             if relay.probe_returned(link, env.sender, self.identity.did):  # it still forwards to us
                 return
@@ -706,21 +709,6 @@ class Daemon:
             log.info("unsupported %s from %s answered 1005", name, shown(env.sender))
             self._send(link, error_reply(env, AmpError(UNKNOWN_TYPE, f"{name} is not supported by this agent",
                                                        path="typ"), encrypt=inbound.decrypted))
-
-    def _on_delegation(self, link: Link, inbound: Any, now: int) -> None:
-        env = inbound.envelope
-        try:
-            typ, body = self.deleg_service.handle(env.typ, inbound.body, env.sender, now)
-        except AmpError as err:
-            log.info("%s from %s refused: %s", MessageType(env.typ).name, shown(env.sender), shown(str(err)))
-            self._send(link, error_reply(env, err))
-            return
-        except Exception as exc:  # a bug must not take the daemon down; the peer still gets one answer
-            log.error("delegation message crashed: %s", shown(repr(exc)))
-            self._send(link, error_reply(env, AmpError(5001, "internal error")))
-            return
-        log.info("%s from %s accepted", MessageType(env.typ).name, shown(env.sender))
-        self._send(link, reply_to(env, typ, body))
 
     # =============================================================== actions
 
@@ -756,68 +744,12 @@ class Daemon:
             elif kind is _Cancel:
                 self._jobs.cancel(action.key, action.code)  # type: ignore[union-attr]
             elif kind is Log:
-                self._log(action)
+                self._lines.log(action)
             elif kind is _Audit:
-                self._audit(action)
+                self._lines.audit(action)
         if self._half_closed:
             self._close_answered()
         self._rearm()
-
-    async def _revocation_refresher(self) -> None:
-        """R20: ask the configured publisher (DELEG_QUERY) about the
-        (delegator, delegation_id) pairs a verification found stale or
-        missing; their answers refresh the status cache, so the caller's
-        retry after a 5002 (retryable) is decided on fresh data."""
-        from ..deleg.bodies import query_body
-        from ..deleg.revocation import query_result_from_wire
-
-        url = self.config.revocation_publisher
-        assert url is not None
-        link: Link | None = None
-        while True:
-            await self._refresh_kick.wait()
-            self._refresh_kick = trio.Event()
-            for delegator, delegation_id in self.revocation_status.wanted()[:64]:
-                try:
-                    if link is None or not link.open:
-                        link = await self.connect(url, peer_did=self.config.revocation_publisher_did)
-                    answer = await self.calls.request(link, int(MessageType.DELEG_QUERY),
-                                                      query_body(delegation_id, delegator), timeout_ms=5_000)
-                    result = query_result_from_wire(answer.body)
-                    if (result.delegator, result.delegation_id) != (delegator, delegation_id):
-                        raise AmpError(1001, "the publisher answered about another delegation")
-                    self.revocation_status.put(result)
-                except (AmpError, OSError) as exc:
-                    log.warning("revocation publisher %s: %s", url, shown(str(exc)))
-                    link = None
-                    break
-                except Exception as exc:  # a bug here must not take the daemon down: statuses stay stale (5002)
-                    log.error("revocation refresh failed: %s", shown(repr(exc)))
-                    link = None
-                    break
-
-    def _audit(self, action: Audit) -> None:
-        if action.decision.error is not None and action.decision.error.code == UNAVAILABLE:
-            self._refresh_kick.set()  # a stale revocation status: ask the publisher
-        # RFC 005 §6.4, on the 'ampcap.audit' logger (INFO): a denial is a
-        # line a peer can cause at will, so it is throttled like the others.
-        if action.decision.allowed:
-            if audit_log.isEnabledFor(logging.INFO):
-                audit_log.info("%s", printable(action.line, _LOG_LINE_LIMIT))
-        elif audit_log.isEnabledFor(logging.INFO):
-            self._log_throttle.log(audit_log, "delegation denied", logging.INFO, self.clock.monotonic_ms(), "%s",
-                                   printable(action.line, _LOG_LINE_LIMIT))
-
-    def _log(self, action: Log) -> None:
-        # The core cuts the peer's values in the lines it builds; this bounds
-        # any line that quotes one whole all the same.
-        if action.topic is None:
-            if log.isEnabledFor(action.level):  # not escaped for nothing (a delegated invoke's audit line)
-                log.log(action.level, printable(action.message, _LOG_LINE_LIMIT))
-            return
-        # A line a peer can cause at will: at most a few per window.
-        message = printable(action.message, _LOG_LINE_LIMIT)
-        self._log_throttle.log(log, action.topic, action.level, self.clock.monotonic_ms(), "%s", message)
 
     def _apply_invoker(self, actions: list[Any]) -> None:
         for action in actions:
@@ -825,7 +757,7 @@ class Daemon:
             if kind is Send:
                 self._send(action.conn, action.out)
             elif kind is Log:
-                self._log(action)
+                self._lines.log(action)
             elif kind is InvokeSucceeded:
                 self.calls.finish(action.handle, result=action.result)
             elif kind is InvokeFailed:
