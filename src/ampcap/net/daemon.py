@@ -74,9 +74,7 @@ from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.sealing import Sealer
 from ..peer.state import HelloState
-from ..session.context import RequestTracker, read_context
 from ..session.control import is_control
-from ..session.provider import ProviderConfig, SessionProvider
 from ..wire.envelope import new_message_id
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
@@ -87,10 +85,10 @@ from ..wire.signing import Profile
 from . import delegation, relay
 from .actionlog import ActionLog
 from .calls import Calls
-from .sessions import ControlRequests
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .link import Link, peer_label, why_silent
 from .listener import OVERLOADED_FRAME, Listener
+from .session_routing import SessionRouting
 from .budget import ReceiveBudget, SendBudget
 from .sink import ReplySink
 from .stream import ConnectionDriver, open_stream
@@ -141,7 +139,6 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.CAP_DECLARE,
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
 _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
-_PROVISIONAL = frozenset(int(t) for t in (MessageType.PROCESSING, MessageType.PROGRESS, MessageType.INPUT_REQUIRED))
 UNAVAILABLE, TIMEOUT = 5002, 5003
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
@@ -218,14 +215,14 @@ class Daemon:
                                                           config.revocation_publisher_did)
                            if config.revocation_publisher is not None else None)
         self._lines = ActionLog(clock, self._log_throttle, self._refresher.kick if self._refresher else None)
-        # RFC 006 provider (sessions other agents open with us) and the
-        # session-scoped calls we make ourselves (provisional correlation).
-        self.sessions = SessionProvider(can_serve=lambda cid: catalog.get(cid) is not None,
-                                        canonical=catalog.canonical_name, authorized=policy.caller_allowed,
-                                        entropy=entropy,
-                                        config=ProviderConfig(reply_ttl_ms=config.connection.default_ttl_ms))
-        self.session_calls = RequestTracker()
-        self.controls = ControlRequests()  # our session-control requests awaiting their answer
+        # RFC 006 provider (sessions other agents open with us), the
+        # session-scoped calls we make ourselves (provisional correlation) and
+        # our session-control requests awaiting their answer.
+        self._session_routing = SessionRouting(catalog, policy, entropy, config.connection.default_ttl_ms,
+                                               self._send)
+        self.sessions = self._session_routing.provider
+        self.session_calls = self._session_routing.calls
+        self.controls = self._session_routing.controls
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
         self.calls = Calls(self.invoker, clock, self._rearm)
@@ -625,15 +622,10 @@ class Daemon:
         if typ == _INVOKE:
             executor = self._executor or self._serve_half()  # the attribute, not the property: per message
             body = inbound.body
-            if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
-                if not executor.knows(inbound, now):  # a retry gets its first outcome (R8), session or not
-                    try:
-                        self.sessions.check_invoke(inbound, now)  # RFC 006 §4.4, §7.3
-                    except AmpError as err:
-                        log.info("session-scoped invoke refused id=%s code=%d: %s", env.id.hex(), err.code,
-                                 shown(err.message, MESSAGE_LIMIT))
-                        self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
-                        return
+            # Only an invoke that names a session is checked as one (net/session_routing.py).
+            if ((type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id)) \
+                    and self._session_routing.refuse_invoke(link, inbound, executor, now):
+                return
             self._apply(executor.handle(inbound, link, now))
             return
         if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
@@ -668,30 +660,8 @@ class Daemon:
                 except Exception:  # the listener's fault must not break the connection
                     log.warning("on_declare listener raised", exc_info=True)
         elif typ in _REPLIES:
-            serving = self._executor  # none yet: no invoke of the peer's runs here
-            in_session = (serving.session_of(env.sender, env.reply_to)
-                          if serving is not None and typ in _PROVISIONAL and env.reply_to is not None else None)
-            if in_session is not None:
-                # A provisional message naming a session-scoped request in flight
-                # here enters session-scoped validation (§4.4): without its signed
-                # context it is refused (A.15), never bound by reply_to alone.
-                try:
-                    sid, scoped = read_context(inbound.body)
-                    if not scoped or sid != in_session["session_id"]:
-                        raise AmpError(4001, "provisional message in a session without its body.session context",
-                                       path="body.session")
-                except AmpError as err:
-                    self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
+            if self._session_routing.refuse_reply(link, inbound, self._executor):  # RFC 006 §4.4, §6
                 return
-            if self.session_calls.knows(env.reply_to) or (env.reply_to is None and typ in _PROVISIONAL):
-                try:
-                    self.session_calls.on_reply(env, inbound.body)  # RFC 006 §4.4, §6
-                except AmpError as err:
-                    log.info("session-scoped reply refused id=%s code=%d: %s", env.id.hex(), err.code,
-                             shown(err.message, MESSAGE_LIMIT))
-                    if typ != _ERROR:
-                        self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
-                    return
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
             self._send(link, delegation.answer(self.deleg_service, inbound, now))
