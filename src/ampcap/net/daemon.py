@@ -43,7 +43,7 @@ from msgspec.structs import replace as replace_struct
 
 from ..caps.catalog import Catalog
 from ..display import MESSAGE_LIMIT, shown
-from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
+from ..errors import AmpError, LocalProtocolError, MessageTooLarge
 from ..schema import load_schemas
 from ..peer.config import RELAY_DID, ConnectionConfig
 from ..peer.connection import Connection, Role
@@ -73,7 +73,6 @@ from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.sealing import Sealer
-from ..peer.state import HelloState
 from ..session.control import is_control
 from ..wire.envelope import new_message_id
 from ..wire.cbor import DEFAULT_LIMITS
@@ -85,15 +84,15 @@ from ..wire.signing import Profile
 from . import delegation, relay
 from .actionlog import ActionLog
 from .calls import Calls
+from .dial import dial, not_opened
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .link import Link, peer_label, why_silent
 from .listener import OVERLOADED_FRAME, Listener
 from .session_routing import SessionRouting
 from .budget import ReceiveBudget, SendBudget
 from .sink import ReplySink
-from .stream import ConnectionDriver, open_stream
-from .tls import tls_failure
-from .url import AmpUrl, parse_endpoints, parse_url
+from .stream import ConnectionDriver
+from .url import AmpUrl
 
 if TYPE_CHECKING:
     from ..deleg.chain import ChainVerifier, VerifierConfig
@@ -139,7 +138,7 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.CAP_DECLARE,
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
 _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
-UNAVAILABLE, TIMEOUT = 5002, 5003
+TIMEOUT = 5003
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
@@ -444,42 +443,7 @@ class Daemon:
         :class:`~ampcap.errors.Unreachable` when nothing answers).
         ``config`` replaces the daemon's connection settings for this link."""
         assert self._nursery is not None, "start the daemon first"
-        if isinstance(url, str) and "," in url:  # several endpoints of one peer: RFC 002 §3.5 order
-            from .http_client import connect_any
-
-            return await connect_any(self, parse_endpoints(url), peer_did=peer_did, ssl_context=ssl_context,
-                                     timeout_s=timeout_s, config=config)
-        target = parse_url(url) if isinstance(url, str) else url
-        if target.binding != "amps":  # the HTTP stack is imported only when a URL asks for it
-            from .http_client import dial
-
-            return await dial(self, target, peer_did=peer_did, ssl_context=ssl_context, timeout_s=timeout_s,
-                              config=config)
-        stream: trio.abc.Stream | None = None
-        with trio.move_on_after(timeout_s) as scope:
-            try:
-                stream = await open_stream(target, ssl_context=ssl_context)
-            except (OSError, UnicodeError) as exc:  # refused, no such host, no route: an AmpError like every
-                # other failure here. UnicodeError: a name the resolver's IDNA step refuses (parse_url lets
-                # through what the stdlib codec accepts, trio's stricter IDNA 2008 may still say no).
-                raise Unreachable(str(target), getattr(exc, "strerror", None) or str(exc)) from exc
-            if isinstance(stream, trio.SSLStream):
-                # TLS fails here, named, rather than as a link that "opened"
-                # and then closed: raw framing (a relay) says nothing back.
-                try:
-                    await stream.do_handshake()
-                except trio.BrokenResourceError as exc:
-                    await trio.aclose_forcefully(stream)
-                    raise AmpError(UNAVAILABLE, f"{target}: {tls_failure(exc) or 'the TLS handshake failed'}") \
-                        from None
-        if scope.cancelled_caught or stream is None:
-            if stream is not None:
-                await trio.aclose_forcefully(stream)
-            raise AmpError(TIMEOUT, f"connecting to {target} timed out")
-        try:
-            return await self.connect_stream(stream, peer_did=peer_did, timeout_s=timeout_s, config=config)
-        except AmpError as exc:
-            raise AmpError(exc.code, f"{target}: {exc.message}") from None
+        return await dial(self, url, peer_did=peer_did, ssl_context=ssl_context, timeout_s=timeout_s, config=config)
 
     async def serve_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one already-open stream (any transport: a memory stream in
@@ -534,14 +498,7 @@ class Daemon:
         if not link.open:
             term = link.driver.terminated
             link.driver.close()
-            if term is not None:
-                reason = term.reason
-            else:  # name the step that never came: a silent port, or an AMP peer that stalls at HELLO
-                missing = "HELLO_ACK" if conn.hello_state is HelloState.WAIT_ACK else "answer to our HANDSHAKE"
-                reason = f"no {missing} within {timeout_s:g} s"
-            # Our deadline is a timeout (5003) like the connection's own.
-            code = term.code if term and term.code else TIMEOUT if waited.cancelled_caught else UNAVAILABLE
-            raise AmpError(code, f"cannot open connection: {reason}")
+            raise not_opened(conn, term, timeout_s, waited.cancelled_caught)
         return link
 
     def _link_gone(self, link: Link) -> None:
