@@ -318,10 +318,8 @@ class Daemon:
             # end with the daemon, not with the connection that started them.
             self._nursery = self.calls.nursery = nursery
             nursery.start_soon(self._timer_loop)
-            if self._jobs is not None:
-                self._jobs.nursery = nursery
-                # MCP servers the bindings use start (or are connected) once, now.
-                await self._jobs.open_bindings(nursery, [spec.binding for spec in self.catalog.specs])
+            if self._serving is not None:
+                await self._serving.start(nursery, self.catalog)
             if self._refresher is not None:
                 nursery.start_soon(self._refresher.run)
             if self.durable is not None:
@@ -355,7 +353,7 @@ class Daemon:
         self._closing = True
         self.calls.refuse_new()
         timeout = self.config.drain_timeout_s if timeout_s is None else timeout_s
-        executor = self._executor
+        serving, executor = self._serving, self._executor
         running = (lambda: executor.running) if executor is not None else (lambda: 0)
         log.info("draining: invokes_running=%d connections=%d timeout=%gs", running(), len(self.links), timeout)
         self.listener.stop(0, "server shutting down")
@@ -369,23 +367,11 @@ class Daemon:
             while running():
                 await trio.sleep(0.01)
         self._drain_wait = None
-        if executor is not None and executor.running:
-            code = self.executor.config.shutdown_code
-            if self._hurried:
-                log.info("drain cut short: invokes_running=%d end with %d %s", self.executor.running, code,
-                         error_info(code).name)
-            else:
-                log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout,
-                            self.executor.running, code, error_info(code).name)
-        if executor is not None:
-            self._apply(executor.shutdown(self.clock.wall_ms()))
-        if self.durable is not None:
-            self.durable.flush(until_empty=True)  # the shutdown's terminal replies are committed, then sent
+        if serving is not None:
+            serving.end_running(self.clock.wall_ms(), timeout_s=timeout, hurried=self._hurried)
         self.calls.end_all()
-        if self._jobs is not None:
-            await self._jobs.close_bindings()
-            for usage in self._jobs.usage.snapshot():
-                log.info("usage %s", usage.summary())
+        if self._serving is not None:  # built meanwhile, too
+            await self._serving.close()
         for link in list(self.links):
             link.driver.close()
         with trio.move_on_after(5):

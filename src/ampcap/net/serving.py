@@ -25,9 +25,12 @@ The parts:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+import trio
 
 from ..caps.catalog import Catalog
 from ..deleg.chain import ChainVerifier, VerifierConfig
@@ -42,6 +45,7 @@ from ..session.provider import SessionProvider
 from ..store import StateStore
 from ..store.delegation import DelegationStore
 from ..wire.identity import Identity, KeyResolver
+from ..wire.registry import error_info
 from .clock import Clock
 from .jobs import Jobs, LocalHandler
 
@@ -50,6 +54,8 @@ if TYPE_CHECKING:
     from .durable import DurableState
 
 __all__ = ["ServingHalf"]
+
+log = logging.getLogger("ampcap.daemon")
 
 # The executor's action classes the daemon's _apply tells apart by identity.
 ACTION_CLASSES = (executor_module.Execute, executor_module.Cancel, executor_module.Audit)
@@ -62,8 +68,10 @@ class ServingHalf:
                  sessions: SessionProvider, store: StateStore | None, key_resolver: KeyResolver, params: Any,
                  policy: Policy, handlers: Mapping[str, LocalHandler], sealer: Sealer,
                  apply: Callable[[list[Any]], None], throttle: LogThrottle) -> None:
-        """``apply``: the daemon's, where the jobs' and the durable state's
-        actions take effect; ``throttle``: the daemon's log throttle."""
+        """``apply``: the daemon's, where the jobs', the durable state's and
+        the shutdown's actions take effect; ``throttle``: the daemon's log
+        throttle."""
+        self._apply = apply
         # R19: the durable state (in memory unless serve --state-dir names a directory).
         self.store: StateStore = store if store is not None else StateStore.open(None)
         if params is None:
@@ -96,3 +104,34 @@ class ServingHalf:
             self.durable = DurableState(self.store, self.executor, sessions, catalog, clock, apply, throttle)
             self.holds = holds
         self.jobs = Jobs(self.executor, apply, clock, handlers)
+
+    async def start(self, nursery: trio.Nursery, catalog: Catalog) -> None:
+        """The daemon runs: jobs run as its tasks (they end with the daemon,
+        not with the connection that started them), and the MCP servers the
+        bindings use start (or are connected) once, now."""
+        self.jobs.nursery = nursery
+        await self.jobs.open_bindings(nursery, [spec.binding for spec in catalog.specs])
+
+    def end_running(self, now: int, *, timeout_s: float, hurried: bool) -> None:
+        """The daemon's drain is done waiting: whatever still runs ends with
+        its one terminal CAP_RESULT (the shutdown code), and with a durable
+        store those replies are committed, then sent."""
+        executor = self.executor
+        if executor.running:
+            code = executor.config.shutdown_code
+            if hurried:
+                log.info("drain cut short: invokes_running=%d end with %d %s", executor.running, code,
+                         error_info(code).name)
+            else:
+                log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout_s,
+                            executor.running, code, error_info(code).name)
+        self._apply(executor.shutdown(now))
+        if self.durable is not None:
+            self.durable.flush(until_empty=True)
+
+    async def close(self) -> None:
+        """Last in the drain: the bindings' MCP servers stop, and each
+        capability's usage is logged."""
+        await self.jobs.close_bindings()
+        for usage in self.jobs.usage.snapshot():
+            log.info("usage %s", usage.summary())
