@@ -57,18 +57,7 @@ from ..peer.events import (
     Negotiated,
 )
 from ..peer.admission import ExecutorConfig, delegation_violation
-from ..peer.invoker import (
-    InvokeFailed,
-    InvokeProgress,
-    Invoker,
-    InvokerConfig,
-    InvokeRetrying,
-    InvokeSucceeded,
-    InvokeTimedOut,
-    QueryAnswered,
-    QueryFailed,
-    Replied,
-)
+from ..peer.invoker import Invoker, InvokerConfig
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
@@ -86,7 +75,7 @@ from .actionlog import ActionLog
 from .calls import Calls
 from .dial import dial, not_opened
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
-from .link import Link, peer_label, why_silent
+from .link import Link, peer_label
 from .listener import OVERLOADED_FRAME, Listener
 from .session_routing import SessionRouting
 from .budget import ReceiveBudget, SendBudget
@@ -138,7 +127,6 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.CAP_DECLARE,
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
 _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
-TIMEOUT = 5003
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
@@ -671,27 +659,8 @@ class Daemon:
                 self._send(action.conn, action.out)
             elif kind is Log:
                 self._lines.log(action)
-            elif kind is InvokeSucceeded:
-                self.calls.finish(action.handle, result=action.result)
-            elif kind is InvokeFailed:
-                self.calls.finish(action.handle, error=action.error)
-            elif kind is InvokeTimedOut:
-                why = why_silent(self.calls.link_of(action.handle))
-                self.calls.finish(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline" + why))
-            elif kind is QueryAnswered:
-                self.calls.finish(action.handle, result=action)
-            elif kind is QueryFailed:
-                error = action.error
-                if error.code == TIMEOUT:
-                    error = AmpError(TIMEOUT, error.message + why_silent(self.calls.link_of(action.handle)))
-                self.calls.finish(action.handle, error=error)
-            elif kind is Replied:
-                self.calls.finish(action.handle, result=action)
-            elif kind is InvokeProgress:
-                self.calls.progress(action)
-            elif kind is InvokeRetrying:
-                log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt,
-                         shown(action.reason, MESSAGE_LIMIT))
+            else:  # an outcome: the caller waiting on the call hears it
+                self.calls.settle(action)
         self._rearm()
 
     # ================================================================ timers
