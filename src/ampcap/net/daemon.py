@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
-from msgspec.structs import replace as replace_struct
 
 from ..caps.catalog import Catalog
 from ..display import MESSAGE_LIMIT, shown
@@ -63,7 +62,6 @@ from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.sealing import Sealer
 from ..session.control import is_control
-from ..wire.envelope import new_message_id
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
@@ -486,9 +484,7 @@ class Daemon:
         """Send an RFC 006 control REQUEST on ``link`` and wait for its
         RESPONSE; return its body. An ERROR answer raises its AmpError; no
         answer in time is 5003, a lost connection 5002."""
-        now = self.clock.wall_ms()
-        out = replace_struct(out, msg_id=new_message_id(now, self._entropy), ts_ms=now, to=out.to or link.peer_did)
-        return await self.controls.request(link, out, timeout_s)
+        return await self._session_routing.control(link, out, self.clock.wall_ms(), timeout_s)
 
     def _close_answered(self) -> None:
         """Close the half-closed links that nothing is owed on any more."""

@@ -13,7 +13,8 @@ exposes them as ``sessions``, ``session_calls`` and ``controls``):
   signed context (§4.4, §6), checked before the invoker takes them
   (:meth:`SessionRouting.refuse_reply`);
 * our own control requests waiting for their RESPONSE or ERROR
-  (:class:`~ampcap.net.sessions.ControlRequests`).
+  (:class:`~ampcap.net.sessions.ControlRequests`), sent by
+  :meth:`SessionRouting.control`.
 
 The daemon keeps the cheap tests inline on its hot path (does an invoke
 name a session at all?) and calls in here only when one does, or for a
@@ -26,6 +27,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import replace as replace_struct
+
 from ..caps.catalog import Catalog
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError
@@ -33,6 +36,7 @@ from ..peer.outbound import Outbound, error_reply
 from ..peer.policy import Policy
 from ..session.context import RequestTracker, read_context
 from ..session.provider import ProviderConfig, SessionProvider
+from ..wire.envelope import new_message_id
 from ..wire.registry import MessageType
 from .sessions import ControlRequests
 
@@ -59,7 +63,16 @@ class SessionRouting:
                                         entropy=entropy, config=ProviderConfig(reply_ttl_ms=reply_ttl_ms))
         self.calls = RequestTracker()
         self.controls = ControlRequests()  # our session-control requests awaiting their answer
+        self._entropy = entropy
         self._send = send
+
+    async def control(self, link: Any, out: Outbound, now: int, timeout_s: float) -> Any:
+        """Send our control REQUEST ``out`` on ``link`` (a fresh message id,
+        timestamped ``now``, to the link's peer unless it names one) and wait
+        for its RESPONSE; return its body. An ERROR answer raises its
+        AmpError; no answer in time is 5003, a lost connection 5002."""
+        out = replace_struct(out, msg_id=new_message_id(now, self._entropy), ts_ms=now, to=out.to or link.peer_did)
+        return await self.controls.request(link, out, timeout_s)
 
     def refuse_invoke(self, link: Any, inbound: Any, executor: Executor, now: int) -> bool:
         """For a CAP_INVOKE that names a session (``body.session``, or a
