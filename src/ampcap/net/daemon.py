@@ -25,6 +25,17 @@ Shutdown (:meth:`Daemon.drain`): GOAWAY everywhere (new work is refused with
 5002 by the connections themselves), wait for running jobs up to the drain
 timeout, end whatever still runs with its one terminal CAP_RESULT
 (``executor.shutdown``), fail our own pending calls locally, flush, close.
+
+This module keeps the core: construction, the run loop and drain, the
+links' life, the dispatch of every inbound message, applying actions and
+the timers. What grew around it lives beside it, each handed only what it
+needs: ``net/link.py`` (:class:`Link`), ``net/serving.py`` (the serving
+half: executor, jobs, RFC 005 verifier, state store; imported only when
+built), ``net/dial.py`` (URL to stream), ``net/relay.py`` (a Rust-example
+relay and its probe), ``net/session_routing.py`` (RFC 006 checks between
+the dispatch and the session parts), ``net/delegation.py`` (DELEG_*
+answers, the R20 revocation refresher) and ``net/actionlog.py`` (``Log``
+and ``Audit`` lines).
 """
 
 from __future__ import annotations
@@ -37,7 +48,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import trio
 
 from ..caps.catalog import Catalog
@@ -55,8 +65,8 @@ from ..peer.events import (
     MessageRejected,
     Negotiated,
 )
-from ..peer.admission import ExecutorConfig, delegation_violation
-from ..peer.invoker import Invoker, InvokerConfig
+from ..peer.admission import delegation_violation
+from ..peer.invoker import Invoker
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
@@ -67,12 +77,12 @@ from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
-from ..wire.signing import Profile
 from . import delegation, relay
 from .actionlog import ActionLog
 from .calls import Calls
 from .dial import dial, not_opened
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
+from .config import DaemonConfig
 from .link import Link, peer_label
 from .listener import OVERLOADED_FRAME, Listener
 from .session_routing import SessionRouting
@@ -82,7 +92,7 @@ from .stream import ConnectionDriver
 from .url import AmpUrl
 
 if TYPE_CHECKING:
-    from ..deleg.chain import ChainVerifier, VerifierConfig
+    from ..deleg.chain import ChainVerifier
     from ..deleg.revocation import StatusCache
     from ..deleg.service import DelegationService
     from ..peer.executor import Executor
@@ -128,30 +138,6 @@ _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
-
-
-class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything about a daemon that is not a collaborator."""
-
-    connection: ConnectionConfig = msgspec.field(default_factory=ConnectionConfig)
-    executor: ExecutorConfig = msgspec.field(default_factory=ExecutorConfig)
-    invoker: InvokerConfig = msgspec.field(default_factory=InvokerConfig)
-    max_in_flight: int = 1024  # running invokes, whole daemon → 5004 beyond
-    max_in_flight_per_connection: int = 64  # → 5004 beyond
-    max_connections: int = 10_000
-    # Bytes queued for peers across all connections (net/budget.SendBudget):
-    # past it, every connection with output still unsent stops reading.
-    max_send_buffer_total: int = 64 << 20
-    # Bytes of large frames being received across all connections
-    # (net/budget.ReceiveBudget): a frame that does not fit waits, unread.
-    max_receive_buffer_total: int = 64 << 20
-    drain_timeout_s: float = 10.0  # SIGTERM: how long running invokes may finish
-    profile: Profile = Profile.RFC  # Sig_Input variant accepted (R15)
-    delegation: VerifierConfig | None = None  # RFC 005 verifier settings (verifier_did defaults to ours)
-    # R20: a revocation publisher asked (DELEG_QUERY) about every delegator's
-    # credentials; None = the store alone decides (bounded offline mode).
-    revocation_publisher: str | None = None
-    revocation_publisher_did: str | None = None  # pin the publisher's DID (else whoever answers at the URL)
 
 
 class Daemon:

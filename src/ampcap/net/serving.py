@@ -47,10 +47,10 @@ from ..store.delegation import DelegationStore
 from ..wire.identity import Identity, KeyResolver
 from ..wire.registry import error_info
 from .clock import Clock
+from .config import DaemonConfig
 from .jobs import Jobs, LocalHandler
 
 if TYPE_CHECKING:
-    from .daemon import DaemonConfig
     from .durable import DurableState
 
 __all__ = ["ServingHalf"]
