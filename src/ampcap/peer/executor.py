@@ -14,7 +14,7 @@ completions and timer ticks; it answers with a list of actions:
 
 The RFC 004 §7.2 validation order lives in :meth:`Executor._validate` and
 nowhere else. Per-invoke state follows the §7.3 executor machine, written
-as a table (:data:`TRANSITIONS`). Every accepted invoke ends with exactly
+as a table (:data:`TRANSITIONS`, in ``peer/invoke_state.py``). Every accepted invoke ends with exactly
 one CAP_RESULT per waiting connection, whatever happens first: completion,
 timeout (5003), or shutdown (5002); every rejected one with exactly one
 ERROR (ruling R5). Duplicates follow ruling R8 through
@@ -65,7 +65,7 @@ from ..caps.bodies import (
 from ..deleg.chain import ChainVerifier, Decision, Step
 from ..deleg.scope import Target, check_target
 from ..display import MESSAGE_LIMIT, shown
-from ..errors import AmpError, LocalProtocolError, ReportedFailure
+from ..errors import AmpError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
 from ..wire.envelope import BODY_MAX_DEPTH, Envelope, decode_envelope
 from ..wire.receive import Inbound
@@ -79,7 +79,7 @@ from .questions import Questions, question_body
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
-from .state import TableEnum
+from .invoke_state import TRANSITIONS, InvokeInput, InvokeState, advance
 
 __all__ = [
     "ExecutorConfig",
@@ -119,42 +119,6 @@ _OWN_BYTES = DecodeLimits(max_depth=1024, max_items=1 << 62, max_bytes=1 << 62)
 
 def _denied() -> AmpError:
     return AmpError(UNAUTHORIZED, DENIED)
-
-
-# ------------------------------------------------------------ state table
-
-
-class InvokeState(TableEnum):
-    RECEIVED = "received"
-    VALIDATING = "validating"
-    REJECTED = "rejected"
-    EXECUTING = "executing"
-    DONE = "done"
-
-
-class InvokeInput(TableEnum):
-    VALIDATE = "validate"
-    REJECT = "reject"  # a §7.2 step failed → ERROR
-    ACCEPT = "accept"  # all steps passed → Execute
-    PROVISIONAL = "provisional"  # PROCESSING / PROGRESS sent
-    FINISH = "finish"  # CAP_RESULT sent: completion, timeout or shutdown
-
-
-# RFC 004 §7.3, executor side. A pair missing here is a bug in the executor.
-TRANSITIONS: Mapping[tuple[InvokeState, InvokeInput], InvokeState] = {
-    (InvokeState.RECEIVED, InvokeInput.VALIDATE): InvokeState.VALIDATING,
-    (InvokeState.VALIDATING, InvokeInput.REJECT): InvokeState.REJECTED,
-    (InvokeState.VALIDATING, InvokeInput.ACCEPT): InvokeState.EXECUTING,
-    (InvokeState.EXECUTING, InvokeInput.PROVISIONAL): InvokeState.EXECUTING,
-    (InvokeState.EXECUTING, InvokeInput.FINISH): InvokeState.DONE,
-}
-
-
-def advance(state: InvokeState, event: InvokeInput) -> InvokeState:
-    try:
-        return TRANSITIONS[(state, event)]
-    except KeyError:
-        raise LocalProtocolError(INTERNAL_ERROR, f"invocation cannot {event.value} in state {state.value}") from None
 
 
 # ---------------------------------------------------------- collaborators
