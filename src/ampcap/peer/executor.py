@@ -14,10 +14,10 @@ completions and timer ticks; it answers with a list of actions:
 
 The RFC 004 §7.2 validation order lives in :meth:`Executor._validate` and
 nowhere else. Per-invoke state follows the §7.3 executor machine, written
-as a table (:data:`TRANSITIONS`, in ``peer/invoke_state.py``). Every accepted invoke ends with exactly
-one CAP_RESULT per waiting connection, whatever happens first: completion,
-timeout (5003), or shutdown (5002); every rejected one with exactly one
-ERROR (ruling R5). Duplicates follow ruling R8 through
+as a table (:data:`TRANSITIONS`, in ``peer/invoke_state.py``). Every
+accepted invoke ends with exactly one CAP_RESULT per waiting connection,
+whatever happens first: completion, timeout (5003), or shutdown (5002);
+every rejected one with exactly one ERROR (ruling R5). Duplicates follow ruling R8 through
 :class:`~ampcap.peer.dedupe.InvokeCache`.
 
 Capability ACL and existence (ruling R10, vector A.9). Step 4 (identity
