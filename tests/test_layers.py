@@ -183,7 +183,7 @@ def test_help_and_serve_do_not_load_the_mcp_sdk() -> None:
 # a client-only daemon never loads it. tests/cli/test_startup_imports.py
 # checks the same on a real call; this names the import that breaks it.
 SERVING_HALF = ("ampcap.net.serving", "ampcap.net.jobs", "ampcap.net.durable", "ampcap.peer.executor",
-                "ampcap.deleg", "ampcap.store")
+                "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg", "ampcap.store")
 
 
 def _module_file(module: str) -> Path | None:

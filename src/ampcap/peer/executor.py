@@ -41,7 +41,6 @@ validated afresh and cannot run anything twice.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
@@ -62,8 +61,7 @@ from ..caps.bodies import (
     result_error,
     result_success,
 )
-from ..deleg.chain import ChainVerifier, Decision, Step
-from ..deleg.scope import Target, check_target
+from ..deleg.chain import ChainVerifier, Decision
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
@@ -73,6 +71,7 @@ from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
 from .admission import ExecutorConfig, delegation_violation
 from .admission import has_ext_delegation as _has_ext_delegation
+from .delegated import Audit, DelegationDenied, audit_line, check_negotiated, decide
 from .dedupe import CacheStatus, InvokeCache, InvokeKey, Terminal
 from .journal import JournalRecord, JournalState, Persist
 from .questions import Questions, question_body
@@ -184,18 +183,6 @@ class Cancel(msgspec.Struct, frozen=True, kw_only=True):
     code: int
 
 
-class Audit(msgspec.Struct, frozen=True):
-    """RFC 005 §6.4: a delegated invoke's decision, allowed or denied. The
-    edge keeps or logs it (:func:`audit_line`); building the line costs
-    nothing when nobody reads it."""
-
-    decision: Decision
-
-    @property
-    def line(self) -> str:
-        return audit_line(self.decision)
-
-
 Action = Send | Execute | Cancel | Log | Audit | Persist
 
 INTERRUPTED = "interrupted by a restart; retry with a new id"
@@ -205,28 +192,6 @@ def _operator_lines(err: AmpError) -> list[Action]:
     """The line a :class:`ReportedFailure` carries for the operator (throttled
     under its topic by whoever logs it); none for any other error."""
     return [Log(logging.ERROR, err.log_line, err.topic)] if isinstance(err, ReportedFailure) else []
-
-
-class _DelegationDenied(Exception):
-    """A delegation step refused the invoke: the error for the caller and
-    the decision (with its audit record) for the log."""
-
-    def __init__(self, error: AmpError, decision: Decision) -> None:
-        super().__init__(error.message)
-        self.error, self.decision = error, decision
-
-
-def audit_line(decision: Decision) -> str:
-    """RFC 005 §6.4: one line per delegated decision (ids and DIDs, no payloads).
-    The DIDs passed the DID grammar (printable ASCII) where they were read;
-    delegation ids are the peer's text, shown escaped and cut."""
-    err, t = decision.error, decision.target
-    ids = ",".join(f"{c.delegator}/{shown(c.delegation_id, 80)}" for c in decision.chain)
-    what = "-" if t is None else shown(t.capability_id or t.capability)
-    return (f"delegation {'allow' if err is None else 'deny'} code={0 if err is None else err.code} "
-            f"step={decision.step_label} requester={decision.caller} "
-            f"delegator={decision.delegator or '-'} ids=[{ids}] target={what} "
-            f"at={decision.evaluated_at}: {'allowed' if err is None else shown(err.message)}")
 
 
 class _Deferred:
@@ -338,7 +303,7 @@ class Executor:
             if self._closing:
                 raise AmpError(UNAVAILABLE, "daemon is shutting down")
             request, resolved, decision = self._validate(env, inbound.body, conn, now_ms)
-        except _DelegationDenied as denied:
+        except DelegationDenied as denied:
             advance(state, InvokeInput.REJECT)
             return actions + [Audit(denied.decision)] + self._reject(inbound, conn, denied.error, now_ms)
         except AmpError as err:
@@ -374,7 +339,8 @@ class Executor:
     def _validate(self, env: Envelope, body: Any, conn: Hashable,
                   now_ms: int) -> tuple[InvokeRequest, Resolved, Decision | None]:
         """RFC 004 §7.2, in order. The first failing step's AmpError escapes
-        (a delegation denial as :class:`_DelegationDenied`, with its audit)."""
+        (a delegation denial as :class:`~ampcap.peer.delegated.DelegationDenied`,
+        with its audit)."""
         # 1. Body shape and required fields: 1001; identity-form conflicts: 4001 (R6).
         request = parse_invoke_body(body)
         # 2. Coarse policy, without knowing the capability: 3001, 3005, 5004.
@@ -394,10 +360,10 @@ class Executor:
         decision: Decision | None = None
         if request.has_delegation:
             try:
-                decision = self._delegation_decision(env, body, request, name, now_ms)
-            except _DelegationDenied as denied:
+                decision = decide(self.delegation, env, body, request, name, now_ms, _denied)
+            except DelegationDenied as denied:
                 if gate_refused:  # the gate's refusal, not the chain's verdict, is what it may learn
-                    raise _DelegationDenied(_denied(), denied.decision) from None
+                    raise DelegationDenied(_denied(), denied.decision) from None
                 raise
             if gate_refused and not self._policy.admits_delegate(env.sender, decision.delegator):
                 raise _denied()
@@ -415,44 +381,11 @@ class Executor:
         target = found.value
         # 6. Version compatibility (strict / range / bridge): 4003.
         resolved = self._resolver.check_version(target, request)
-        if (decision is not None and decision.effective is not None and decision.effective.names_ids
-                and (decision.target is None or decision.target.capability_id != str(resolved.descriptor.id))):
-            # A scope that names ids holds the version negotiation chose to them
-            # (a pinned version was checked at step 3 already).
-            asked = decision.target or Target(capability=name)
-            try:
-                check_target(decision.effective, Target(capability=name, capability_id=str(resolved.descriptor.id),
-                                                        action=asked.action, resource=asked.resource))
-            except AmpError as err:
-                refused = dataclasses.replace(decision, allowed=False, error=err, step=Step.TARGET)
-                raise _DelegationDenied(AmpError(DELEGATION_INVALID, "delegation invalid"), refused) from None
+        if decision is not None:  # a scope naming ids must name the version chosen (peer/delegated.py)
+            check_negotiated(decision, name, str(resolved.descriptor.id))
         # 7. Input schema: 4004; a missing or corrupt offline artifact: 5002.
         self._params.validate_params(resolved.descriptor, resolved.params)
         return request, resolved, decision
-
-    def _delegation_decision(self, env: Envelope, evidence_owner: Any, request: InvokeRequest, name: str,
-                             now_ms: int) -> Decision:
-        """Step 3 for ``evidence_owner`` (the CAP_INVOKE body) carrying ``delegation``."""
-        evidence = evidence_owner["delegation"]
-        if self.delegation is None:
-            raise AmpError(DELEGATION_INVALID, "delegation is not accepted by this agent")
-        capability_id = request.capability_id
-        if capability_id is None and request.version is not None:
-            # The version as sent (it parsed as SemVer at step 1); str(Version) would rebuild it.
-            version = evidence_owner.get("version")
-            capability_id = f"{name}:{version if isinstance(version, str) else request.version}"
-        target = Target(capability=name, capability_id=capability_id)
-        decision = self.delegation.evaluate(typ=env.typ, evidence=evidence, caller=env.sender, target=target,
-                                            now_ms=now_ms)
-        if decision.error is not None:
-            err = decision.error
-            # §8 / RFC 004 §7.2: minimal detail towards the caller (the audit keeps the reason).
-            if err.code == DELEGATION_INVALID:
-                err = AmpError(DELEGATION_INVALID, "delegation invalid")
-            elif err.code == UNAUTHORIZED:
-                err = _denied()
-            raise _DelegationDenied(err, decision)
-        return decision
 
     def _as_seen_by(self, sender: str, err: AmpError) -> AmpError:
         """A lookup's error as ``sender`` may see it: 4002 (no such name) is
