@@ -73,7 +73,7 @@ from .admission import ExecutorConfig, delegation_violation
 from .admission import has_ext_delegation as _has_ext_delegation
 from .delegated import Audit, DelegationDenied, audit_line, check_negotiated, decide
 from .dedupe import CacheStatus, InvokeCache, InvokeKey, Terminal
-from .journal import JournalRecord, JournalState, Persist
+from .journal import INTERRUPTED, JournalRecord, JournalState, Persist, after_restart
 from .questions import Questions, question_body
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
@@ -102,6 +102,7 @@ __all__ = [
     "Executor",
     "delegation_violation",
     "DENIED",
+    "INTERRUPTED",
 ]
 
 UNAUTHORIZED, DELEGATION_INVALID, RATE_LIMITED = 3001, 3004, 3005
@@ -184,8 +185,6 @@ class Cancel(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Action = Send | Execute | Cancel | Log | Audit | Persist
-
-INTERRUPTED = "interrupted by a restart; retry with a new id"
 
 
 def _operator_lines(err: AmpError) -> list[Action]:
@@ -641,23 +640,9 @@ class Executor:
         short by the restart: unless ``idempotent(capability_id)`` (then a
         retry runs it again), it is closed now with CAP_RESULT 5002, sealed
         once here, which the returned records (to write) keep for the next
-        restart too."""
-        closed: list[JournalRecord] = []
-        for record in records:
-            if record.expires_at < now_ms:
-                continue
-            if record.state is JournalState.RUNNING:
-                if idempotent(record.capability_id):
-                    continue  # unknown to the cache: its retry runs again
-                body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
-                # Not encrypted even if the invoke was: the journal does not
-                # keep that (a plain 5002 says nothing of the invoke's content).
-                sealed = self._seal(Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
-                                             to=record.key.sender, body_cbor=dumps(body)), now_ms)
-                record = JournalRecord(key=record.key, fingerprint=record.fingerprint,
-                                       capability_id=record.capability_id, state=JournalState.DONE,
-                                       expires_at=record.expires_at, terminal=_terminal(sealed))
-                closed.append(record)
+        restart too (:func:`~ampcap.peer.journal.after_restart` decides)."""
+        kept, closed = after_restart(records, now_ms, idempotent, lambda out, now: _terminal(self._seal(out, now)))
+        for record in kept:
             assert record.terminal is not None
             self._cache.restore(record.key, record.fingerprint, record.terminal,
                                 expires_at=record.expires_at, now_ms=now_ms)

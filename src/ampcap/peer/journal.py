@@ -27,14 +27,22 @@ unless its capability is ``idempotent = true``, which runs it again.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import msgspec
 
+from ..caps.bodies import result_error
+from ..errors import AmpError
+from ..wire.cbor import dumps
+from ..wire.registry import MessageType
 from .dedupe import InvokeKey, Terminal
+from .outbound import Outbound
 
-__all__ = ["JournalState", "JournalRecord", "Persist", "InvokeJournal"]
+__all__ = ["JournalState", "JournalRecord", "Persist", "InvokeJournal", "INTERRUPTED", "after_restart"]
+
+UNAVAILABLE = 5002
+INTERRUPTED = "interrupted by a restart; retry with a new id"
 
 
 class JournalState(enum.Enum):
@@ -77,3 +85,34 @@ class InvokeJournal(Protocol):
     def prune(self, now_ms: int) -> int:
         """Drop records expired at ``now_ms``; return how many."""
         ...
+
+
+def after_restart(records: Iterable[JournalRecord], now_ms: int, idempotent: Callable[[str], bool],
+                  seal: Callable[[Outbound, int], Terminal]) -> tuple[list[JournalRecord], list[JournalRecord]]:
+    """What the journal's ``records`` mean after a restart (R19), as
+    ``(kept, closed)``: ``kept``, every DONE record the executor's cache
+    restores (their retries get the same bytes). Expired records are
+    dropped; a RUNNING one was cut short by the restart: unless
+    ``idempotent(capability_id)`` (unknown to the cache, its retry runs it
+    again), it is closed now with CAP_RESULT 5002 sealed once by ``seal``,
+    and is in ``kept`` and in ``closed`` (to write: the next restart keeps
+    the same bytes)."""
+    kept: list[JournalRecord] = []
+    closed: list[JournalRecord] = []
+    for record in records:
+        if record.expires_at < now_ms:
+            continue
+        if record.state is JournalState.RUNNING:
+            if idempotent(record.capability_id):
+                continue  # unknown to the cache: its retry runs again
+            body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
+            # Not encrypted even if the invoke was: the journal does not
+            # keep that (a plain 5002 says nothing of the invoke's content).
+            terminal = seal(Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
+                                     to=record.key.sender, body_cbor=dumps(body)), now_ms)
+            record = JournalRecord(key=record.key, fingerprint=record.fingerprint,
+                                   capability_id=record.capability_id, state=JournalState.DONE,
+                                   expires_at=record.expires_at, terminal=terminal)
+            closed.append(record)
+        kept.append(record)
+    return kept, closed
