@@ -175,3 +175,75 @@ def test_help_and_serve_do_not_load_the_mcp_sdk() -> None:
             "assert not [m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'hypercorn')], 'loaded'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+# The daemon's serving half (issue 26: the executor, jobs, RFC 005
+# delegation, the state store) is imported only when a daemon builds it
+# (net/serving.py): nothing a daemon imports at module level reaches it, so
+# a client-only daemon never loads it. tests/cli/test_startup_imports.py
+# checks the same on a real call; this names the import that breaks it.
+SERVING_HALF = ("ampcap.net.serving", "ampcap.net.jobs", "ampcap.net.durable", "ampcap.peer.executor",
+                "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg", "ampcap.store")
+
+
+def _module_file(module: str) -> Path | None:
+    path = SRC.parent.joinpath(*module.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _eager_imports(path: Path) -> list[tuple[str, int]]:
+    """The ampcap modules ``path`` imports when it is imported: module level,
+    not under ``if TYPE_CHECKING:``, not inside functions or classes."""
+    package = path.relative_to(SRC.parent).with_suffix("").parts[:-1]
+    if path.name == "__init__.py":
+        package = path.relative_to(SRC.parent).parts[:-1]
+    found: list[tuple[str, int]] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                visit(node.orelse)
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+                visit(getattr(node, "finalbody", []))
+            elif isinstance(node, ast.Import):
+                found.extend((alias.name, node.lineno) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1])
+                    module = f"{base}.{node.module}" if node.module else base
+                else:
+                    module = node.module or ""
+                found.append((module, node.lineno))
+                # ``from . import relay``: the names may be modules themselves.
+                found.extend((f"{module}.{alias.name}", node.lineno) for alias in node.names
+                             if _module_file(f"{module}.{alias.name}") is not None)
+
+    visit(ast.parse(path.read_text(), str(path)).body)
+    return [(m, line) for m, line in found if m.split(".")[0] == "ampcap"]
+
+
+def test_the_daemon_imports_its_serving_half_only_when_it_builds_it() -> None:
+    seen: dict[str, str] = {"ampcap.net.daemon": "ampcap.net.daemon"}  # module -> the import that brought it
+    todo = ["ampcap.net.daemon"]
+    while todo:
+        path = _module_file(todo.pop())
+        assert path is not None
+        for module, line in _eager_imports(path):
+            parts = module.split(".")
+            for depth in range(2, len(parts) + 1):  # a module's packages are imported first
+                name = ".".join(parts[:depth])
+                if name not in seen and _module_file(name) is not None:
+                    seen[name] = f"{path.relative_to(SRC)}:{line}"
+                    todo.append(name)
+    wrong = sorted(f"{where} loads {name}" for name, where in seen.items()
+                   if any(name == s or name.startswith(s + ".") for s in SERVING_HALF))
+    assert wrong == []
+    assert {"ampcap.net.link", "ampcap.net.dial", "ampcap.net.relay", "ampcap.net.session_routing",
+            "ampcap.net.delegation", "ampcap.net.actionlog", "ampcap.net.config"} <= set(seen)

@@ -25,8 +25,8 @@ NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap
                       "ampcap.caps.manifest",
                       # The serving half of the daemon: a client-only daemon builds it on the
                       # first message that needs it (tests/net/test_client_daemon.py).
-                      "ampcap.peer.executor", "ampcap.deleg", "ampcap.store", "sqlite3", "ampcap.net.jobs",
-                      "ampcap.net.durable",
+                      "ampcap.peer.executor", "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg",
+                      "ampcap.store", "sqlite3", "ampcap.net.jobs", "ampcap.net.durable", "ampcap.net.serving",
                       # The schemas ship compiled (schema/_compiled.py): no CDDL parsing.
                       "cddlparser", "ampcap.schema.engine")
 # A command line naming query or invoke builds only their parser.

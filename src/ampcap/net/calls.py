@@ -20,27 +20,38 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..display import printable
-from ..peer.invoker import InputQuestion, InvokeProgress, Invoker, QueryAnswered, Replied, RetryPolicy, Target
+from ..display import MESSAGE_LIMIT, printable, shown
+from ..peer.invoker import (
+    InputQuestion,
+    InvokeFailed,
+    InvokeProgress,
+    Invoker,
+    InvokeRetrying,
+    InvokeSucceeded,
+    InvokeTimedOut,
+    QueryAnswered,
+    QueryFailed,
+    Replied,
+    RetryPolicy,
+    Target,
+)
 from ..wire.registry import MessageType
 from ..peer.outbound import Outbound
 from ..peer.state import ConnState
 from .clock import Clock
-
-if TYPE_CHECKING:  # the daemon composes this module: no import at run time
-    from .daemon import Link
+from .link import Link, why_silent
 
 __all__ = ["Calls", "CallOutcome"]
 
 # The daemon's logger: these are its lines, whichever module writes them.
 log = logging.getLogger("ampcap.daemon")
 
-UNAVAILABLE = 5002
+UNAVAILABLE, TIMEOUT = 5002, 5003
 _SHUTTING_DOWN = "local daemon shutting down"
 
 
@@ -174,6 +185,35 @@ class Calls:
         """The link call ``handle`` was sent on, while it is pending."""
         outcome = self._pending.get(handle)
         return outcome.link if outcome is not None else None
+
+    def settle(self, event: Any) -> None:
+        """Act on one of the invoker's outcome events (any action it returns
+        but ``Send`` and ``Log``, which the daemon applies): the call ends
+        with its result or error, a PROGRESS report or question reaches its
+        caller, a retry is logged. A timeout says why the peer may have
+        seemed silent (:func:`~ampcap.net.link.why_silent`)."""
+        kind = type(event)
+        if kind is InvokeSucceeded:
+            self.finish(event.handle, result=event.result)
+        elif kind is InvokeFailed:
+            self.finish(event.handle, error=event.error)
+        elif kind is InvokeTimedOut:
+            why = why_silent(self.link_of(event.handle))
+            self.finish(event.handle, error=AmpError(TIMEOUT, "no reply before the local deadline" + why))
+        elif kind is QueryAnswered:
+            self.finish(event.handle, result=event)
+        elif kind is QueryFailed:
+            error = event.error
+            if error.code == TIMEOUT:
+                error = AmpError(TIMEOUT, error.message + why_silent(self.link_of(event.handle)))
+            self.finish(event.handle, error=error)
+        elif kind is Replied:
+            self.finish(event.handle, result=event)
+        elif kind is InvokeProgress:
+            self.progress(event)
+        elif kind is InvokeRetrying:
+            log.info("retrying call %s (attempt %d): %s", event.handle.hex(), event.attempt,
+                     shown(event.reason, MESSAGE_LIMIT))
 
     def finish(self, handle: bytes, *, result: Any = None, error: AmpError | None = None) -> None:
         """Call ``handle`` ended (unless already forgotten): wake its caller."""

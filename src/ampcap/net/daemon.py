@@ -25,6 +25,17 @@ Shutdown (:meth:`Daemon.drain`): GOAWAY everywhere (new work is refused with
 5002 by the connections themselves), wait for running jobs up to the drain
 timeout, end whatever still runs with its one terminal CAP_RESULT
 (``executor.shutdown``), fail our own pending calls locally, flush, close.
+
+This module keeps the core: construction, the run loop and drain, the
+links' life, the dispatch of every inbound message, applying actions and
+the timers. What grew around it lives beside it, each handed only what it
+needs: ``net/link.py`` (:class:`Link`), ``net/serving.py`` (the serving
+half: executor, jobs, RFC 005 verifier, state store; imported only when
+built), ``net/dial.py`` (URL to stream), ``net/relay.py`` (a Rust-example
+relay and its probe), ``net/session_routing.py`` (RFC 006 checks between
+the dispatch and the session parts), ``net/delegation.py`` (DELEG_*
+answers, the R20 revocation refresher) and ``net/actionlog.py`` (``Log``
+and ``Audit`` lines).
 """
 
 from __future__ import annotations
@@ -37,15 +48,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import trio
-from msgspec.structs import replace as replace_struct
 
 from ..caps.catalog import Catalog
-from ..display import MESSAGE_LIMIT, printable, shown
-from ..errors import AmpError, LocalProtocolError, MessageTooLarge, Unreachable
+from ..display import MESSAGE_LIMIT, shown
+from ..errors import AmpError, LocalProtocolError, MessageTooLarge
 from ..schema import load_schemas
-from ..peer.config import RELAY_DID, RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
+from ..peer.config import RELAY_DID, ConnectionConfig
 from ..peer.connection import Connection, Role
 from ..peer.events import (
     ConnectionTerminated,
@@ -56,54 +65,42 @@ from ..peer.events import (
     MessageRejected,
     Negotiated,
 )
-from ..peer.admission import ExecutorConfig, delegation_violation
-from ..peer.invoker import (
-    InvokeFailed,
-    InvokeProgress,
-    Invoker,
-    InvokerConfig,
-    InvokeRetrying,
-    InvokeSucceeded,
-    InvokeTimedOut,
-    QueryAnswered,
-    QueryFailed,
-    Replied,
-)
-from ..peer.limits import InFlightLimits
+from ..peer.admission import delegation_violation
+from ..peer.invoker import Invoker
 from ..peer.logthrottle import LogThrottle
 from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
 from ..peer.policy import ALLOW_ALL, Policy
 from ..peer.sealing import Sealer
-from ..peer.state import HelloState
-from ..session.context import RequestTracker, read_context
 from ..session.control import is_control
-from ..session.provider import ProviderConfig, SessionProvider
-from ..wire.envelope import new_message_id
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.frames import Framing
 from ..wire.identity import DidKeyResolver, Identity, KeyResolver
 from ..wire.receive import ReceivePipeline
 from ..wire.registry import MessageType, error_info
-from ..wire.signing import Profile
+from . import delegation, relay
+from .actionlog import ActionLog
 from .calls import Calls
-from .sessions import ControlRequests
+from .dial import dial, not_opened
 from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
+from .config import DaemonConfig
+from .link import Link, peer_label
 from .listener import OVERLOADED_FRAME, Listener
+from .session_routing import SessionRouting
 from .budget import ReceiveBudget, SendBudget
 from .sink import ReplySink
-from .stream import ConnectionDriver, open_stream
-from .tls import tls_failure
-from .url import AmpUrl, parse_endpoints, parse_url
+from .stream import ConnectionDriver
+from .url import AmpUrl
 
 if TYPE_CHECKING:
-    from ..deleg.chain import ChainVerifier, VerifierConfig
+    from ..deleg.chain import ChainVerifier
     from ..deleg.revocation import StatusCache
     from ..deleg.service import DelegationService
-    from ..peer.executor import Audit, Executor
+    from ..peer.executor import Executor
     from ..store import StateStore
     from ..store.delegation import DelegationStore
     from .durable import DurableState
     from .jobs import Jobs, LocalHandler
+    from .serving import ServingHalf
 
 __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler"]
 
@@ -128,7 +125,6 @@ def __getattr__(name: str) -> Any:
 
 
 log = logging.getLogger("ampcap.daemon")
-audit_log = logging.getLogger("ampcap.audit")  # RFC 005 §6.4 delegation decisions
 
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 _PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
@@ -139,68 +135,9 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.CAP_DECLARE,
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
 _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
-_PROVISIONAL = frozenset(int(t) for t in (MessageType.PROCESSING, MessageType.PROGRESS, MessageType.INPUT_REQUIRED))
-UNAVAILABLE, TIMEOUT = 5002, 5003
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
-_LOG_LINE_LIMIT = 2 * MESSAGE_LIMIT  # characters of a line the core asks us to log (a Log action)
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
-
-
-class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything about a daemon that is not a collaborator."""
-
-    connection: ConnectionConfig = msgspec.field(default_factory=ConnectionConfig)
-    executor: ExecutorConfig = msgspec.field(default_factory=ExecutorConfig)
-    invoker: InvokerConfig = msgspec.field(default_factory=InvokerConfig)
-    max_in_flight: int = 1024  # running invokes, whole daemon → 5004 beyond
-    max_in_flight_per_connection: int = 64  # → 5004 beyond
-    max_connections: int = 10_000
-    # Bytes queued for peers across all connections (net/budget.SendBudget):
-    # past it, every connection with output still unsent stops reading.
-    max_send_buffer_total: int = 64 << 20
-    # Bytes of large frames being received across all connections
-    # (net/budget.ReceiveBudget): a frame that does not fit waits, unread.
-    max_receive_buffer_total: int = 64 << 20
-    drain_timeout_s: float = 10.0  # SIGTERM: how long running invokes may finish
-    profile: Profile = Profile.RFC  # Sig_Input variant accepted (R15)
-    delegation: VerifierConfig | None = None  # RFC 005 verifier settings (verifier_did defaults to ours)
-    # R20: a revocation publisher asked (DELEG_QUERY) about every delegator's
-    # credentials; None = the store alone decides (bounded offline mode).
-    revocation_publisher: str | None = None
-    revocation_publisher_did: str | None = None  # pin the publisher's DID (else whoever answers at the URL)
-
-
-class Link(msgspec.Struct, eq=False):
-    """One connection as the daemon sees it (also its executor/invoker key:
-    ``eq=False`` keeps object identity for equality and hashing)."""
-
-    driver: ConnectionDriver
-    outbound: bool  # we dialled it
-    ready: trio.Event = msgspec.field(default_factory=trio.Event)  # Negotiated or terminated
-    calls: set[bytes] = msgspec.field(default_factory=set)  # our pending call handles on it (what Calls.end_on fails)
-    opened_ms: int = 0
-    goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
-    unverified: int = 0  # messages on it whose signature did not verify (1002): why a reply may never come
-    verifies_under: Profile | None = None  # the other Sig_Input profile one of them verified under
-    relay_probe: trio.Event | None = None  # a relay link's pending self-addressed probe (_watch_relay)
-    # Who hears a CAP_DECLARE the peer sends unasked (no reply_to): its
-    # body, already checked against the CDDL (the MCP gateway re-lists).
-    on_declare: Callable[[Any], None] | None = None
-
-    @property
-    def peer_closing(self) -> str:
-        """What the peer did when it closed its side, as messages say it
-        (why a dial or a call on this link failed)."""
-        return "the peer closed the connection" + (" (GOAWAY)" if self.goaway is not None else "")
-
-    @property
-    def peer_did(self) -> str | None:
-        return self.driver.conn.peer_did
-
-    @property
-    def open(self) -> bool:
-        return self.driver.terminated is None and self.driver.conn.peer_did is not None
 
 
 class Daemon:
@@ -240,18 +177,23 @@ class Daemon:
         self._executor: Executor | None = None
         self._jobs: Jobs | None = None
         self._store = store
+        self._serving: ServingHalf | None = None
         self.durable: DurableState | None = None
         self._holds: Callable[[list[Any]], bool] = _holds_nothing
         self._log_throttle = LogThrottle()
-        self._refresh_kick = trio.Event()
-        # RFC 006 provider (sessions other agents open with us) and the
-        # session-scoped calls we make ourselves (provisional correlation).
-        self.sessions = SessionProvider(can_serve=lambda cid: catalog.get(cid) is not None,
-                                        canonical=catalog.canonical_name, authorized=policy.caller_allowed,
-                                        entropy=entropy,
-                                        config=ProviderConfig(reply_ttl_ms=config.connection.default_ttl_ms))
-        self.session_calls = RequestTracker()
-        self.controls = ControlRequests()  # our session-control requests awaiting their answer
+        # R20: with a revocation publisher, stale statuses are asked about.
+        self._refresher = (delegation.RevocationRefresher(self, config.revocation_publisher,
+                                                          config.revocation_publisher_did)
+                           if config.revocation_publisher is not None else None)
+        self._lines = ActionLog(clock, self._log_throttle, self._refresher.kick if self._refresher else None)
+        # RFC 006 provider (sessions other agents open with us), the
+        # session-scoped calls we make ourselves (provisional correlation) and
+        # our session-control requests awaiting their answer.
+        self._session_routing = SessionRouting(catalog, policy, entropy, config.connection.default_ttl_ms,
+                                               self._send)
+        self.sessions = self._session_routing.provider
+        self.session_calls = self._session_routing.calls
+        self.controls = self._session_routing.controls
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
         self.calls = Calls(self.invoker, clock, self._rearm)
@@ -282,57 +224,33 @@ class Daemon:
             self._serve_half()
 
     def _serve_half(self) -> Executor:
-        """Build (once) the provider side: the state store (R19), the RFC 005
-        credential store, verifier and service, the executor and its jobs."""
+        """Build (once) the provider side (net/serving.py): the state store
+        (R19), the RFC 005 credential store, verifier and service, the
+        executor and its jobs. Imported here, not above: a client-only daemon
+        never loads it."""
         if self._executor is not None:
             return self._executor
         global _Execute, _Cancel, _Audit
-        from ..deleg.chain import ChainVerifier, VerifierConfig
-        from ..deleg.revocation import RevocationChecker, StatusCache
-        from ..deleg.service import DelegationService
-        from ..peer import executor as executor_module
-        from ..store import StateStore
-        from ..store.delegation import DelegationStore
-        from .jobs import Jobs
+        from .serving import ACTION_CLASSES, ServingHalf
 
-        identity, catalog, config, clock = self.identity, self.catalog, self.config, self.clock
         key_resolver, params, policy, handlers, sealer = self._serving_args
-        # R19: the durable state (in memory unless serve --state-dir names a directory).
-        store = self._store if self._store is not None else StateStore.open(None)
-        self._store = store
-        if params is None:
-            from ..caps.params import ParamsValidator
-            from ..caps.bundle import SchemaStore
-
-            params = ParamsValidator(SchemaStore([], offline=True))
-        limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)
-        # RFC 005: credentials and revocations kept in the store; the verifier
-        # consults it for every link (R20; no publisher: bounded offline mode).
-        self._delegations = DelegationStore(store)
-        self._revocation_status = StatusCache()
-        deleg_config = config.delegation or VerifierConfig()
-        if deleg_config.verifier_did is None:
-            deleg_config = replace(deleg_config, verifier_did=identity.did)
-        publisher = config.revocation_publisher
-        self._verifier = ChainVerifier(key_resolver, RevocationChecker(
-            store=self._delegations, cache=self._revocation_status,
-            publisher_for=(lambda delegator: publisher) if publisher is not None else None), deleg_config)
-        self._deleg_service = DelegationService(self._delegations, key_resolver, own_did=identity.did)
-        # Terminal replies are sealed by the executor, once: a retry gets the same bytes (R8).
-        executor = executor_module.Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
-                                            limits=limits, config=config.executor, seal=sealer,
-                                            delegation=self._verifier, journal=store.durable)
-        _Execute, _Cancel, _Audit = executor_module.Execute, executor_module.Cancel, executor_module.Audit
-        if store.durable:
-            from .durable import DurableState, holds
-
-            self.durable = DurableState(store, executor, self.sessions, catalog, clock, self._apply,
-                                        self._log_throttle)
-            self._holds = holds
-        self._jobs = Jobs(executor, self._apply, clock, handlers)
+        half = ServingHalf(identity=self.identity, catalog=self.catalog, config=self.config, clock=self.clock,
+                           sessions=self.sessions, store=self._store, key_resolver=key_resolver, params=params,
+                           policy=policy, handlers=handlers, sealer=sealer, apply=self._apply,
+                           throttle=self._log_throttle)
+        _Execute, _Cancel, _Audit = ACTION_CLASSES
+        self._serving, self._store = half, half.store
+        if half.durable is not None and half.holds is not None:
+            self.durable, self._holds = half.durable, half.holds
+        self._jobs = half.jobs
         self._jobs.nursery = self._nursery
-        self._executor = executor
-        return executor
+        self._executor = half.executor
+        return half.executor
+
+    def _served(self) -> ServingHalf:
+        self._serve_half()
+        assert self._serving is not None
+        return self._serving
 
     # The serving half, built on first use (see _serve_half).
     @property
@@ -341,35 +259,27 @@ class Daemon:
 
     @property
     def jobs(self) -> Jobs:
-        self._serve_half()
-        assert self._jobs is not None
-        return self._jobs
+        return self._served().jobs
 
     @property
     def store(self) -> StateStore:
-        self._serve_half()
-        assert self._store is not None
-        return self._store
+        return self._served().store
 
     @property
     def delegations(self) -> DelegationStore:
-        self._serve_half()
-        return self._delegations
+        return self._served().delegations
 
     @property
     def revocation_status(self) -> StatusCache:
-        self._serve_half()
-        return self._revocation_status
+        return self._served().revocation_status
 
     @property
     def verifier(self) -> ChainVerifier:
-        self._serve_half()
-        return self._verifier
+        return self._served().verifier
 
     @property
     def deleg_service(self) -> DelegationService:
-        self._serve_half()
-        return self._deleg_service
+        return self._served().deleg_service
 
     # ================================================================ life
 
@@ -380,12 +290,10 @@ class Daemon:
             # end with the daemon, not with the connection that started them.
             self._nursery = self.calls.nursery = nursery
             nursery.start_soon(self._timer_loop)
-            if self._jobs is not None:
-                self._jobs.nursery = nursery
-                # MCP servers the bindings use start (or are connected) once, now.
-                await self._jobs.open_bindings(nursery, [spec.binding for spec in self.catalog.specs])
-            if self.config.revocation_publisher is not None:
-                nursery.start_soon(self._revocation_refresher)
+            if self._serving is not None:
+                await self._serving.start(nursery, self.catalog)
+            if self._refresher is not None:
+                nursery.start_soon(self._refresher.run)
             if self.durable is not None:
                 nursery.start_soon(self.durable.run)
             task_status.started(self)
@@ -417,7 +325,7 @@ class Daemon:
         self._closing = True
         self.calls.refuse_new()
         timeout = self.config.drain_timeout_s if timeout_s is None else timeout_s
-        executor = self._executor
+        serving, executor = self._serving, self._executor
         running = (lambda: executor.running) if executor is not None else (lambda: 0)
         log.info("draining: invokes_running=%d connections=%d timeout=%gs", running(), len(self.links), timeout)
         self.listener.stop(0, "server shutting down")
@@ -431,23 +339,11 @@ class Daemon:
             while running():
                 await trio.sleep(0.01)
         self._drain_wait = None
-        if executor is not None and executor.running:
-            code = self.executor.config.shutdown_code
-            if self._hurried:
-                log.info("drain cut short: invokes_running=%d end with %d %s", self.executor.running, code,
-                         error_info(code).name)
-            else:
-                log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout,
-                            self.executor.running, code, error_info(code).name)
-        if executor is not None:
-            self._apply(executor.shutdown(self.clock.wall_ms()))
-        if self.durable is not None:
-            self.durable.flush(until_empty=True)  # the shutdown's terminal replies are committed, then sent
+        if serving is not None:
+            serving.end_running(self.clock.wall_ms(), timeout_s=timeout, hurried=self._hurried)
         self.calls.end_all()
-        if self._jobs is not None:
-            await self._jobs.close_bindings()
-            for usage in self._jobs.usage.snapshot():
-                log.info("usage %s", usage.summary())
+        if self._serving is not None:  # built meanwhile, too
+            await self._serving.close()
         for link in list(self.links):
             link.driver.close()
         with trio.move_on_after(5):
@@ -474,7 +370,7 @@ class Daemon:
             # is a bug of ours. It costs this one connection, not the daemon and
             # every other connection with it.
             log.error("connection %s peer=%s failed on an internal error (a bug, please report it): %s",
-                      "to" if link.outbound else "from", _peer(link), shown(_innermost(exc), MESSAGE_LIMIT))
+                      "to" if link.outbound else "from", peer_label(link), shown(_innermost(exc), MESSAGE_LIMIT))
             log.debug("internal error on a connection", exc_info=exc)
             link.driver.conn.close()
         finally:
@@ -484,63 +380,19 @@ class Daemon:
 
     async def join_relay(self, url: str | AmpUrl, *, relay_did: str = RELAY_DID, timeout_s: float = 10.0,
                          ssl_context: ssl.SSLContext | None = None, probe_s: float | None = None) -> Link:
-        """Dial a relay like the public Rust example's and register there.
-
-        Such a relay frames with a bare 4-byte length, registers a connection
-        under the ``from`` of its first parsable frame, forwards frames to the
-        online recipients in ``to`` and silently drops the rest. So: raw
-        framing, no keepalive (it would not answer), no strict principal
-        binding (messages from many senders arrive on this one connection),
-        and a first frame to register, a HELLO addressed to the relay's own
-        DID as the example's clients send (nobody is registered under it, so
-        the relay drops it). Invokes reaching us through the link are served
-        like any others; calls through it name their recipient (``to=``).
-
-        Such a relay keeps one connection per DID: another connection whose
-        first frame comes ``from`` our DID (a caller run with our key, say)
-        takes the registration over, and when that one ends the relay
-        forgets our DID, while our link stays open and silent. With
-        ``probe_s``, every ``probe_s`` seconds a PING addressed to ourselves
-        checks that the relay still forwards to this link; when it does not
-        come back the link is closed, so whoever keeps it (``serve --relay``)
-        dials again and registers anew.
-        """
-        config = replace(self._conn_config, framing=Framing.RAW, strict_principal=False,
-                         keepalive_interval_ms=None, max_msg_size=min(self._conn_config.max_msg_size,
-                                                                      RELAY_MAX_MSG_SIZE))
-        link = await self.connect(url, peer_did=relay_did, ssl_context=ssl_context, timeout_s=timeout_s,
-                                  config=config)
-        link.driver.send_nowait(Outbound(typ=int(MessageType.HELLO), body={"versions": [RELAY_HELLO_VERSION]},
-                                         to=relay_did))
-        log.info("registered at relay %s as %s", url, self.identity.did)
+        """Dial a relay like the public Rust example's and register there
+        (net/relay.py says how such a relay behaves and what the link to it
+        needs). With ``probe_s``, every ``probe_s`` seconds a PING addressed
+        to ourselves checks that the relay still forwards to this link; when
+        it does not come back the link is closed, so whoever keeps it
+        (``serve --relay``) dials again and registers anew."""
+        link = await relay.register(self, url, relay_did=relay_did, timeout_s=timeout_s, ssl_context=ssl_context)
         if probe_s is not None:
             link.relay_probe = trio.Event()
             assert self._nursery is not None
-            self._nursery.start_soon(self._watch_relay, link, str(url), probe_s)
+            self._nursery.start_soon(relay.watch, link, str(url), probe_s, self.identity.did, self._send,
+                                     lambda: self._closing)
         return link
-
-    async def _watch_relay(self, link: Link, url: str, probe_s: float) -> None:
-        """Close a relay link once the relay stops forwarding our own DID to it
-        (see :meth:`join_relay`): a probe that has not come back after a third
-        of ``probe_s`` (at least 1 s) means so."""
-        wait_s = max(probe_s / 3, 1.0)
-        while True:
-            with trio.move_on_after(probe_s):
-                await link.driver.closed.wait()
-            if link.driver.closed.is_set() or self._closing:
-                return
-            link.relay_probe = probe = trio.Event()
-            self._send(link, Outbound(typ=_PING, body=None, to=self.identity.did))
-            with trio.move_on_after(wait_s):
-                await probe.wait()
-            if link.driver.closed.is_set() or self._closing:
-                return
-            if not probe.is_set():
-                log.warning("relay %s no longer forwards messages for %s to this link (did another connection "
-                            "register under this DID, e.g. a caller using this daemon's identity?): closing it",
-                            url, self.identity.did)
-                link.driver.close("the relay no longer forwards our messages to this link")
-                return
 
     async def connect(self, url: str | AmpUrl, *, peer_did: str | None = None,
                       ssl_context: ssl.SSLContext | None = None, timeout_s: float = 10.0,
@@ -549,42 +401,7 @@ class Daemon:
         :class:`~ampcap.errors.Unreachable` when nothing answers).
         ``config`` replaces the daemon's connection settings for this link."""
         assert self._nursery is not None, "start the daemon first"
-        if isinstance(url, str) and "," in url:  # several endpoints of one peer: RFC 002 §3.5 order
-            from .http_client import connect_any
-
-            return await connect_any(self, parse_endpoints(url), peer_did=peer_did, ssl_context=ssl_context,
-                                     timeout_s=timeout_s, config=config)
-        target = parse_url(url) if isinstance(url, str) else url
-        if target.binding != "amps":  # the HTTP stack is imported only when a URL asks for it
-            from .http_client import dial
-
-            return await dial(self, target, peer_did=peer_did, ssl_context=ssl_context, timeout_s=timeout_s,
-                              config=config)
-        stream: trio.abc.Stream | None = None
-        with trio.move_on_after(timeout_s) as scope:
-            try:
-                stream = await open_stream(target, ssl_context=ssl_context)
-            except (OSError, UnicodeError) as exc:  # refused, no such host, no route: an AmpError like every
-                # other failure here. UnicodeError: a name the resolver's IDNA step refuses (parse_url lets
-                # through what the stdlib codec accepts, trio's stricter IDNA 2008 may still say no).
-                raise Unreachable(str(target), getattr(exc, "strerror", None) or str(exc)) from exc
-            if isinstance(stream, trio.SSLStream):
-                # TLS fails here, named, rather than as a link that "opened"
-                # and then closed: raw framing (a relay) says nothing back.
-                try:
-                    await stream.do_handshake()
-                except trio.BrokenResourceError as exc:
-                    await trio.aclose_forcefully(stream)
-                    raise AmpError(UNAVAILABLE, f"{target}: {tls_failure(exc) or 'the TLS handshake failed'}") \
-                        from None
-        if scope.cancelled_caught or stream is None:
-            if stream is not None:
-                await trio.aclose_forcefully(stream)
-            raise AmpError(TIMEOUT, f"connecting to {target} timed out")
-        try:
-            return await self.connect_stream(stream, peer_did=peer_did, timeout_s=timeout_s, config=config)
-        except AmpError as exc:
-            raise AmpError(exc.code, f"{target}: {exc.message}") from None
+        return await dial(self, url, peer_did=peer_did, ssl_context=ssl_context, timeout_s=timeout_s, config=config)
 
     async def serve_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one already-open stream (any transport: a memory stream in
@@ -639,14 +456,7 @@ class Daemon:
         if not link.open:
             term = link.driver.terminated
             link.driver.close()
-            if term is not None:
-                reason = term.reason
-            else:  # name the step that never came: a silent port, or an AMP peer that stalls at HELLO
-                missing = "HELLO_ACK" if conn.hello_state is HelloState.WAIT_ACK else "answer to our HANDSHAKE"
-                reason = f"no {missing} within {timeout_s:g} s"
-            # Our deadline is a timeout (5003) like the connection's own.
-            code = term.code if term and term.code else TIMEOUT if waited.cancelled_caught else UNAVAILABLE
-            raise AmpError(code, f"cannot open connection: {reason}")
+            raise not_opened(conn, term, timeout_s, waited.cancelled_caught)
         return link
 
     def _link_gone(self, link: Link) -> None:
@@ -660,9 +470,7 @@ class Daemon:
         """Send an RFC 006 control REQUEST on ``link`` and wait for its
         RESPONSE; return its body. An ERROR answer raises its AmpError; no
         answer in time is 5003, a lost connection 5002."""
-        now = self.clock.wall_ms()
-        out = replace_struct(out, msg_id=new_message_id(now, self._entropy), ts_ms=now, to=out.to or link.peer_did)
-        return await self.controls.request(link, out, timeout_s)
+        return await self._session_routing.control(link, out, self.clock.wall_ms(), timeout_s)
 
     def _close_answered(self) -> None:
         """Close the half-closed links that nothing is owed on any more."""
@@ -689,11 +497,11 @@ class Daemon:
             lasted = self.clock.monotonic_ms() - link.opened_ms
             # An orderly close has no code; a failed one names it ("1004 VERSION_MISMATCH").
             code = "-" if event.code is None else f"{event.code} {error_info(event.code).name}"
-            log.info("connection closed peer=%s code=%s reason=%s after=%dms", _peer(link), code,
+            log.info("connection closed peer=%s code=%s reason=%s after=%dms", peer_label(link), code,
                      shown(event.reason, MESSAGE_LIMIT), lasted)
             link.ready.set()
         elif type(event) is MessageRejected:
-            log.info("message rejected peer=%s id=%s: %s", _peer(link),
+            log.info("message rejected peer=%s id=%s: %s", peer_label(link),
                      event.message_id.hex() if event.message_id else "-", shown(event.error, MESSAGE_LIMIT))
             if event.error.code == BAD_SIGNATURE and event.envelope is not None:
                 link.unverified += 1
@@ -703,13 +511,13 @@ class Daemon:
                 self._apply_invoker(self.invoker.on_rejected(event.envelope, event.error, self.clock.wall_ms()))
         elif type(event) is GoAwayReceived:
             link.goaway = event
-            log.info("GOAWAY from peer=%s reason=%s message=%s", _peer(link), event.reason,
+            log.info("GOAWAY from peer=%s reason=%s message=%s", peer_label(link), event.reason,
                      shown(event.message or "-"))
         elif type(event) is InputEnded:
             # It can still read: its running invokes still get their replies.
             # Our own calls on it can no longer be answered.
             owed = self._executor is not None and self._executor.owes(link)
-            log.info("peer=%s finished sending; invokes still to answer: %s", _peer(link),
+            log.info("peer=%s finished sending; invokes still to answer: %s", peer_label(link),
                      "yes" if owed else "none")
             self.calls.end_on(link)
             if owed:
@@ -727,15 +535,10 @@ class Daemon:
         if typ == _INVOKE:
             executor = self._executor or self._serve_half()  # the attribute, not the property: per message
             body = inbound.body
-            if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
-                if not executor.knows(inbound, now):  # a retry gets its first outcome (R8), session or not
-                    try:
-                        self.sessions.check_invoke(inbound, now)  # RFC 006 §4.4, §7.3
-                    except AmpError as err:
-                        log.info("session-scoped invoke refused id=%s code=%d: %s", env.id.hex(), err.code,
-                                 shown(err.message, MESSAGE_LIMIT))
-                        self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
-                        return
+            # Only an invoke that names a session is checked as one (net/session_routing.py).
+            if ((type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id)) \
+                    and self._session_routing.refuse_invoke(link, inbound, executor, now):
+                return
             self._apply(executor.handle(inbound, link, now))
             return
         if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
@@ -763,43 +566,20 @@ class Daemon:
             # RFC 004 §6.2 asks reply_to only of a CAP_DECLARE that answers
             # a query: one without it is the peer announcing its
             # capabilities, not a reply gone astray (no ERROR 4001).
-            log.info("unasked CAP_DECLARE from peer=%s", _peer(link))
+            log.info("unasked CAP_DECLARE from peer=%s", peer_label(link))
             if link.on_declare is not None:
                 try:
                     link.on_declare(inbound.body)
                 except Exception:  # the listener's fault must not break the connection
                     log.warning("on_declare listener raised", exc_info=True)
         elif typ in _REPLIES:
-            serving = self._executor  # none yet: no invoke of the peer's runs here
-            in_session = (serving.session_of(env.sender, env.reply_to)
-                          if serving is not None and typ in _PROVISIONAL and env.reply_to is not None else None)
-            if in_session is not None:
-                # A provisional message naming a session-scoped request in flight
-                # here enters session-scoped validation (§4.4): without its signed
-                # context it is refused (A.15), never bound by reply_to alone.
-                try:
-                    sid, scoped = read_context(inbound.body)
-                    if not scoped or sid != in_session["session_id"]:
-                        raise AmpError(4001, "provisional message in a session without its body.session context",
-                                       path="body.session")
-                except AmpError as err:
-                    self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
+            if self._session_routing.refuse_reply(link, inbound, self._executor):  # RFC 006 §4.4, §6
                 return
-            if self.session_calls.knows(env.reply_to) or (env.reply_to is None and typ in _PROVISIONAL):
-                try:
-                    self.session_calls.on_reply(env, inbound.body)  # RFC 006 §4.4, §6
-                except AmpError as err:
-                    log.info("session-scoped reply refused id=%s code=%d: %s", env.id.hex(), err.code,
-                             shown(err.message, MESSAGE_LIMIT))
-                    if typ != _ERROR:
-                        self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
-                    return
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
-            self._on_delegation(link, inbound, now)
+            self._send(link, delegation.answer(self.deleg_service, inbound, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
-            if link.relay_probe is not None and env.sender == self.identity.did:
-                link.relay_probe.set()  # our own probe, back through the relay: it still forwards to us
+            if relay.probe_returned(link, env.sender, self.identity.did):  # it still forwards to us
                 return
             self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
         elif typ == _PONG:  # liveness answer: nothing to say back
@@ -812,21 +592,6 @@ class Daemon:
             log.info("unsupported %s from %s answered 1005", name, shown(env.sender))
             self._send(link, error_reply(env, AmpError(UNKNOWN_TYPE, f"{name} is not supported by this agent",
                                                        path="typ"), encrypt=inbound.decrypted))
-
-    def _on_delegation(self, link: Link, inbound: Any, now: int) -> None:
-        env = inbound.envelope
-        try:
-            typ, body = self.deleg_service.handle(env.typ, inbound.body, env.sender, now)
-        except AmpError as err:
-            log.info("%s from %s refused: %s", MessageType(env.typ).name, shown(env.sender), shown(str(err)))
-            self._send(link, error_reply(env, err))
-            return
-        except Exception as exc:  # a bug must not take the daemon down; the peer still gets one answer
-            log.error("delegation message crashed: %s", shown(repr(exc)))
-            self._send(link, error_reply(env, AmpError(5001, "internal error")))
-            return
-        log.info("%s from %s accepted", MessageType(env.typ).name, shown(env.sender))
-        self._send(link, reply_to(env, typ, body))
 
     # =============================================================== actions
 
@@ -847,7 +612,7 @@ class Daemon:
             if stand_in is not None:
                 self._send(link, stand_in)
         except LocalProtocolError as exc:  # closed meanwhile, or draining and not a reply
-            log.debug("not sent to %s: %s", _peer(link), shown(exc, MESSAGE_LIMIT))
+            log.debug("not sent to %s: %s", peer_label(link), shown(exc, MESSAGE_LIMIT))
 
     def _apply(self, actions: list[Any]) -> None:
         if self.durable is not None and self._holds(actions):
@@ -862,68 +627,12 @@ class Daemon:
             elif kind is _Cancel:
                 self._jobs.cancel(action.key, action.code)  # type: ignore[union-attr]
             elif kind is Log:
-                self._log(action)
+                self._lines.log(action)
             elif kind is _Audit:
-                self._audit(action)
+                self._lines.audit(action)
         if self._half_closed:
             self._close_answered()
         self._rearm()
-
-    async def _revocation_refresher(self) -> None:
-        """R20: ask the configured publisher (DELEG_QUERY) about the
-        (delegator, delegation_id) pairs a verification found stale or
-        missing; their answers refresh the status cache, so the caller's
-        retry after a 5002 (retryable) is decided on fresh data."""
-        from ..deleg.bodies import query_body
-        from ..deleg.revocation import query_result_from_wire
-
-        url = self.config.revocation_publisher
-        assert url is not None
-        link: Link | None = None
-        while True:
-            await self._refresh_kick.wait()
-            self._refresh_kick = trio.Event()
-            for delegator, delegation_id in self.revocation_status.wanted()[:64]:
-                try:
-                    if link is None or not link.open:
-                        link = await self.connect(url, peer_did=self.config.revocation_publisher_did)
-                    answer = await self.calls.request(link, int(MessageType.DELEG_QUERY),
-                                                      query_body(delegation_id, delegator), timeout_ms=5_000)
-                    result = query_result_from_wire(answer.body)
-                    if (result.delegator, result.delegation_id) != (delegator, delegation_id):
-                        raise AmpError(1001, "the publisher answered about another delegation")
-                    self.revocation_status.put(result)
-                except (AmpError, OSError) as exc:
-                    log.warning("revocation publisher %s: %s", url, shown(str(exc)))
-                    link = None
-                    break
-                except Exception as exc:  # a bug here must not take the daemon down: statuses stay stale (5002)
-                    log.error("revocation refresh failed: %s", shown(repr(exc)))
-                    link = None
-                    break
-
-    def _audit(self, action: Audit) -> None:
-        if action.decision.error is not None and action.decision.error.code == UNAVAILABLE:
-            self._refresh_kick.set()  # a stale revocation status: ask the publisher
-        # RFC 005 §6.4, on the 'ampcap.audit' logger (INFO): a denial is a
-        # line a peer can cause at will, so it is throttled like the others.
-        if action.decision.allowed:
-            if audit_log.isEnabledFor(logging.INFO):
-                audit_log.info("%s", printable(action.line, _LOG_LINE_LIMIT))
-        elif audit_log.isEnabledFor(logging.INFO):
-            self._log_throttle.log(audit_log, "delegation denied", logging.INFO, self.clock.monotonic_ms(), "%s",
-                                   printable(action.line, _LOG_LINE_LIMIT))
-
-    def _log(self, action: Log) -> None:
-        # The core cuts the peer's values in the lines it builds; this bounds
-        # any line that quotes one whole all the same.
-        if action.topic is None:
-            if log.isEnabledFor(action.level):  # not escaped for nothing (a delegated invoke's audit line)
-                log.log(action.level, printable(action.message, _LOG_LINE_LIMIT))
-            return
-        # A line a peer can cause at will: at most a few per window.
-        message = printable(action.message, _LOG_LINE_LIMIT)
-        self._log_throttle.log(log, action.topic, action.level, self.clock.monotonic_ms(), "%s", message)
 
     def _apply_invoker(self, actions: list[Any]) -> None:
         for action in actions:
@@ -931,46 +640,10 @@ class Daemon:
             if kind is Send:
                 self._send(action.conn, action.out)
             elif kind is Log:
-                self._log(action)
-            elif kind is InvokeSucceeded:
-                self.calls.finish(action.handle, result=action.result)
-            elif kind is InvokeFailed:
-                self.calls.finish(action.handle, error=action.error)
-            elif kind is InvokeTimedOut:
-                why = self._why_silent(self.calls.link_of(action.handle))
-                self.calls.finish(action.handle, error=AmpError(TIMEOUT, "no reply before the local deadline" + why))
-            elif kind is QueryAnswered:
-                self.calls.finish(action.handle, result=action)
-            elif kind is QueryFailed:
-                error = action.error
-                if error.code == TIMEOUT:
-                    error = AmpError(TIMEOUT, error.message + self._why_silent(self.calls.link_of(action.handle)))
-                self.calls.finish(action.handle, error=error)
-            elif kind is Replied:
-                self.calls.finish(action.handle, result=action)
-            elif kind is InvokeProgress:
-                self.calls.progress(action)
-            elif kind is InvokeRetrying:
-                log.info("retrying call %s (attempt %d): %s", action.handle.hex(), action.attempt,
-                         shown(action.reason, MESSAGE_LIMIT))
+                self._lines.log(action)
+            else:  # an outcome: the caller waiting on the call hears it
+                self.calls.settle(action)
         self._rearm()
-
-    def _why_silent(self, link: Link | None) -> str:
-        """What a timed-out call's message adds when the peer did answer on
-        its link, but with messages whose signature did not verify: they
-        were dropped, and the reply may have been among them."""
-        if link is None or not link.unverified:
-            return ""
-        count = link.unverified
-        why = (f"; {count} message{'s' if count > 1 else ''} from the peer failed signature verification (1002) "
-               f"and {'were' if count > 1 else 'was'} dropped")
-        if link.verifies_under is Profile.RUST_EXAMPLE:
-            why += (": they verify under the public Rust example's Sig_Input, so the peer signs like it; "
-                    "use its profile too (--compat rust-example)")
-        elif link.verifies_under is Profile.RFC:
-            why += (": they verify under the RFC's Sig_Input, so the peer does not sign like the Rust example; "
-                    "drop --compat rust-example")
-        return why
 
     # ================================================================ timers
 
@@ -1009,7 +682,3 @@ def _innermost(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
 
-
-def _peer(link: Link) -> str:
-    """The link's peer for a log line: its DID (cut short), or '-' before HELLO named it."""
-    return shown(link.peer_did) if link.peer_did is not None else "-"

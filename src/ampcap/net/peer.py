@@ -36,7 +36,6 @@ import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 import msgspec

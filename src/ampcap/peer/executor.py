@@ -14,10 +14,10 @@ completions and timer ticks; it answers with a list of actions:
 
 The RFC 004 §7.2 validation order lives in :meth:`Executor._validate` and
 nowhere else. Per-invoke state follows the §7.3 executor machine, written
-as a table (:data:`TRANSITIONS`). Every accepted invoke ends with exactly
-one CAP_RESULT per waiting connection, whatever happens first: completion,
-timeout (5003), or shutdown (5002); every rejected one with exactly one
-ERROR (ruling R5). Duplicates follow ruling R8 through
+as a table (:data:`TRANSITIONS`, in ``peer/invoke_state.py``). Every
+accepted invoke ends with exactly one CAP_RESULT per waiting connection,
+whatever happens first: completion, timeout (5003), or shutdown (5002);
+every rejected one with exactly one ERROR (ruling R5). Duplicates follow ruling R8 through
 :class:`~ampcap.peer.dedupe.InvokeCache`.
 
 Capability ACL and existence (ruling R10, vector A.9). Step 4 (identity
@@ -46,7 +46,6 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
 import msgspec
-from msgspec.structs import replace as replace_struct
 
 from ..caps.bodies import (
     BAD_REQUEST,
@@ -62,10 +61,9 @@ from ..caps.bodies import (
     result_error,
     result_success,
 )
-from ..deleg.chain import ChainVerifier, Decision, Step
-from ..deleg.scope import Target, check_target
+from ..deleg.chain import ChainVerifier, Decision
 from ..display import MESSAGE_LIMIT, shown
-from ..errors import AmpError, LocalProtocolError, ReportedFailure
+from ..errors import AmpError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
 from ..wire.envelope import BODY_MAX_DEPTH, Envelope, decode_envelope
 from ..wire.receive import Inbound
@@ -73,13 +71,14 @@ from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
 from .admission import ExecutorConfig, delegation_violation
 from .admission import has_ext_delegation as _has_ext_delegation
+from .delegated import Audit, DelegationDenied, audit_line, check_negotiated, decide
 from .dedupe import CacheStatus, InvokeCache, InvokeKey, Terminal
-from .journal import JournalRecord, JournalState, Persist
+from .journal import INTERRUPTED, JournalRecord, JournalState, Persist, after_restart
 from .questions import Questions, question_body
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
-from .state import TableEnum
+from .invoke_state import TRANSITIONS, InvokeInput, InvokeState, advance
 
 __all__ = [
     "ExecutorConfig",
@@ -103,6 +102,7 @@ __all__ = [
     "Executor",
     "delegation_violation",
     "DENIED",
+    "INTERRUPTED",
 ]
 
 UNAUTHORIZED, DELEGATION_INVALID, RATE_LIMITED = 3001, 3004, 3005
@@ -119,42 +119,6 @@ _OWN_BYTES = DecodeLimits(max_depth=1024, max_items=1 << 62, max_bytes=1 << 62)
 
 def _denied() -> AmpError:
     return AmpError(UNAUTHORIZED, DENIED)
-
-
-# ------------------------------------------------------------ state table
-
-
-class InvokeState(TableEnum):
-    RECEIVED = "received"
-    VALIDATING = "validating"
-    REJECTED = "rejected"
-    EXECUTING = "executing"
-    DONE = "done"
-
-
-class InvokeInput(TableEnum):
-    VALIDATE = "validate"
-    REJECT = "reject"  # a §7.2 step failed → ERROR
-    ACCEPT = "accept"  # all steps passed → Execute
-    PROVISIONAL = "provisional"  # PROCESSING / PROGRESS sent
-    FINISH = "finish"  # CAP_RESULT sent: completion, timeout or shutdown
-
-
-# RFC 004 §7.3, executor side. A pair missing here is a bug in the executor.
-TRANSITIONS: Mapping[tuple[InvokeState, InvokeInput], InvokeState] = {
-    (InvokeState.RECEIVED, InvokeInput.VALIDATE): InvokeState.VALIDATING,
-    (InvokeState.VALIDATING, InvokeInput.REJECT): InvokeState.REJECTED,
-    (InvokeState.VALIDATING, InvokeInput.ACCEPT): InvokeState.EXECUTING,
-    (InvokeState.EXECUTING, InvokeInput.PROVISIONAL): InvokeState.EXECUTING,
-    (InvokeState.EXECUTING, InvokeInput.FINISH): InvokeState.DONE,
-}
-
-
-def advance(state: InvokeState, event: InvokeInput) -> InvokeState:
-    try:
-        return TRANSITIONS[(state, event)]
-    except KeyError:
-        raise LocalProtocolError(INTERNAL_ERROR, f"invocation cannot {event.value} in state {state.value}") from None
 
 
 # ---------------------------------------------------------- collaborators
@@ -220,49 +184,13 @@ class Cancel(msgspec.Struct, frozen=True, kw_only=True):
     code: int
 
 
-class Audit(msgspec.Struct, frozen=True):
-    """RFC 005 §6.4: a delegated invoke's decision, allowed or denied. The
-    edge keeps or logs it (:func:`audit_line`); building the line costs
-    nothing when nobody reads it."""
-
-    decision: Decision
-
-    @property
-    def line(self) -> str:
-        return audit_line(self.decision)
-
-
 Action = Send | Execute | Cancel | Log | Audit | Persist
-
-INTERRUPTED = "interrupted by a restart; retry with a new id"
 
 
 def _operator_lines(err: AmpError) -> list[Action]:
     """The line a :class:`ReportedFailure` carries for the operator (throttled
     under its topic by whoever logs it); none for any other error."""
     return [Log(logging.ERROR, err.log_line, err.topic)] if isinstance(err, ReportedFailure) else []
-
-
-class _DelegationDenied(Exception):
-    """A delegation step refused the invoke: the error for the caller and
-    the decision (with its audit record) for the log."""
-
-    def __init__(self, error: AmpError, decision: Decision) -> None:
-        super().__init__(error.message)
-        self.error, self.decision = error, decision
-
-
-def audit_line(decision: Decision) -> str:
-    """RFC 005 §6.4: one line per delegated decision (ids and DIDs, no payloads).
-    The DIDs passed the DID grammar (printable ASCII) where they were read;
-    delegation ids are the peer's text, shown escaped and cut."""
-    err, t = decision.error, decision.target
-    ids = ",".join(f"{c.delegator}/{shown(c.delegation_id, 80)}" for c in decision.chain)
-    what = "-" if t is None else shown(t.capability_id or t.capability)
-    return (f"delegation {'allow' if err is None else 'deny'} code={0 if err is None else err.code} "
-            f"step={decision.step_label} requester={decision.caller} "
-            f"delegator={decision.delegator or '-'} ids=[{ids}] target={what} "
-            f"at={decision.evaluated_at}: {'allowed' if err is None else shown(err.message)}")
 
 
 class _Deferred:
@@ -333,7 +261,8 @@ class Executor:
             # replay cache knows the id too when its first use was refused
             # with a retryable code, which the invoke cache does not keep.)
             err = AmpError(BAD_REQUEST, "message id reused with different content", path="id")
-            return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted)), Log(logging.WARNING, f"id reuse by {shown(env.sender)}", "id reuse")]
+            return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted)),
+                    Log(logging.WARNING, f"id reuse by {shown(env.sender)}", "id reuse")]
         if seen.status is CacheStatus.DONE:
             assert seen.terminal is not None
             return [Send(conn, _as_sent(seen.terminal))]
@@ -374,7 +303,7 @@ class Executor:
             if self._closing:
                 raise AmpError(UNAVAILABLE, "daemon is shutting down")
             request, resolved, decision = self._validate(env, inbound.body, conn, now_ms)
-        except _DelegationDenied as denied:
+        except DelegationDenied as denied:
             advance(state, InvokeInput.REJECT)
             return actions + [Audit(denied.decision)] + self._reject(inbound, conn, denied.error, now_ms)
         except AmpError as err:
@@ -411,7 +340,8 @@ class Executor:
     def _validate(self, env: Envelope, body: Any, conn: Hashable,
                   now_ms: int) -> tuple[InvokeRequest, Resolved, Decision | None]:
         """RFC 004 §7.2, in order. The first failing step's AmpError escapes
-        (a delegation denial as :class:`_DelegationDenied`, with its audit)."""
+        (a delegation denial as :class:`~ampcap.peer.delegated.DelegationDenied`,
+        with its audit)."""
         # 1. Body shape and required fields: 1001; identity-form conflicts: 4001 (R6).
         request = parse_invoke_body(body)
         # 2. Coarse policy, without knowing the capability: 3001, 3005, 5004.
@@ -431,10 +361,10 @@ class Executor:
         decision: Decision | None = None
         if request.has_delegation:
             try:
-                decision = self._delegation_decision(env, body, request, name, now_ms)
-            except _DelegationDenied as denied:
+                decision = decide(self.delegation, env, body, request, name, now_ms, _denied)
+            except DelegationDenied as denied:
                 if gate_refused:  # the gate's refusal, not the chain's verdict, is what it may learn
-                    raise _DelegationDenied(_denied(), denied.decision) from None
+                    raise DelegationDenied(_denied(), denied.decision) from None
                 raise
             if gate_refused and not self._policy.admits_delegate(env.sender, decision.delegator):
                 raise _denied()
@@ -452,44 +382,11 @@ class Executor:
         target = found.value
         # 6. Version compatibility (strict / range / bridge): 4003.
         resolved = self._resolver.check_version(target, request)
-        if (decision is not None and decision.effective is not None and decision.effective.names_ids
-                and (decision.target is None or decision.target.capability_id != str(resolved.descriptor.id))):
-            # A scope that names ids holds the version negotiation chose to them
-            # (a pinned version was checked at step 3 already).
-            asked = decision.target or Target(capability=name)
-            try:
-                check_target(decision.effective, Target(capability=name, capability_id=str(resolved.descriptor.id),
-                                                        action=asked.action, resource=asked.resource))
-            except AmpError as err:
-                refused = replace_struct(decision, allowed=False, error=err, step=Step.TARGET)
-                raise _DelegationDenied(AmpError(DELEGATION_INVALID, "delegation invalid"), refused) from None
+        if decision is not None:  # a scope naming ids must name the version chosen (peer/delegated.py)
+            check_negotiated(decision, name, str(resolved.descriptor.id))
         # 7. Input schema: 4004; a missing or corrupt offline artifact: 5002.
         self._params.validate_params(resolved.descriptor, resolved.params)
         return request, resolved, decision
-
-    def _delegation_decision(self, env: Envelope, evidence_owner: Any, request: InvokeRequest, name: str,
-                             now_ms: int) -> Decision:
-        """Step 3 for ``evidence_owner`` (the CAP_INVOKE body) carrying ``delegation``."""
-        evidence = evidence_owner["delegation"]
-        if self.delegation is None:
-            raise AmpError(DELEGATION_INVALID, "delegation is not accepted by this agent")
-        capability_id = request.capability_id
-        if capability_id is None and request.version is not None:
-            # The version as sent (it parsed as SemVer at step 1); str(Version) would rebuild it.
-            version = evidence_owner.get("version")
-            capability_id = f"{name}:{version if isinstance(version, str) else request.version}"
-        target = Target(capability=name, capability_id=capability_id)
-        decision = self.delegation.evaluate(typ=env.typ, evidence=evidence, caller=env.sender, target=target,
-                                            now_ms=now_ms)
-        if decision.error is not None:
-            err = decision.error
-            # §8 / RFC 004 §7.2: minimal detail towards the caller (the audit keeps the reason).
-            if err.code == DELEGATION_INVALID:
-                err = AmpError(DELEGATION_INVALID, "delegation invalid")
-            elif err.code == UNAUTHORIZED:
-                err = _denied()
-            raise _DelegationDenied(err, decision)
-        return decision
 
     def _as_seen_by(self, sender: str, err: AmpError) -> AmpError:
         """A lookup's error as ``sender`` may see it: 4002 (no such name) is
@@ -745,40 +642,13 @@ class Executor:
         short by the restart: unless ``idempotent(capability_id)`` (then a
         retry runs it again), it is closed now with CAP_RESULT 5002, sealed
         once here, which the returned records (to write) keep for the next
-        restart too. Returns those records and the lines to log.
-
-        That 5002 is the reply the job would have had (:meth:`_reply`): the
-        same ``thread_id``, and authcrypted to the caller when the invoke
-        was (RFC 001 §8.5). Should the caller's key agreement key no longer
-        resolve (a keyring edited between the two lives; the invoke was
-        decrypted with it, so it did then), the 5002 goes out signed but
-        unencrypted, and a warning says so: its body holds nothing of the
-        invoke, and the caller must get its one terminal reply (R5) while
-        the invoke must not run again."""
-        closed: list[JournalRecord] = []
-        notes: list[Log] = []
-        for record in records:
-            if record.expires_at < now_ms:
-                continue
-            if record.state is JournalState.RUNNING:
-                if idempotent(record.capability_id):
-                    continue  # unknown to the cache: its retry runs again
-                body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
-                out = Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
-                               thread_id=record.thread_id, to=record.key.sender, body_cbor=dumps(body),
-                               encrypt=record.encrypted)
-                try:
-                    sealed = self._seal(out, now_ms)
-                except Exception as exc:  # the resolver's 3001, or no resolver at all
-                    if not record.encrypted:
-                        raise
-                    why = exc.message if isinstance(exc, AmpError) else str(exc)
-                    notes.append(Log(logging.WARNING, f"interrupted invoke {record.key.msg_id.hex()} from "
-                                                      f"{shown(record.key.sender)}: its 5002 goes unencrypted "
-                                                      f"({shown(why, MESSAGE_LIMIT)})", "journal"))
-                    sealed = self._seal(msgspec.structs.replace(out, encrypt=False), now_ms)
-                record = msgspec.structs.replace(record, state=JournalState.DONE, terminal=_terminal(sealed))
-                closed.append(record)
+        restart too (:func:`~ampcap.peer.journal.after_restart` decides, and
+        says which 5002 could not be encrypted). Returns those records and
+        the lines to log."""
+        kept, closed, warnings = after_restart(records, now_ms, idempotent,
+                                               lambda out, now: _terminal(self._seal(out, now)))
+        notes = [Log(logging.WARNING, line, "journal") for line in warnings]
+        for record in kept:
             assert record.terminal is not None
             self._cache.restore(record.key, record.fingerprint, record.terminal,
                                 expires_at=record.expires_at, now_ms=now_ms)

@@ -31,14 +31,23 @@ takes from its invoke beyond the key, whether the invoke came authcrypted
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import msgspec
 
+from ..caps.bodies import result_error
+from ..display import MESSAGE_LIMIT, shown
+from ..errors import AmpError
+from ..wire.cbor import dumps
+from ..wire.registry import MessageType
 from .dedupe import InvokeKey, Terminal
+from .outbound import Outbound
 
-__all__ = ["JournalState", "JournalRecord", "Persist", "InvokeJournal"]
+__all__ = ["JournalState", "JournalRecord", "Persist", "InvokeJournal", "INTERRUPTED", "after_restart"]
+
+UNAVAILABLE = 5002
+INTERRUPTED = "interrupted by a restart; retry with a new id"
 
 
 class JournalState(enum.Enum):
@@ -85,3 +94,50 @@ class InvokeJournal(Protocol):
     def prune(self, now_ms: int) -> int:
         """Drop records expired at ``now_ms``; return how many."""
         ...
+
+
+def after_restart(records: Iterable[JournalRecord], now_ms: int, idempotent: Callable[[str], bool],
+                  seal: Callable[[Outbound, int], Terminal]
+                  ) -> tuple[list[JournalRecord], list[JournalRecord], list[str]]:
+    """What the journal's ``records`` mean after a restart (R19), as
+    ``(kept, closed, warnings)``: ``kept``, every DONE record the executor's
+    cache restores (their retries get the same bytes). Expired records are
+    dropped; a RUNNING one was cut short by the restart: unless
+    ``idempotent(capability_id)`` (unknown to the cache, its retry runs it
+    again), it is closed now with CAP_RESULT 5002 sealed once by ``seal``,
+    and is in ``kept`` and in ``closed`` (to write: the next restart keeps
+    the same bytes).
+
+    That 5002 is the reply the job would have had: the same ``thread_id``,
+    and authcrypted to the caller when the invoke was (RFC 001 §8.5).
+    Should the caller's key agreement key no longer resolve (a keyring
+    edited between the two lives; the invoke was decrypted with it, so it
+    did then), the 5002 goes out signed but unencrypted, and ``warnings``
+    says so: its body holds nothing of the invoke, and the caller must get
+    its one terminal reply (R5) while the invoke must not run again."""
+    kept: list[JournalRecord] = []
+    closed: list[JournalRecord] = []
+    warnings: list[str] = []
+    for record in records:
+        if record.expires_at < now_ms:
+            continue
+        if record.state is JournalState.RUNNING:
+            if idempotent(record.capability_id):
+                continue  # unknown to the cache: its retry runs again
+            body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
+            out = Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
+                           thread_id=record.thread_id, to=record.key.sender, body_cbor=dumps(body),
+                           encrypt=record.encrypted)
+            try:
+                terminal = seal(out, now_ms)
+            except Exception as exc:  # the resolver's 3001, or no resolver at all
+                if not record.encrypted:
+                    raise
+                why = exc.message if isinstance(exc, AmpError) else str(exc)
+                warnings.append(f"interrupted invoke {record.key.msg_id.hex()} from {shown(record.key.sender)}: "
+                                f"its 5002 goes unencrypted ({shown(why, MESSAGE_LIMIT)})")
+                terminal = seal(msgspec.structs.replace(out, encrypt=False), now_ms)
+            record = msgspec.structs.replace(record, state=JournalState.DONE, terminal=terminal)
+            closed.append(record)
+        kept.append(record)
+    return kept, closed, warnings
