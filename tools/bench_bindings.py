@@ -36,6 +36,9 @@ from pathlib import Path
 import trio
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from bench_common import timed_rounds_args  # noqa: E402
+
 SERVER = HERE / "mcp_bench_server.py"
 CAPABILITY = "org.bench.add:1.0.0"
 PLAIN = "org.bench.plain-add:1.0.0"  # the same sum in the daemon itself: a plain invoke
@@ -153,13 +156,7 @@ async def run(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement (default 2)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    parser.add_argument("--quick", action="store_true", help="a short pass (the smoke test)")
-    args = parser.parse_args()
-    if args.quick:
-        args.seconds, args.rounds = 0.3, 1
+    args = timed_rounds_args(__doc__, seconds=2.0, quick_seconds=0.3)
     results = trio.run(run, args)
     print(f"MCP tool 'add' over stdio, {args.rounds} rounds x {args.seconds:g} s, medians of the rounds")
     print(f"{'path':<14}{'calls/s':>10}{'p50 µs':>10}")

@@ -9,16 +9,20 @@ server is measured the same way, whatever language runtime it uses.
 
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Result", "ServerProcess", "cpu_seconds", "summarize", "rss_kib", "run_workers"]
+__all__ = ["Result", "ServerProcess", "DemoDaemon", "cpu_seconds", "summarize", "rss_kib", "run_workers",
+           "timed_rounds_args"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -105,6 +109,42 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class DemoDaemon:
+    """``ampcap serve --demo`` in its own process, on a free port, with its
+    own home (identity, config); ``state``: ``"none"`` or ``"dir"`` (a fresh
+    state directory). ``url`` and ``did`` are what it printed."""
+
+    def __init__(self, state: str = "none", *, prefix: str = "ampcap-bench-") -> None:
+        self.home = tempfile.mkdtemp(prefix=prefix)
+        state_dir = "none" if state == "none" else os.path.join(self.home, "state")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ampcap.cli.main", "serve", "--demo", "--listen", "127.0.0.1:0",
+             "--state-dir", state_dir, "--max-in-flight-per-connection", "256"],
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "XDG_CONFIG_HOME": self.home})
+        assert self.proc.stdout is not None
+        self.url, self.did = self.proc.stdout.readline().split()
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(30)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def timed_rounds_args(description: str | None, *, seconds: float = 3.0, rounds: int = 3,
+                      quick_seconds: float = 0.5) -> argparse.Namespace:
+    """The command line of a benchmark that times rows for a few seconds in
+    alternating rounds: --seconds, --rounds, --quick (one short round)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=seconds, help=f"seconds per row (default {seconds:g})")
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"alternating rounds (default {rounds})")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a short pass ({quick_seconds:g} s, 1 round), to check it runs")
+    args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.rounds = quick_seconds, 1
+    return args
 
 
 def median(values: Sequence[float]) -> float:

@@ -19,14 +19,9 @@ process between rounds.
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +30,7 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_common import Result, cpu_seconds, run_workers, summarize  # noqa: E402
+from bench_common import DemoDaemon, Result, cpu_seconds, run_workers, summarize, timed_rounds_args  # noqa: E402
 from bench_delegation import chain, link_material, verifications_s  # noqa: E402
 
 from ampcap.net.peer import connect  # noqa: E402
@@ -43,22 +38,6 @@ from ampcap.wire.identity import Identity  # noqa: E402
 
 ECHO = "org.ampcap.demo.echo"
 PARAMS = {"message": "x" * 160}
-
-
-class Daemon:
-    def __init__(self) -> None:
-        self.home = tempfile.mkdtemp(prefix="ampcap-bench-deleg-")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ampcap.cli.main", "serve", "--demo", "--listen", "127.0.0.1:0",
-             "--state-dir", "none", "--max-in-flight-per-connection", "256"],
-            stdout=subprocess.PIPE, text=True, env={**os.environ, "XDG_CONFIG_HOME": self.home})
-        assert self.proc.stdout is not None
-        self.url, self.did = self.proc.stdout.readline().split()
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(30)
-        shutil.rmtree(self.home, ignore_errors=True)
 
 
 class Chains:
@@ -86,7 +65,7 @@ async def _run(url: str, caller: Identity, in_flight: int, seconds: float,
         return await run_workers(call, in_flight, seconds)
 
 
-def measure(daemon: Daemon, caller: Identity, name: str, in_flight: int, seconds: float,
+def measure(daemon: DemoDaemon, caller: Identity, name: str, in_flight: int, seconds: float,
             delegations: Iterator[dict[str, Any] | None]) -> Result:
     cpu0 = cpu_seconds(daemon.proc.pid)
     calls, elapsed, lat = trio.run(_run, daemon.url, caller, in_flight, seconds, delegations)
@@ -99,18 +78,12 @@ def _forever(value: Any) -> Iterator[Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per row (default 3)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    parser.add_argument("--quick", action="store_true", help="a short pass (0.5 s, 1 round), to check it runs")
-    args = parser.parse_args()
-    if args.quick:
-        args.seconds, args.rounds = 0.5, 1
+    args = timed_rounds_args(__doc__)
     caller = Identity.generate(os.urandom)
     chains = Chains(caller.did)
     # Enough fresh chains for a row at the fastest rate seen for plain calls, with room.
     per_row = max(500, int(6_000 * args.seconds))
-    daemon = Daemon()
+    daemon = DemoDaemon("none", prefix="ampcap-bench-deleg-")
     ratios: dict[str, list[float]] = {key: [] for key in ("repeated 1", "repeated 64", "first 1", "first 64")}
     verifications: list[float] = []
     extra: dict[int, list[float]] = {1: [], 64: []}

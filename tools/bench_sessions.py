@@ -20,44 +20,22 @@ same machine; the ratios are medians over rounds.
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_common import Result, cpu_seconds, run_workers, summarize  # noqa: E402
+from bench_common import DemoDaemon, Result, cpu_seconds, run_workers, summarize, timed_rounds_args  # noqa: E402
 
 from ampcap.net.peer import connect  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 
 ECHO = "org.ampcap.demo.echo"
 PARAMS = {"message": "x" * 160}
-
-
-class Daemon:
-    def __init__(self, state: str) -> None:
-        self.home = tempfile.mkdtemp(prefix="ampcap-bench-sessions-")
-        state_dir = "none" if state == "none" else os.path.join(self.home, "state")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ampcap.cli.main", "serve", "--demo", "--listen", "127.0.0.1:0",
-             "--state-dir", state_dir, "--max-in-flight-per-connection", "256"],
-            stdout=subprocess.PIPE, text=True, env={**os.environ, "XDG_CONFIG_HOME": self.home})
-        assert self.proc.stdout is not None
-        self.url, self.did = self.proc.stdout.readline().split()
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(30)
-        shutil.rmtree(self.home, ignore_errors=True)
 
 
 async def _run(url: str, in_flight: int, seconds: float, in_session: bool) -> tuple[int, float, list[float]]:
@@ -73,21 +51,15 @@ async def _run(url: str, in_flight: int, seconds: float, in_session: bool) -> tu
         return await body(lambda: remote.invoke(ECHO, version="1.0.0", params=PARAMS))
 
 
-def measure(daemon: Daemon, name: str, in_flight: int, seconds: float, in_session: bool) -> Result:
+def measure(daemon: DemoDaemon, name: str, in_flight: int, seconds: float, in_session: bool) -> Result:
     cpu0 = cpu_seconds(daemon.proc.pid)
     calls, elapsed, lat = trio.run(_run, daemon.url, in_flight, seconds, in_session)
     return Result(name, in_flight, calls, elapsed, lat, cpu_seconds(daemon.proc.pid) - cpu0)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per row (default 3)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    parser.add_argument("--quick", action="store_true", help="a short pass (0.5 s, 1 round), to check it runs")
-    args = parser.parse_args()
-    if args.quick:
-        args.seconds, args.rounds = 0.5, 1
-    memory, durable = Daemon("none"), Daemon("dir")
+    args = timed_rounds_args(__doc__)
+    memory, durable = (DemoDaemon(state, prefix="ampcap-bench-sessions-") for state in ("none", "dir"))
     ratios: dict[str, list[float]] = {"session/plain 1": [], "session/plain 64": [], "state-dir/none 64": []}
     try:
         for round_no in range(args.rounds):

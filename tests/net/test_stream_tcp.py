@@ -110,21 +110,28 @@ async def test_calls_queued_together_leave_in_two_writes(monkeypatch: pytest.Mon
         assert len(writes) == 2 and all(asked == taken for asked, taken, _ in writes)
 
 
+class AckingServer:
+    """A server event handler that records every event and answers each
+    MESSAGE with an ACK from inside the delivery (set ``driver`` first)."""
+
+    def __init__(self) -> None:
+        self.recorder = Recorder()
+        self.driver: ConnectionDriver | None = None
+
+    async def __call__(self, event: Any) -> None:
+        await self.recorder(event)
+        if isinstance(event, MessageReceived) and event.inbound.envelope.typ == MessageType.MESSAGE:
+            assert self.driver is not None
+            self.driver.send_nowait(Outbound(typ=MessageType.ACK, body={"ack_source": "recipient"},
+                                             reply_to=event.inbound.envelope.id))
+
+
 @pytest.mark.trio
 async def test_replies_made_while_delivering_a_read_leave_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
     log = WriteLog(monkeypatch)
-    server_driver: list[ConnectionDriver] = []
-    sr = Recorder()
-
-    async def echo(event: Any) -> None:
-        await sr(event)
-        if isinstance(event, MessageReceived) and event.inbound.envelope.typ == MessageType.MESSAGE:
-            env = event.inbound.envelope
-            server_driver[0].send_nowait(Outbound(typ=MessageType.ACK, body={"ack_source": "recipient"},
-                                                  reply_to=env.id))
-
-    async with open_pair(server_on_event=echo) as (client, cr, server, _):
-        server_driver.append(server)
+    acking = AckingServer()
+    async with open_pair(server_on_event=acking) as (client, cr, server, _):
+        acking.driver = server
         assert isinstance(server.stream, trio.SocketStream)
         # One at a time: every reply is written by the reader task that
         # delivered the request, in one write, with no writer task woken.
@@ -237,17 +244,9 @@ async def test_a_read_is_sliced_by_messages_not_bytes(monkeypatch: pytest.Monkey
     # delegated invoke's chain) do not make the driver flush, and give the
     # scheduler a turn, after every other message.
     log = WriteLog(monkeypatch)
-    server_driver: list[ConnectionDriver] = []
-    sr = Recorder()
-
-    async def echo(event: Any) -> None:
-        await sr(event)
-        if isinstance(event, MessageReceived) and event.inbound.envelope.typ == MessageType.MESSAGE:
-            server_driver[0].send_nowait(Outbound(typ=MessageType.ACK, body={"ack_source": "recipient"},
-                                                  reply_to=event.inbound.envelope.id))
-
-    async with open_pair(server_on_event=echo) as (client, cr, server, _):
-        server_driver.append(server)
+    acking = AckingServer()
+    async with open_pair(server_on_event=acking) as (client, cr, server, _):
+        acking.driver = server
         async def burst(count: int, pad: int) -> list[tuple[int, int, str]]:
             before = len(log.on(server.stream))
             sent = [client.send_nowait(Outbound(typ=MessageType.MESSAGE, body={"pad": b"x" * pad})).id
