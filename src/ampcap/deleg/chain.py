@@ -76,10 +76,11 @@ STEPS: tuple[tuple[Step, str, tuple[int, ...]], ...] = (
 MAX_PROOF = 1024
 _STEP_LABELS = {step: f"{step.value} {step.name.lower()}" for step, _what, _codes in STEPS}
 # What a validated chain's bytes alone decide (with the keys, which a chain
-# cannot change): a chain found in the verifier's cache skips these steps.
-# Continuity's caller binding, validity, audience, revocation and the target
-# depend on the request and the clock, and run every time.
-_DECIDED_BY_CACHE = frozenset((Step.SIGNATURES, Step.SUBDELEGATION, Step.NARROWING))
+# cannot change): a chain found in the verifier's cache skips these steps
+# (ChainVerifier._evaluate_known). Continuity's caller binding, validity,
+# audience, revocation and the target depend on the request and the clock,
+# and run every time.
+_DECIDED_BY_CACHE = frozenset((Step.PARSE, Step.SIGNATURES, Step.SUBDELEGATION, Step.NARROWING))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -256,13 +257,8 @@ class ChainVerifier:
         self._chains: OrderedDict[tuple[bytes, ...], _Facts] = OrderedDict()
         self.verifications = 0  # signatures checked (the benchmark and tests read it)
         # The steps as bound methods, in STEPS' order (looked up once, not per
-        # request): steps 1-2, then the rest; for a cached chain the rest less
-        # the steps whose conclusions the cache holds (same order, same codes).
-        steps = [(step, getattr(self, f"_step_{step.name.lower()}")) for step, _what, _codes in STEPS]
-        self._steps = steps
-        self._head = steps[:2]
-        self._tail = steps[2:]
-        self._tail_cached = [(step, run_step) for step, run_step in steps[2:] if step not in _DECIDED_BY_CACHE]
+        # request), for a chain not in the cache.
+        self._steps = [(step, getattr(self, f"_step_{step.name.lower()}")) for step, _what, _codes in STEPS]
 
     def evaluate(self, *, typ: int, evidence: Any, caller: str, target: Target | None, now_ms: int) -> Decision:
         """§6.1 for one request. Never raises for bad input: the decision
@@ -283,10 +279,7 @@ class ChainVerifier:
                     return self._evaluate_known(parsed, facts, caller, target, now_ms)
         state = _Run(caller=caller, target=target, now_ms=now_ms, evidence=parsed)
         try:
-            for step, run_step in self._head:
-                state.step = step
-                run_step(state, typ, evidence)
-            for step, run_step in self._tail if state.facts is None else self._tail_cached:
+            for step, run_step in self._steps:
                 state.step = step
                 run_step(state, typ, evidence)
         except AmpError as err:
@@ -298,9 +291,10 @@ class ChainVerifier:
     def _evaluate_known(self, evidence: Evidence, facts: _Facts, caller: str, target: Target | None,
                         now_ms: int) -> Decision:
         """Steps 3 (the caller binding), 5, 6 and 9 for a chain found in the
-        cache, in that order and with the table's codes; steps 1, 2, 4, 7 and
-        8 concluded when the chain was first validated (the chain is the
-        same bytes). Tests hold it to the table's decisions."""
+        cache, in that order and with the table's codes; the others
+        (``_DECIDED_BY_CACHE``, and step 1, checked by the caller) were
+        concluded when these same bytes were first validated.
+        tests/deleg/test_known_chain.py holds it to the table's decisions."""
         self._chains.move_to_end(evidence.chain)
         chain = facts.chain
         step = Step.CONTINUITY
@@ -343,13 +337,6 @@ class ChainVerifier:
     def _parse(self, run: _Run, evidence: Any) -> None:
         parsed = run.evidence or parse_evidence(evidence, self.config.max_chain_depth)
         run.evidence = parsed
-        facts = self._chains.get(parsed.chain)
-        if facts is not None:
-            self._chains.move_to_end(parsed.chain)
-            run.facts = facts
-            run.chain = facts.chain
-            run.effective = facts.effective
-            return
         links: list[Credential] = []
         for i, raw in enumerate(parsed.chain):
             cached = self._links.get(raw)
@@ -367,14 +354,12 @@ class ChainVerifier:
 
     def _step_continuity(self, run: _Run, typ: int, evidence: Any) -> None:
         chain = run.chain
-        for i in range(len(chain) - 1 if run.facts is None else 0):
+        for i in range(len(chain) - 1):
             if chain[i].delegate != chain[i + 1].delegator:
                 raise AmpError(DELEGATION_INVALID, f"the chain breaks between links {i + 1} and {i + 2}")
         _check_caller(chain, run.caller)
 
     def _step_signatures(self, run: _Run, typ: int, evidence: Any) -> None:
-        if run.facts is not None:
-            return
         for i, cred in enumerate(run.chain):
             if i in run.verified:
                 continue
@@ -399,8 +384,6 @@ class ChainVerifier:
         run.sources = self.revocations.check_chain(run.chain, run.now_ms)
 
     def _step_subdelegation(self, run: _Run, typ: int, evidence: Any) -> None:
-        if run.facts is not None:
-            return
         n = len(run.chain)
         for i, cred in enumerate(run.chain):
             downstream = n - 1 - i
@@ -411,9 +394,6 @@ class ChainVerifier:
                                                    f"further links")
 
     def _step_narrowing(self, run: _Run, typ: int, evidence: Any) -> None:
-        if run.facts is not None:
-            run.effective = run.facts.effective
-            return
         run.effective = narrow([c.scope for c in run.chain], self.config.supported_constraints)
         if self.config.link_cache_entries and run.evidence is not None:
             self._chains[run.evidence.chain] = _Facts(chain=run.chain, effective=run.effective)
@@ -470,7 +450,6 @@ class _Run(msgspec.Struct):
     chain: tuple[Credential, ...] = ()
     verified: set[int] = msgspec.field(default_factory=set)
     effective: EffectiveScope | None = None
-    facts: _Facts | None = None
     sources: tuple[str, ...] = ()
 
     def decision(self, err: AmpError | None) -> Decision:
