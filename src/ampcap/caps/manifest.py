@@ -32,15 +32,13 @@ reads a manifest file and supplies the real file system; the demo set
 from __future__ import annotations
 
 import datetime
-import enum
 import hashlib
-import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import AmpError
 from ..decoders import json_loads
@@ -48,9 +46,10 @@ from .binding_tables import REMOTE_KINDS, binding_order, read_mcp_servers, read_
 from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
 from .remote import Fallback, McpServer
 from .names import URI_SCHEMES, parse_ossa_uri
-from .bundle import SchemaBundle, SchemaStore
+from .bundle import SchemaBundle
 from .descriptor import Descriptor, SchemaRef, Stability
 from .manifest_errors import Collector, ManifestError, ManifestProblem
+from .manifest_model import CapabilitySpec, Manifest, ManifestFiles, Policy, canonical_json, string_list
 from .params import compile_schema
 from .semver import Range, Version
 
@@ -78,107 +77,6 @@ _TOP_KEYS = frozenset({"bundle_id", "python_path", "capability", "mcp_server"})
 _LOCAL_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd", "inline", "stderr_to_caller"})
 _BINDING_KEYS = _LOCAL_BINDING_KEYS | set(REMOTE_KINDS)
 
-
-class Policy(enum.Enum):
-    """RFC 004 §8 provider compatibility policy."""
-
-    STRICT = "strict"  # exact version only
-    RANGE = "range"  # any version in supported_ranges may be negotiated
-    BRIDGE = "bridge"  # provider adapts between versions (documented in notes)
-
-
-
-class ManifestFiles(Protocol):
-    """The file system as a manifest file sees it (implemented by
-    :class:`ampcap.files.manifest.DiskFiles`)."""
-
-    @property
-    def base_dir(self) -> Path:
-        """The manifest's directory: relative paths in it start there."""
-        ...
-
-    def read(self, path: Path, limit: int) -> bytes:
-        """At most ``limit + 1`` bytes of a regular file; ``OSError`` otherwise."""
-        ...
-
-    def resolve(self, path: Path) -> Path:
-        """``path`` made absolute, links followed (a ``python_path`` entry)."""
-        ...
-
-    def is_dir(self, path: Path) -> bool: ...
-
-    def missing_program(self, program: str, workdir: Path | None, env: Mapping[str, str]) -> str | None:
-        """Why a command binding's ``program`` could not be started, or None."""
-        ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CapabilitySpec:
-    """A capability as the daemon serves it: descriptor + policy + binding."""
-
-    descriptor: Descriptor
-    policy: Policy
-    binding: Binding
-    input_schema: Any
-    output_schema: Any
-    input_source: str  # "inline" or the schema file path as written
-    output_source: str
-    # policy "bridge": "module:function" adapting a request for another
-    # version (one inside supported_ranges) to this version's params.
-    bridge: str | None = None
-    # Optional: "module:function" mapping this version's result back to the
-    # requested version's shape (manifest: bridge = { params = …, result = … }).
-    bridge_result: str | None = None
-    # idempotent = true: running it twice does no harm, so an invoke a
-    # restart interrupted runs again on retry instead of 5002 (ruling R19).
-    idempotent: bool = False
-
-    @property
-    def id(self) -> str:
-        return self.descriptor.id
-
-    @property
-    def name(self) -> str:
-        return self.descriptor.name
-
-    @property
-    def version(self) -> Version:
-        return self.descriptor.version
-
-    @property
-    def aliases(self) -> tuple[str, ...]:
-        return self.descriptor.aliases
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Manifest:
-    source: str
-    bundle: SchemaBundle
-    capabilities: tuple[CapabilitySpec, ...]
-    # [mcp_server.NAME] tables (the bindings that use one carry it too).
-    mcp_servers: Mapping[str, McpServer] = field(default_factory=lambda: MappingProxyType({}))
-
-    def schema_store(self) -> SchemaStore:
-        """An offline store that resolves every schema this manifest declares."""
-        return SchemaStore([self.bundle], offline=True)
-
-    def find(self, key: str) -> tuple[CapabilitySpec, ...]:
-        """Capabilities matching an id, a name or an alias (newest first)."""
-        hits = [c for c in self.capabilities if key in (c.id, c.name) or key in c.aliases]
-        return tuple(sorted(hits, key=lambda c: c.version, reverse=True))
-
-
-def canonical_json(value: Any) -> bytes:
-    """Stable bytes for an inline schema, so its hash does not depend on
-    TOML key order or whitespace."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
-
-
-def _string_list(value: Any) -> list[str] | None:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
-    return None
 
 
 class _CapabilityReader:
@@ -319,7 +217,7 @@ class _CapabilityReader:
     def _ranges(self, table: Mapping[str, Any], key: str) -> tuple[Range, ...] | None:
         if key not in table:
             return None
-        items = _string_list(table[key])
+        items = string_list(table[key])
         if items is None:
             self.problem("must be a list of range strings", key)
             return None
@@ -397,7 +295,7 @@ class _CapabilityReader:
 
     def _aliases(self, table: Mapping[str, Any], name: str | None) -> list[str]:
         raw = table.get("aliases", [])
-        aliases = _string_list(raw)
+        aliases = string_list(raw)
         if aliases is None or any(not a or any(c.isspace() for c in a) for a in aliases):
             self.problem("must be a list of non-empty strings without spaces", "aliases")
             return []
@@ -528,7 +426,7 @@ class _CapabilityReader:
                 return binding
             if "inline" in raw:
                 self.problem("inline applies to python bindings only", "binding.inline")
-            argv = _string_list(raw["command"])
+            argv = string_list(raw["command"])
             if argv is None:
                 self.problem("must be a list of strings, e.g. [\"prog\", \"--flag\"]", "binding.command")
                 return None
@@ -627,7 +525,7 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
         return None, out.problems
     search_path: tuple[Path, ...] = ()
     raw_path = data.get("python_path", [])
-    if _string_list(raw_path) is None:
+    if string_list(raw_path) is None:
         out.add("must be a list of directories (relative to the manifest)", key="python_path")
     elif any("\x00" in d for d in raw_path):
         out.add("directories must not contain NUL characters", key="python_path")
