@@ -6,8 +6,8 @@ order or the capability's ``binding_order`` (a :class:`Fallback`).
 
 Sans-I/O: what it checks on disk (a command's program and directory) goes
 through the injected :class:`ManifestFiles`. Split out of the capability
-reader; problems go to its ``problem(message, key)``, with the key that
-holds them.
+reader (:mod:`ampcap.caps.capability_table`); problems go to its
+``problem(message, key)``, with the key that holds them.
 """
 
 from __future__ import annotations
