@@ -132,7 +132,7 @@ def test_the_sans_io_packages_touch_no_files(package: str) -> None:
                 continue
             func = node.func
             # builtin open(...), or <path>.read_text(...) etc. Calls through
-            # an injected file system (caps.manifest.ManifestFiles, named
+            # an injected file system (caps.manifest_model.ManifestFiles, named
             # ``files``) are the point, and a cursor codec's .open is no file.
             if isinstance(func, ast.Name) and func.id == "open":
                 wrong.append(f"{name}:{node.lineno} calls open()")

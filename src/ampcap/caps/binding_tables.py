@@ -4,9 +4,10 @@
 capability, with its ``binding_order``.
 
 Sans-I/O like the rest of the manifest reader (:mod:`ampcap.caps.manifest`
-calls in here): parsed TOML in, binding descriptions
-(:mod:`ampcap.caps.remote`) out, every problem reported through the
-reader's ``problem(message, key)`` with the key that holds it.
+and :mod:`ampcap.caps.binding_section` call in here): parsed TOML in,
+binding descriptions (:mod:`ampcap.caps.remote`) out, every problem
+reported through the reader's ``problem(message, key)`` with the key that
+holds it.
 """
 
 from __future__ import annotations

@@ -27,31 +27,34 @@ This module reads no files: it is given parsed TOML, and a
 ``python_path``, command bindings' programs). :mod:`ampcap.files.manifest`
 reads a manifest file and supplies the real file system; the demo set
 (``demo.py``) and the Python API feed plain data through the same code.
+
+This module is the loader: the top-level keys, ``python_path``, the checks
+across capabilities, and the :class:`Manifest` it returns. The rest lives
+beside it, and every public name stays importable from here:
+
+- :mod:`ampcap.caps.manifest_model`: :class:`Manifest`, :class:`CapabilitySpec`,
+  :class:`Policy`, :class:`ManifestFiles`, :func:`canonical_json`;
+- :mod:`ampcap.caps.manifest_errors`: :class:`ManifestProblem`,
+  :class:`ManifestError`, and how a problem finds its line;
+- :mod:`ampcap.caps.capability_table`: one ``[[capability]]`` table;
+- :mod:`ampcap.caps.binding_section`: its ``binding`` key, and
+  :mod:`ampcap.caps.binding_tables`: the ``[mcp_server.NAME]`` tables and
+  the mcp/http/grpc binding tables.
 """
 
 from __future__ import annotations
 
-import datetime
-import enum
-import hashlib
-import json
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
-from ..errors import AmpError
-from ..decoders import json_loads
-from .binding_tables import REMOTE_KINDS, binding_order, read_mcp_servers, read_remote_binding
-from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
-from .remote import Fallback, McpServer
-from .names import URI_SCHEMES, parse_ossa_uri
-from .bundle import SchemaBundle, SchemaStore
-from .descriptor import Descriptor, SchemaRef, Stability
-from .params import compile_schema
-from .semver import Range, Version
+from .binding_tables import read_mcp_servers
+from .bundle import SchemaBundle
+from .capability_table import MAX_SCHEMA_BYTES as MAX_SCHEMA_BYTES  # re-exported: it was defined here
+from .capability_table import CapabilityReader, Declared
+from .manifest_errors import Collector, ManifestError, ManifestProblem
+from .manifest_model import CapabilitySpec, Manifest, ManifestFiles, Policy, canonical_json, string_list
 
 __all__ = [
     "Policy",
@@ -65,607 +68,10 @@ __all__ = [
     "canonical_json",
 ]
 
-MAX_SCHEMA_BYTES = 1 << 20
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9][A-Za-z0-9_-]*)+$")
-_CAP_KEYS = frozenset({
-    "id", "name", "version", "aliases", "notes", "stability", "deprecated_by", "sunset_date",
-    "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding", "bridge",
-    "binding_order",
-    "idempotent",
-})
 _TOP_KEYS = frozenset({"bundle_id", "python_path", "capability", "mcp_server"})
-_LOCAL_BINDING_KEYS = frozenset({"python", "command", "timeout_ms", "env", "cwd", "inline", "stderr_to_caller"})
-_BINDING_KEYS = _LOCAL_BINDING_KEYS | set(REMOTE_KINDS)
 
 
-class Policy(enum.Enum):
-    """RFC 004 §8 provider compatibility policy."""
-
-    STRICT = "strict"  # exact version only
-    RANGE = "range"  # any version in supported_ranges may be negotiated
-    BRIDGE = "bridge"  # provider adapts between versions (documented in notes)
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestProblem:
-    """One thing wrong with a manifest, located as precisely as possible."""
-
-    file: str
-    message: str
-    capability: str | None = None  # "capability[2] (org.x.y:1.0.0)"
-    key: str | None = None
-    line: int | None = None
-
-    def __str__(self) -> str:
-        where = self.file + (f":{self.line}" if self.line else "")
-        parts = [where]
-        if self.capability:
-            parts.append(self.capability)
-        if self.key:
-            parts.append(f"key '{self.key}'")
-        return ": ".join(parts) + f": {self.message}"
-
-
-class ManifestError(AmpError):
-    """A manifest that cannot be used; ``problems`` lists every finding."""
-
-    def __init__(self, problems: list[ManifestProblem]) -> None:
-        first = str(problems[0]) if problems else "invalid manifest"
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        super().__init__(4001, first + more, details=[str(p) for p in problems])
-        self.problems = tuple(problems)
-
-
-class ManifestFiles(Protocol):
-    """The file system as a manifest file sees it (implemented by
-    :class:`ampcap.files.manifest.DiskFiles`)."""
-
-    @property
-    def base_dir(self) -> Path:
-        """The manifest's directory: relative paths in it start there."""
-        ...
-
-    def read(self, path: Path, limit: int) -> bytes:
-        """At most ``limit + 1`` bytes of a regular file; ``OSError`` otherwise."""
-        ...
-
-    def resolve(self, path: Path) -> Path:
-        """``path`` made absolute, links followed (a ``python_path`` entry)."""
-        ...
-
-    def is_dir(self, path: Path) -> bool: ...
-
-    def missing_program(self, program: str, workdir: Path | None, env: Mapping[str, str]) -> str | None:
-        """Why a command binding's ``program`` could not be started, or None."""
-        ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CapabilitySpec:
-    """A capability as the daemon serves it: descriptor + policy + binding."""
-
-    descriptor: Descriptor
-    policy: Policy
-    binding: Binding
-    input_schema: Any
-    output_schema: Any
-    input_source: str  # "inline" or the schema file path as written
-    output_source: str
-    # policy "bridge": "module:function" adapting a request for another
-    # version (one inside supported_ranges) to this version's params.
-    bridge: str | None = None
-    # Optional: "module:function" mapping this version's result back to the
-    # requested version's shape (manifest: bridge = { params = …, result = … }).
-    bridge_result: str | None = None
-    # idempotent = true: running it twice does no harm, so an invoke a
-    # restart interrupted runs again on retry instead of 5002 (ruling R19).
-    idempotent: bool = False
-
-    @property
-    def id(self) -> str:
-        return self.descriptor.id
-
-    @property
-    def name(self) -> str:
-        return self.descriptor.name
-
-    @property
-    def version(self) -> Version:
-        return self.descriptor.version
-
-    @property
-    def aliases(self) -> tuple[str, ...]:
-        return self.descriptor.aliases
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Manifest:
-    source: str
-    bundle: SchemaBundle
-    capabilities: tuple[CapabilitySpec, ...]
-    # [mcp_server.NAME] tables (the bindings that use one carry it too).
-    mcp_servers: Mapping[str, McpServer] = field(default_factory=lambda: MappingProxyType({}))
-
-    def schema_store(self) -> SchemaStore:
-        """An offline store that resolves every schema this manifest declares."""
-        return SchemaStore([self.bundle], offline=True)
-
-    def find(self, key: str) -> tuple[CapabilitySpec, ...]:
-        """Capabilities matching an id, a name or an alias (newest first)."""
-        hits = [c for c in self.capabilities if key in (c.id, c.name) or key in c.aliases]
-        return tuple(sorted(hits, key=lambda c: c.version, reverse=True))
-
-
-def canonical_json(value: Any) -> bytes:
-    """Stable bytes for an inline schema, so its hash does not depend on
-    TOML key order or whitespace."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
-
-
-class _LineFinder:
-    """Best-effort line numbers: tomllib reports lines only for syntax
-    errors, so semantic problems are located by scanning the text."""
-
-    _HEADER = re.compile(r"^\s*\[\[\s*capability\s*\]\]")
-
-    def __init__(self, text: str | None) -> None:
-        self.lines = text.splitlines() if text else []
-        self.starts = [i for i, line in enumerate(self.lines) if self._HEADER.match(line)]
-
-    def find(self, index: int | None, key: str | None) -> int | None:
-        if not self.lines:
-            return None
-        if index is None and key is not None and key.startswith("mcp_server."):
-            # [mcp_server.NAME] tables may stand anywhere: find the table, then the key in it.
-            name = key.split(".")[1]
-            header = re.compile(rf"^\s*\[\s*mcp_server\.{re.escape(name)}\s*\]")
-            top = next((i for i, line in enumerate(self.lines) if header.match(line)), None)
-            if top is None:
-                return None
-            leaf = key.split(".")[-1]
-            end = next((i for i in range(top + 1, len(self.lines)) if self.lines[i].lstrip().startswith("[")),
-                       len(self.lines))
-            assign = re.compile(rf"^\s*{re.escape(leaf)}\s*=")
-            return next((i + 1 for i in range(top, end) if assign.match(self.lines[i])), top + 1)
-        if index is None:
-            lo, hi = 0, (self.starts[0] if self.starts else len(self.lines))
-        elif index < len(self.starts):
-            lo = self.starts[index]
-            hi = self.starts[index + 1] if index + 1 < len(self.starts) else len(self.lines)
-        else:
-            return None
-        if key is None:
-            return lo + 1
-        # The key's own line, else its table's ('binding.command' inside an
-        # inline table `binding = { command = [...] }` is on the binding line).
-        for leaf in reversed(key.split(".")):
-            pattern = re.compile(rf"^\s*(?:{re.escape(leaf)}\s*=|\[\s*capability\.(?:[\w.]+\.)?{re.escape(leaf)}\s*\])")
-            for i in range(lo, hi):
-                if pattern.match(self.lines[i]):
-                    return i + 1
-        return lo + 1 if index is not None else None
-
-
-class _Collector:
-    def __init__(self, source: str, text: str | None) -> None:
-        self.source = source
-        self.lines = _LineFinder(text)
-        self.problems: list[ManifestProblem] = []
-
-    def add(self, message: str, *, index: int | None = None, label: str | None = None, key: str | None = None) -> None:
-        cap = None
-        if index is not None:
-            cap = f"capability[{index}]" + (f" ({label})" if label else "")
-        self.problems.append(ManifestProblem(self.source, message, cap, key, self.lines.find(index, key)))
-
-
-def _string_list(value: Any) -> list[str] | None:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
-    return None
-
-
-class _CapabilityReader:
-    """Turns one ``[[capability]]`` table into a spec, reporting problems."""
-
-    def __init__(self, out: _Collector, files: ManifestFiles | None, bundle_id: str,
-                 artifacts: dict[str, bytes], check_bindings: bool,
-                 search_path: tuple[Path, ...] = (), servers: Mapping[str, McpServer] | None = None) -> None:
-        self.out = out
-        self.servers = servers or {}
-        self.search_path = search_path
-        self.files = files
-        self.bundle_id = bundle_id
-        self.artifacts = artifacts
-        self.check_bindings = check_bindings
-        # What each capability declares, as far as it could be read, for the
-        # checks across capabilities: a duplicate id is news even beside
-        # another problem of the same capability.
-        self.declared: list[_Declared] = []
-
-    def read(self, index: int, table: Any) -> CapabilitySpec | None:
-        if not isinstance(table, dict):
-            self.out.add("must be a table", index=index)
-            return None
-        self.index, self.label = index, None
-        before = len(self.out.problems)
-        name, version = self._identity(table)
-        self.label = f"{name}:{version}" if name and version else None
-        for key in sorted(set(table) - _CAP_KEYS):
-            self.problem(f"unknown key (expected one of: {', '.join(sorted(_CAP_KEYS))})", key)
-        policy, supported, deprecated = self._policy(table)
-        stability, deprecated_by, sunset = self._stability(table)
-        aliases = self._aliases(table, name)
-        if name is not None and version is not None:
-            self.declared.append(_Declared(index, f"{name}:{version}", name, tuple(aliases)))
-        notes = table.get("notes")
-        if notes is not None and not isinstance(notes, str):
-            self.problem("must be a string", "notes")
-        idempotent = table.get("idempotent", False)
-        if not isinstance(idempotent, bool):
-            self.problem("must be true or false", "idempotent")
-        schemas = {}
-        for which in ("input_schema", "output_schema"):
-            schemas[which] = self._schema(table, which, name, version)
-        binding = self._bindings(table.get("binding"), table.get("binding_order"))
-        bridge, bridge_result = self._bridge(table, policy)
-        in_schema, out_schema = schemas["input_schema"], schemas["output_schema"]
-        if (len(self.out.problems) != before or name is None or version is None or binding is None
-                or in_schema is None or out_schema is None):
-            return None
-        (in_ref, in_doc, in_src), (out_ref, out_doc, out_src) = in_schema, out_schema
-        try:
-            descriptor = Descriptor.build(
-                name, version, in_ref, out_ref,
-                supported_ranges=supported, deprecated_ranges=deprecated,
-                notes=notes, stability=stability, deprecated_by=deprecated_by,
-                sunset_date=sunset, aliases=tuple(aliases),
-            )
-        except AmpError as exc:
-            self.problem(exc.message, exc.path)
-            return None
-        return CapabilitySpec(descriptor=descriptor, policy=policy, binding=binding,
-                              input_schema=in_doc, output_schema=out_doc,
-                              input_source=in_src, output_source=out_src, bridge=bridge,
-                              bridge_result=bridge_result, idempotent=idempotent is True)
-
-    def _bridge(self, table: Mapping[str, Any], policy: Policy) -> tuple[str | None, str | None]:
-        """``bridge = "module:function"`` (params only) or
-        ``bridge = { params = "module:function", result = "module:function" }``."""
-        raw = table.get("bridge")
-        if policy is not Policy.BRIDGE:
-            if raw is not None:
-                self.problem("only policy 'bridge' takes a bridge adapter", "bridge")
-            return None, None
-        params, result = raw, None
-        if isinstance(raw, dict):
-            for key in sorted(set(raw) - {"params", "result"}):
-                self.problem("unknown key (expected params, result)", f"bridge.{key}")
-            params, result = raw.get("params"), raw.get("result")
-        targets = [("bridge", params)] + ([("bridge.result", result)] if result is not None else [])
-        for key, target in targets:
-            if not isinstance(target, str) or target.count(":") != 1:
-                self.problem("policy 'bridge' needs bridge = \"module:function\" (the adapter), or a table "
-                             "{ params = \"module:function\", result = \"module:function\" }", key)
-                return None, None
-            if self.check_bindings:
-                try:
-                    resolve_callable(target, self.search_path)
-                except AmpError as exc:
-                    self.problem(exc.message, key)
-        return params, result
-
-    def problem(self, message: str, key: str | None = None) -> None:
-        self.out.add(message, index=self.index, label=self.label, key=key)
-
-    def _identity(self, table: Mapping[str, Any]) -> tuple[str | None, Version | None]:
-        ident, name, version = table.get("id"), table.get("name"), table.get("version")
-        if isinstance(ident, str) and ident.startswith(URI_SCHEMES):
-            # An OSSA/MCP URI names the capability: ossa:<domain>/<name>@M.m is
-            # ossa.<domain>.<name> at M.m.0 (spec map, "Capability naming").
-            try:
-                ref = parse_ossa_uri(ident)
-            except AmpError as exc:
-                self.problem(exc.message, "id")
-                return None, None
-            assert ref is not None
-            if name is not None or version is not None:
-                self.problem("give either 'id' or 'name' + 'version', not both", "id")
-                return None, None
-            return ref.name, ref.version
-        if ident is not None:
-            if name is not None or version is not None:
-                self.problem("give either 'id' or 'name' + 'version', not both", "id")
-                return None, None
-            if not isinstance(ident, str) or ":" not in ident:
-                self.problem("must be a string 'name:version'", "id")
-                return None, None
-            name, _, version = ident.rpartition(":")
-            key_name, key_version = "id", "id"
-        else:
-            key_name, key_version = "name", "version"
-            if name is None or version is None:
-                self.problem("each capability needs 'id', or 'name' and 'version'", "id")
-                return None, None
-        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-            self.problem(f"capability name {name!r} must be reverse-domain, e.g. org.example.tool", key_name)
-            name = None
-        parsed = None
-        if not isinstance(version, str):
-            self.problem("version must be a string", key_version)
-        else:
-            try:
-                parsed = Version.parse(version)
-            except AmpError as exc:
-                self.problem(f"bad version {version!r}: {exc.message}", key_version)
-        return name, parsed
-
-    def _ranges(self, table: Mapping[str, Any], key: str) -> tuple[Range, ...] | None:
-        if key not in table:
-            return None
-        items = _string_list(table[key])
-        if items is None:
-            self.problem("must be a list of range strings", key)
-            return None
-        out = []
-        for text in items:
-            try:
-                out.append(Range.parse(text))
-            except AmpError as exc:
-                self.problem(f"bad range {text!r}: {exc.message}", key)
-        return tuple(out)
-
-    def _policy(self, table: Mapping[str, Any]) -> tuple[Policy, tuple[Range, ...] | None, tuple[Range, ...] | None]:
-        ident = table.get("id")
-        if isinstance(ident, str) and ident.startswith(URI_SCHEMES) and "supported_ranges" not in table:
-            # OSSA's compatibility rule (same major, minor at least the one
-            # declared) becomes a `range` policy, unless the manifest says more.
-            try:
-                ref = parse_ossa_uri(ident)
-            except AmpError:
-                ref = None  # reported by _identity
-            if ref is not None:
-                table = {**table, "supported_ranges": [ref.compatible.text],
-                         "policy": table.get("policy", "range")}
-        before = len(self.out.problems)
-        supported = self._ranges(table, "supported_ranges")
-        unreadable = len(self.out.problems) > before  # given, but reported already
-        deprecated = self._ranges(table, "deprecated_ranges")
-        raw = table.get("policy", "range" if supported else "strict")
-        try:
-            policy = Policy(raw)
-        except ValueError:
-            self.problem(f"must be one of strict, range, bridge (found {raw!r})", "policy")
-            return Policy.STRICT, supported, deprecated
-        if policy is Policy.STRICT and supported:
-            self.problem("policy 'strict' accepts the exact version only; drop supported_ranges or use 'range'", "supported_ranges")
-        if policy is not Policy.STRICT and not supported and not unreadable:
-            self.problem(f"policy '{policy.value}' needs supported_ranges", "policy")
-        if policy is Policy.BRIDGE and not table.get("notes"):
-            # RFC 004 §8: bridge behaviour MUST be documented.
-            self.problem("policy 'bridge' must document its adaptation in 'notes'", "notes")
-        return policy, supported, deprecated
-
-    def _stability(self, table: Mapping[str, Any]) -> tuple[Stability, str | None, datetime.date | None]:
-        stability = Stability.STABLE
-        raw = table.get("stability", "stable")
-        try:
-            stability = Stability(raw)
-        except ValueError:
-            self.problem(f"must be one of experimental, beta, stable, deprecated (found {raw!r})", "stability")
-        deprecated_by = table.get("deprecated_by")
-        if deprecated_by is not None and (not isinstance(deprecated_by, str) or not deprecated_by):
-            self.problem("must be a capability id, name or OSSA URI", "deprecated_by")
-            deprecated_by = None
-        sunset = table.get("sunset_date")
-        date: datetime.date | None = None
-        if isinstance(sunset, datetime.datetime):
-            date = sunset.date()
-        elif isinstance(sunset, datetime.date):
-            date = sunset
-        elif isinstance(sunset, str):
-            try:
-                date = datetime.date.fromisoformat(sunset)
-            except ValueError:
-                self.problem(f"must be an ISO 8601 date (YYYY-MM-DD), found {sunset!r}", "sunset_date")
-        elif sunset is not None:
-            self.problem("must be an ISO 8601 date", "sunset_date")
-        if (deprecated_by or date) and stability is not Stability.DEPRECATED:
-            # Located where it is fixed: the stability line when there is
-            # one, else the key that needs it (not the [[capability]] header).
-            given = [k for k in ("deprecated_by", "sunset_date") if table.get(k) is not None]
-            key = "stability" if "stability" in table else given[0]
-            self.problem(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} stability = \"deprecated\" "
-                         f"(found {stability.value!r}{'' if 'stability' in table else ', the default'})", key)
-        return stability, deprecated_by, date
-
-    def _aliases(self, table: Mapping[str, Any], name: str | None) -> list[str]:
-        raw = table.get("aliases", [])
-        aliases = _string_list(raw)
-        if aliases is None or any(not a or any(c.isspace() for c in a) for a in aliases):
-            self.problem("must be a list of non-empty strings without spaces", "aliases")
-            return []
-        if name is not None and name in aliases:
-            self.problem(f"alias {name!r} is the capability's own name", "aliases")
-        if len(set(aliases)) != len(aliases):
-            self.problem("lists an alias twice", "aliases")
-        return aliases
-
-    def _schema(self, table: Mapping[str, Any], which: str, name: str | None,
-                version: Version | None) -> tuple[SchemaRef, Any, str] | None:
-        if which not in table:
-            self.problem("missing (an inline table or a path to a JSON file)", which)
-            return None
-        raw = table[which]
-        if isinstance(raw, (dict, bool)):
-            try:
-                data = canonical_json(raw)
-            except (TypeError, ValueError) as exc:
-                self.problem(f"inline schema is not plain JSON: {exc}", which)
-                return None
-            doc, source = raw, "inline"
-        elif isinstance(raw, str):
-            read = self._read_schema_file(raw, which)
-            if read is None:
-                return None
-            data = read
-            try:
-                doc = json_loads(data)
-            except (ValueError, UnicodeDecodeError) as exc:
-                self.problem(f"{raw}: not valid JSON: {exc}", which)
-                return None
-            source = raw
-        else:
-            self.problem("must be an inline table or a path string", which)
-            return None
-        try:
-            compile_schema(doc, what=which.replace("_", " "))
-        except AmpError as exc:
-            self.problem(exc.message, which)
-            return None
-        if name is None or version is None:
-            return None
-        key = f"{name}/{version}/{which.split('_')[0]}"
-        self.artifacts[key] = data
-        ref = SchemaRef(bundle_id=self.bundle_id, artifact_key=key, hash_alg="sha-256",
-                        hash=hashlib.sha256(data).digest())
-        return ref, doc, source
-
-    def _read_schema_file(self, rel: str, which: str) -> bytes | None:
-        if self.files is None:
-            self.problem("schema files need a manifest file to be relative to", which)
-            return None
-        if "\x00" in rel:  # the OS cannot even be asked (ValueError, not OSError)
-            self.problem(f"schema file name {rel!r} contains a NUL character", which)
-            return None
-        try:
-            data = self.files.read(self.files.base_dir / rel, MAX_SCHEMA_BYTES)
-        except OSError as exc:
-            self.problem(f"cannot read schema file {rel!r}: {exc.strerror or exc}", which)
-            return None
-        if len(data) > MAX_SCHEMA_BYTES:
-            self.problem(f"schema file {rel!r} is larger than {MAX_SCHEMA_BYTES} bytes", which)
-            return None
-        return data
-
-    def _bindings(self, raw: Any, order: Any) -> Binding | None:
-        """The capability's binding, or a :class:`Fallback` of several in
-        the order they are tried (R17, or ``binding_order``)."""
-        if raw is None:
-            self.problem("missing: binding = { python = \"module:function\" }, { command = [...] } or a "
-                         "[capability.binding.mcp|http|grpc] table", "binding")
-            return None
-        if not isinstance(raw, dict):
-            self.problem("must be a table", "binding")
-            return None
-        for key in sorted(set(raw) - _BINDING_KEYS):
-            self.problem("unknown key (expected python, command, timeout_ms, env, cwd, inline, stderr_to_caller, "
-                         "or a table mcp, http, grpc)", f"binding.{key}")
-        found: dict[str, Any] = {}
-        failed = False
-        for kind in REMOTE_KINDS:
-            if kind in raw:
-                base = self.files.base_dir if self.files else None
-                one = read_remote_binding(kind, raw[kind], self.problem, self.servers, base, self.check_bindings)
-                failed |= one is None
-                found[kind] = one
-        local = {k: v for k, v in raw.items() if k in _LOCAL_BINDING_KEYS}
-        if local or not found:
-            one = self._binding(local)
-            failed |= one is None
-            if one is not None:
-                found[one.kind] = one
-        kinds = binding_order(order, list(found), self.problem)
-        if failed or kinds is None:
-            return None
-        if len(kinds) == 1:
-            chosen: Binding = found[kinds[0]]
-            return chosen
-        return Fallback(bindings=tuple(found[k] for k in kinds))
-
-    def _binding(self, raw: Mapping[str, Any]) -> Binding | None:
-        if ("python" in raw) == ("command" in raw):
-            self.problem("needs exactly one of 'python' or 'command' (or a [capability.binding.mcp|http|grpc] "
-                         "table)", "binding")
-            return None
-        timeout = raw.get("timeout_ms")
-        try:
-            if "python" in raw:
-                target = raw["python"]
-                if not isinstance(target, str):
-                    self.problem("must be a string 'module:function'", "binding.python")
-                    return None
-                if "env" in raw or "cwd" in raw or "stderr_to_caller" in raw:
-                    self.problem("env, cwd and stderr_to_caller apply to command bindings only", "binding")
-                inline = raw.get("inline", False)
-                if not isinstance(inline, bool):
-                    self.problem("must be true or false", "binding.inline")
-                    return None
-                if inline and timeout is not None:
-                    self.problem("an inline function cannot be timed out: drop timeout_ms or inline",
-                                 "binding")
-                    return None
-                binding: Binding = PythonBinding(target=target, timeout_ms=timeout,
-                                                 search_path=self.search_path, inline=inline)
-                if self.check_bindings:
-                    resolve_callable(target, self.search_path)
-                return binding
-            if "inline" in raw:
-                self.problem("inline applies to python bindings only", "binding.inline")
-            argv = _string_list(raw["command"])
-            if argv is None:
-                self.problem("must be a list of strings, e.g. [\"prog\", \"--flag\"]", "binding.command")
-                return None
-            env = raw.get("env", {})
-            if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-                self.problem("must be a table of strings", "binding.env")
-                return None
-            cwd = raw.get("cwd")
-            if cwd is not None and not isinstance(cwd, str):
-                self.problem("must be a string path", "binding.cwd")
-                return None
-            stderr_to_caller = raw.get("stderr_to_caller", False)
-            if not isinstance(stderr_to_caller, bool):
-                self.problem("must be true or false", "binding.stderr_to_caller")
-                return None
-            # A process cannot be given NUL in its arguments, environment or
-            # directory: say so now rather than fail every invoke later.
-            for key, texts in (("command", argv), ("env", [*env, *env.values()]), ("cwd", [cwd or ""])):
-                if any("\x00" in t for t in texts):
-                    self.problem("must not contain NUL characters", f"binding.{key}")
-                    return None
-            files = self.files
-            base = files.base_dir if files else None
-            workdir = (base / cwd if base else Path(cwd)) if cwd else base
-            if self.check_bindings and files is not None:
-                if cwd and workdir is not None and not files.is_dir(workdir):
-                    # The runner would fail every invoke (5001) trying to start there.
-                    self.problem(f"{str(workdir)!r} is not a directory", "binding.cwd")
-                elif argv and (missing := files.missing_program(argv[0], workdir, env)):
-                    self.problem(missing, "binding.command")
-            kwargs: dict[str, Any] = {"argv": tuple(argv), "env": env, "cwd": workdir,
-                                      "stderr_to_caller": stderr_to_caller}
-            if timeout is not None:
-                kwargs["timeout_ms"] = timeout
-            return CommandBinding(**kwargs)
-        except AmpError as exc:
-            self.problem(exc.message, "binding")
-            return None
-
-
-@dataclass(frozen=True, slots=True)
-class _Declared:
-    """A capability's identity and aliases, read even when the rest of its
-    table has problems."""
-
-    index: int
-    id: str
-    name: str
-    aliases: tuple[str, ...]
-
-
-def _cross_checks(out: _Collector, declared: list[_Declared]) -> None:
+def _cross_checks(out: Collector, declared: list[Declared]) -> None:
     """Problems between capabilities. They run over every capability whose
     id could be read, whatever else is wrong with it: one run shows them
     all (a capability with an unreadable id cannot clash with anything)."""
@@ -695,7 +101,7 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
     ``files``, looks up command bindings' programs and directories (what
     serving would need), instead of leaving those failures to the first
     invoke."""
-    out = _Collector(source, text)
+    out = Collector(source, text)
     if not isinstance(data, dict):
         out.add("a manifest must be a table")
         return None, out.problems
@@ -712,7 +118,7 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
         return None, out.problems
     search_path: tuple[Path, ...] = ()
     raw_path = data.get("python_path", [])
-    if _string_list(raw_path) is None:
+    if string_list(raw_path) is None:
         out.add("must be a list of directories (relative to the manifest)", key="python_path")
     elif any("\x00" in d for d in raw_path):
         out.add("directories must not contain NUL characters", key="python_path")
@@ -724,7 +130,7 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
     servers = read_mcp_servers(data.get("mcp_server"), lambda message, key: out.add(message, key=key),
                                files.base_dir if files else None,
                                files.missing_program if check_bindings and files is not None else None)
-    reader = _CapabilityReader(out, files, bundle_id, artifacts, check_bindings, search_path, servers)
+    reader = CapabilityReader(out, files, bundle_id, artifacts, check_bindings, search_path, servers)
     specs = []
     for index, table in enumerate(tables):
         spec = reader.read(index, table)
