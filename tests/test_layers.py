@@ -229,9 +229,10 @@ def _eager_imports(path: Path) -> list[tuple[str, int]]:
     return [(m, line) for m, line in found if m.split(".")[0] == "ampcap"]
 
 
-def test_the_daemon_imports_its_serving_half_only_when_it_builds_it() -> None:
-    seen: dict[str, str] = {"ampcap.net.daemon": "ampcap.net.daemon"}  # module -> the import that brought it
-    todo = ["ampcap.net.daemon"]
+def _loaded_by(root: str) -> dict[str, str]:
+    """Every ampcap module importing ``root`` loads, with the import that brought it."""
+    seen: dict[str, str] = {root: root}
+    todo = [root]
     while todo:
         path = _module_file(todo.pop())
         assert path is not None
@@ -242,8 +243,28 @@ def test_the_daemon_imports_its_serving_half_only_when_it_builds_it() -> None:
                 if name not in seen and _module_file(name) is not None:
                     seen[name] = f"{path.relative_to(SRC)}:{line}"
                     todo.append(name)
-    wrong = sorted(f"{where} loads {name}" for name, where in seen.items()
-                   if any(name == s or name.startswith(s + ".") for s in SERVING_HALF))
-    assert wrong == []
+    return seen
+
+
+def _within(seen: dict[str, str], packages: tuple[str, ...]) -> list[str]:
+    return sorted(f"{where} loads {name}" for name, where in seen.items()
+                  if any(name == s or name.startswith(s + ".") for s in packages))
+
+
+def test_the_daemon_imports_its_serving_half_only_when_it_builds_it() -> None:
+    seen = _loaded_by("ampcap.net.daemon")
+    assert _within(seen, SERVING_HALF) == []
     assert {"ampcap.net.link", "ampcap.net.dial", "ampcap.net.relay", "ampcap.net.session_routing",
             "ampcap.net.delegation", "ampcap.net.actionlog", "ampcap.net.config"} <= set(seen)
+
+
+# The Python API (net/peer.py, which a client call imports) and the modules
+# it was split into: none reaches the serving half or the manifest model,
+# which load where capabilities are offered.
+OFFERING_ONLY = ("ampcap.caps.manifest", "ampcap.files.manifest", "ampcap.files.policy", "ampcap.caps.negotiate")
+
+
+def test_the_python_api_loads_neither_the_serving_half_nor_the_manifest_model() -> None:
+    seen = _loaded_by("ampcap.net.peer")
+    assert _within(seen, (*SERVING_HALF, *OFFERING_ONLY)) == []
+    assert {"ampcap.net.remote", "ampcap.net.local_capabilities", "ampcap.net.daemon"} <= set(seen)

@@ -162,7 +162,7 @@ async def test_parameters_arrive_as_the_types_their_hints_declare() -> None:
 
 
 def test_invoke_argument_errors_are_caught_before_sending() -> None:
-    from ampcap.net.peer import _target
+    from ampcap.net.remote import _target
 
     with pytest.raises(ValueError):
         _target("org.x", "1.0.0", ">=1.0.0", None)
@@ -584,7 +584,7 @@ def test_registration_mistakes_are_reported_at_the_decorator() -> None:
     peer.capability("org.example.once")(fn)
     with pytest.raises(ValueError, match="org.example.once:1.0.0 is already registered"):
         peer.capability("org.example.once")(fn)
-    assert [r.name for r in peer._registered] == ["org.example.once"]  # the refused ones left no trace
+    assert [r.name for r in peer._capabilities._registered] == ["org.example.once"]  # the refused ones left no trace
 
 
 def test_a_function_taking_kwargs_accepts_any_params() -> None:
