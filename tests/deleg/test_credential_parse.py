@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from deleg_helpers import IDS, NOW, did  # noqa: E402
 
 from ampcap.deleg.cose import COSE_SIGN1_TAG, _sig_structure, default_kid, protected_header  # noqa: E402
-from ampcap.deleg.credential import Credential, parse_credential  # noqa: E402
+from ampcap.deleg.credential import Credential, parse_credential, parse_revocation  # noqa: E402
 from ampcap.errors import AmpError  # noqa: E402
 from ampcap.wire.cbor import CBORTag, dumps  # noqa: E402
 
@@ -36,6 +36,9 @@ def signed(payload: bytes) -> bytes:
     return dumps(CBORTag(COSE_SIGN1_TAG, [protected, {}, payload, signature]))
 
 
+_DROP = object()
+
+
 def base(**changes: Any) -> dict[str, Any]:
     payload: dict[str, Any] = {"cred_v": 1, "delegation_id": "x", "delegator": did("A"), "delegate": did("D"),
                                "scope": {"capabilities": [CAP]},
@@ -46,9 +49,6 @@ def base(**changes: Any) -> dict[str, Any]:
         else:
             payload[key] = value
     return payload
-
-
-_DROP = object()
 
 
 def outcome(payload: bytes) -> int | Credential:
@@ -132,7 +132,8 @@ def test_constraints_go_through_the_general_proof() -> None:
     ("scope", {"capabilities": []}, "scope.capabilities"),
     ("validity", {"issued_at": NOW, "expires_at": -1}, "validity.expires_at"),
     ("validity", {"issued_at": NOW, "expires_at": NOW + 1, "not_before": None}, "validity.not_before"),
-    ("validity", {"expires_at": NOW + 1}, "validity"),
+    ("validity", {"expires_at": NOW + 1}, "validity.issued_at"),
+    ("delegate", _DROP, "delegate"),
     ("nonce", "text", "nonce"),
 ])
 def test_wrong_types_are_1001_with_their_path(field: str, value: Any, path: str) -> None:
@@ -163,3 +164,25 @@ def test_semantic_rules_keep_their_codes() -> None:
     assert outcome(dumps(base(scope={}))) == 3004
     assert outcome(dumps(base(delegate=did("D") + "#k"))) == 1001
     assert outcome(dumps(base(aud=["not a did"]))) == 1001
+
+
+def test_revocation_payloads_are_typed_alike() -> None:
+    protected = protected_header(default_kid(did("A")))
+
+    def revocation(payload: dict[str, Any]) -> bytes:
+        body = dumps(payload)
+        return dumps(CBORTag(COSE_SIGN1_TAG, [protected, {}, body, IDS["A"].sign(_sig_structure(protected, body))]))
+
+    good = {"rev_v": 1, "delegation_id": "x", "delegator": did("A"), "revoked_at": NOW}
+    rev = parse_revocation(revocation({**good, "reason": None}))
+    assert (rev.delegation_id, rev.delegator, rev.revoked_at, rev.reason) == ("x", did("A"), NOW, None)
+    for change, path in (({"revoked_at": -1}, "revoked_at"), ({"revoked_at": True}, "revoked_at"),
+                         ({"delegation_id": ""}, "delegation_id"), ({"delegator": "not a did"}, "delegator"),
+                         ({"reason": 5}, "reason"), ({"revoked_at": _DROP}, "revoked_at")):
+        payload = {k: v for k, v in {**good, **change}.items() if v is not _DROP}
+        with pytest.raises(AmpError) as err:
+            parse_revocation(revocation(payload))
+        assert (err.value.code, err.value.path) == (1001, path), err.value.message
+    with pytest.raises(AmpError) as err:
+        parse_revocation(revocation({**good, "rev_v": 2}))
+    assert err.value.code == 1004

@@ -143,26 +143,6 @@ def _payload(signed: Signed, version_key: str, version: int, what: str, value: A
     return value
 
 
-def _text(value: dict[str, Any], key: str, *, did: bool = False) -> str:
-    item = value.get(key)
-    if not isinstance(item, str) or not item or len(item) > MAX_TEXT:
-        raise AmpError(MALFORMED, f"{key} must be a non-empty string of at most {MAX_TEXT} characters", path=key)
-    if did and ("#" in item or not did_url_ok(item)):
-        raise AmpError(MALFORMED, f"{key} must be a DID", path=key)
-    return item
-
-
-def _uint(value: dict[str, Any], key: str, path: str, required: bool = True) -> int | None:
-    if key not in value:
-        if required:
-            raise AmpError(MALFORMED, f"missing {path}", path=path)
-        return None
-    item = value[key]
-    if not isinstance(item, int) or isinstance(item, bool) or not 0 <= item < 1 << 64:
-        raise AmpError(MALFORMED, f"{path} must be an unsigned integer", path=path)
-    return item
-
-
 def parse_envelope(raw: Any, where: str = "credential") -> bytes:
     """A ``delegation-credential-envelope`` map → its COSE bytes (1001)."""
     if not isinstance(raw, dict):
@@ -217,13 +197,28 @@ class _CredentialWire(msgspec.Struct, frozen=True):
     nonce: bytes | None = None
 
 
-def _wire_error(err: msgspec.ValidationError) -> AmpError:
+class _RevocationWire(msgspec.Struct, frozen=True):
+    delegation_id: _Text
+    delegator: _Text
+    revoked_at: _UInt
+    reason: str | None = None
+
+
+_MISSING = "Object missing required field `"
+
+
+def _wire_error(err: msgspec.ValidationError, what: str) -> AmpError:
     """msgspec's account of a payload field (``Expected `str`, got `int` - at
     `$.scope.actions[0]```) as 1001 with the field's path."""
     text = str(err)
     message, sep, where = text.rpartition(" - at ")
-    path = where.strip("`").removeprefix("$").lstrip(".") if sep and where.startswith("`$") else None
-    return AmpError(MALFORMED, f"credential payload: {message if sep else text}", path=path or None)
+    if not sep:
+        message = text
+    path = where.strip("`").removeprefix("$").lstrip(".") if sep and where.startswith("`$") else ""
+    if message.startswith(_MISSING):  # the path is the map's; the field belongs on it
+        missing = message[len(_MISSING):].rstrip("`")
+        path = f"{path}.{missing}" if path else missing
+    return AmpError(MALFORMED, f"{what} payload: {message}", path=path or None)
 
 
 # Payload maps whose keys are known fields in deterministic order, by their
@@ -263,18 +258,23 @@ def _typed_payload(signed: Signed) -> _CredentialWire:
     typed; the faults in :func:`_payload`'s order (1001, 1004), then msgspec's."""
     payload = signed.payload
     value = loads(payload, PAYLOAD_LIMITS)
+    wire: _CredentialWire | None = None
+    fault: msgspec.ValidationError | None = None
     if type(value) is dict:
         try:
             wire = msgspec.convert(value, _CredentialWire, builtin_types=_NATIVE)
         except msgspec.ValidationError as err:
-            _payload(signed, "cred_v", CRED_V, "credential", value)  # 1001 or 1004 first, if either applies
-            raise _wire_error(err) from None
-        version = value.get("cred_v")
-        if (type(version) is int and version == CRED_V and wire.scope.constraints is None
-                and _ordered_layouts(value) and dumps_in_order(value) == payload):
-            return wire
-    _payload(signed, "cred_v", CRED_V, "credential", value)  # the general proof, and the version
-    return msgspec.convert(value, _CredentialWire, builtin_types=_NATIVE)
+            fault = err
+        else:
+            version = value.get("cred_v")
+            if (type(version) is int and version == CRED_V and wire.scope.constraints is None
+                    and _ordered_layouts(value) and dumps_in_order(value) == payload):
+                return wire
+    _payload(signed, "cred_v", CRED_V, "credential", value)  # the general proof and the version: 1001, 1004
+    if fault is not None:
+        raise _wire_error(fault, "credential")
+    assert wire is not None  # _payload refused anything but a map
+    return wire
 
 
 def parse_credential(raw: bytes) -> Credential:
@@ -306,12 +306,11 @@ def parse_credential(raw: bytes) -> Credential:
 def parse_revocation(raw: Any) -> Revocation:
     signed = decode_sign1(raw, "revocation")
     value = _payload(signed, "rev_v", REV_V, "revocation")
-    delegation_id = _text(value, "delegation_id")
-    delegator = _text(value, "delegator", did=True)
-    revoked_at = _uint(value, "revoked_at", "revoked_at")
-    assert revoked_at is not None
-    reason = value.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise AmpError(MALFORMED, "reason must be a string", path="reason")
-    return Revocation(delegation_id=delegation_id, delegator=delegator, revoked_at=revoked_at, reason=reason,
-                      signed=signed, raw=raw)
+    try:
+        wire = msgspec.convert(value, _RevocationWire, builtin_types=_NATIVE)
+    except msgspec.ValidationError as err:
+        raise _wire_error(err, "revocation") from None
+    if "#" in wire.delegator or not did_url_ok(wire.delegator):
+        raise AmpError(MALFORMED, "delegator must be a DID", path="delegator")
+    return Revocation(delegation_id=wire.delegation_id, delegator=wire.delegator, revoked_at=wire.revoked_at,
+                      reason=wire.reason, signed=signed, raw=raw)
