@@ -5,6 +5,8 @@ parse_credential types the payload with msgspec and, when its maps have
 known layouts in order, proves it deterministic with one plain re-encode;
 everything else goes through the general re-encode. Each case below is a
 payload written byte by byte, so the test sees what a hostile issuer sends.
+Revocations and a publisher's status answers are typed the same way, with
+the same account of a faulty field (1001 and its path).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from deleg_helpers import IDS, NOW, did  # noqa: E402
 
 from ampcap.deleg.cose import COSE_SIGN1_TAG, _sig_structure, default_kid, protected_header  # noqa: E402
 from ampcap.deleg.credential import Credential, parse_credential, parse_revocation  # noqa: E402
+from ampcap.deleg.revocation import query_result_from_wire  # noqa: E402
 from ampcap.errors import AmpError  # noqa: E402
 from ampcap.wire.cbor import CBORTag, dumps  # noqa: E402
 
@@ -186,3 +189,21 @@ def test_revocation_payloads_are_typed_alike() -> None:
     with pytest.raises(AmpError) as err:
         parse_revocation(revocation({**good, "rev_v": 2}))
     assert err.value.code == 1004
+
+
+def test_a_publishers_status_answer_is_typed_alike() -> None:
+    good = {"delegator": did("A"), "delegation_id": "x", "status": "revoked", "updated_at": NOW,
+            "revoked_at": NOW - 1, "max_age_s": None}
+    result = query_result_from_wire(good)
+    assert (result.status, result.updated_at, result.revoked_at, result.max_age_s) == ("revoked", NOW, NOW - 1, None)
+    for change, path in (({"updated_at": None}, "updated_at"), ({"updated_at": True}, "updated_at"),
+                         ({"max_age_s": -5}, "max_age_s"), ({"expires_at": "soon"}, "expires_at"),
+                         ({"delegator": 7}, "delegator"), ({"status": "gone"}, "status"),
+                         ({"delegation_id": _DROP}, "delegation_id")):
+        answer = {k: v for k, v in {**good, **change}.items() if v is not _DROP}
+        with pytest.raises(AmpError) as err:
+            query_result_from_wire(answer)
+        assert (err.value.code, err.value.path) == (1001, path), err.value.message
+    with pytest.raises(AmpError) as err:
+        query_result_from_wire([good])
+    assert err.value.code == 1001

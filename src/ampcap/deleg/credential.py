@@ -28,7 +28,7 @@ from .cose import PAYLOAD_LIMITS, Signed, decode_sign1, default_kid, did_url_ok,
 from .scope import Scope, scope_from_wire
 
 __all__ = ["Credential", "Revocation", "issue", "revoke", "parse_credential", "parse_envelope",
-           "parse_revocation", "credential_envelope", "CRED_V", "REV_V", "FORMAT"]
+           "parse_revocation", "credential_envelope", "wire_fault", "CRED_V", "REV_V", "FORMAT"]
 
 MALFORMED, UNSUPPORTED, DELEGATION_INVALID = 1001, 1004, 3004
 CRED_V = 1
@@ -207,9 +207,9 @@ class _RevocationWire(msgspec.Struct, frozen=True):
 _MISSING = "Object missing required field `"
 
 
-def _wire_error(err: msgspec.ValidationError, what: str) -> AmpError:
-    """msgspec's account of a payload field (``Expected `str`, got `int` - at
-    `$.scope.actions[0]```) as 1001 with the field's path."""
+def wire_fault(err: msgspec.ValidationError, what: str) -> AmpError:
+    """msgspec's account of a field of ``what`` (``Expected `str`, got `int` -
+    at `$.scope.actions[0]```) as 1001 with the field's path."""
     text = str(err)
     message, sep, where = text.rpartition(" - at ")
     if not sep:
@@ -218,7 +218,7 @@ def _wire_error(err: msgspec.ValidationError, what: str) -> AmpError:
     if message.startswith(_MISSING):  # the path is the map's; the field belongs on it
         missing = message[len(_MISSING):].rstrip("`")
         path = f"{path}.{missing}" if path else missing
-    return AmpError(MALFORMED, f"{what} payload: {message}", path=path or None)
+    return AmpError(MALFORMED, f"{what}: {message}", path=path or None)
 
 
 # Payload maps whose keys are known fields in deterministic order, by their
@@ -272,7 +272,7 @@ def _typed_payload(signed: Signed) -> _CredentialWire:
                 return wire
     _payload(signed, "cred_v", CRED_V, "credential", value)  # the general proof and the version: 1001, 1004
     if fault is not None:
-        raise _wire_error(fault, "credential")
+        raise wire_fault(fault, "credential payload")
     assert wire is not None  # _payload refused anything but a map
     return wire
 
@@ -309,7 +309,7 @@ def parse_revocation(raw: Any) -> Revocation:
     try:
         wire = msgspec.convert(value, _RevocationWire, builtin_types=_NATIVE)
     except msgspec.ValidationError as err:
-        raise _wire_error(err, "revocation") from None
+        raise wire_fault(err, "revocation payload") from None
     if "#" in wire.delegator or not did_url_ok(wire.delegator):
         raise AmpError(MALFORMED, "delegator must be a DID", path="delegator")
     return Revocation(delegation_id=wire.delegation_id, delegator=wire.delegator, revoked_at=wire.revoked_at,

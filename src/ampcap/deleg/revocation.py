@@ -20,13 +20,13 @@ A.10); the edge sees which keys it should refresh in :meth:`StatusCache.wanted`.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Protocol
 
 import msgspec
 
 from ..errors import AmpError
-from .credential import Credential, Revocation
+from .credential import Credential, Revocation, wire_fault
 
 __all__ = ["RevocationStore", "MemoryRevocations", "QueryResult", "StatusCache", "RevocationChecker",
            "STATUSES", "query_result_from_wire"]
@@ -69,16 +69,19 @@ class MemoryRevocations:
         return old is None
 
 
+_UInt = Annotated[int, msgspec.Meta(ge=0)]  # what convert accepts from the wire; no bool, no negative
+
+
 class QueryResult(msgspec.Struct, frozen=True, kw_only=True):
     """A ``deleg-query-result`` (§5.4, §7.2)."""
 
     delegator: str
     delegation_id: str
     status: str
-    updated_at: int
-    expires_at: int | None = None
-    revoked_at: int | None = None
-    max_age_s: int | None = None
+    updated_at: _UInt
+    expires_at: _UInt | None = None
+    revoked_at: _UInt | None = None
+    max_age_s: _UInt | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"delegator": self.delegator, "delegation_id": self.delegation_id,
@@ -92,28 +95,16 @@ class QueryResult(msgspec.Struct, frozen=True, kw_only=True):
         return out
 
 
-def _uint(raw: Mapping[str, Any], key: str, required: bool = False) -> int | None:
-    value = raw.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise AmpError(MALFORMED, f"{key} must be an unsigned integer", path=key)
-    return value
-
-
 def query_result_from_wire(raw: Any) -> QueryResult:
     if not isinstance(raw, dict):
         raise AmpError(MALFORMED, "a delegation status must be a map")
-    for key in ("delegator", "delegation_id", "status"):
-        if not isinstance(raw.get(key), str):
-            raise AmpError(MALFORMED, f"{key} must be a string", path=key)
-    if raw["status"] not in STATUSES:
+    try:
+        result = msgspec.convert(raw, QueryResult)
+    except msgspec.ValidationError as err:
+        raise wire_fault(err, "delegation status") from None
+    if result.status not in STATUSES:
         raise AmpError(MALFORMED, "status must be one of " + ", ".join(STATUSES), path="status")
-    updated = _uint(raw, "updated_at", required=True)
-    assert updated is not None
-    return QueryResult(delegator=raw["delegator"], delegation_id=raw["delegation_id"], status=raw["status"],
-                       updated_at=updated, expires_at=_uint(raw, "expires_at"),
-                       revoked_at=_uint(raw, "revoked_at"), max_age_s=_uint(raw, "max_age_s"))
+    return result
 
 
 class StatusCache:
