@@ -60,7 +60,8 @@ from ampcap.wire.cbor import dumps, loads
 from ampcap.wire.envelope import Envelope, decode_envelope, seal
 from ampcap.wire.identity import DidKeyResolver, Identity
 from ampcap.wire.registry import ErrorCode, MessageType
-from ampcap.wire.signing import Profile, sig_input_of, signed_headers, verify_signature
+from ampcap.wire.receive import verifying_profile
+from ampcap.wire.signing import Profile
 
 MAX_FRAME = 8 << 20  # the example's MAX_FRAME_SIZE
 _LENGTH = struct.Struct(">I")
@@ -174,19 +175,7 @@ class StandInRelay:
 
     def _profile_of(self, env: Envelope) -> Profile:
         """The Sig_Input variant the sender signed with, when it can be told."""
-        if env.enc is not None:
-            return Profile.RFC
-        try:
-            public = self._resolver.ed25519_for(env.sender)
-            headers = signed_headers(env.id, env.typ, env.ts, env.ttl, env.sender, env.to, env.reply_to,
-                                     env.thread_id)
-            body = dumps(env.body)
-        except AmpError:
-            return Profile.RFC
-        for profile in (Profile.RFC, Profile.RUST_EXAMPLE):
-            if verify_signature(public, sig_input_of(headers, body, profile), env.sig):
-                return profile
-        return Profile.RFC
+        return verifying_profile(env, self._resolver) or Profile.RFC
 
     async def _refuse(self, me: _Client, env: Envelope, reason: str) -> None:
         """An AMP ERROR 2003 from the relay to the sender, answering ``env``."""

@@ -25,7 +25,7 @@ from ..wire.registry import MessageType
 from .judge import Outcome, Status, expect_error, failed, passed
 from .probe import UNKNOWN_PEER_DID, Exchange, Probe
 from .suite import register
-from .vectors import Context, Vector, _invoke, _needs_subject
+from .vectors import Context, Vector, _needs_subject
 
 __all__ = ["DELEG_VECTORS", "v005_a4", "v005_a14", "v005_a20"]
 

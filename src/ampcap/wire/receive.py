@@ -18,7 +18,6 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import field
 from typing import Any, Protocol
 
 import msgspec
@@ -42,6 +41,7 @@ __all__ = [
     "ReceivePipeline",
     "addressed_to",
     "check_ack_source",
+    "verifying_profile",
     "MAX_CLOCK_SKEW_MS",
     "ID_TS_TOLERANCE_MS",
 ]
@@ -356,16 +356,7 @@ class ReceivePipeline:
         verifies, if one does (why a peer's replies fail: it signs like the
         public Rust example and we do not, or the reverse; R15). ``None`` for
         an encrypted message, whose signed plaintext we may not have."""
-        if env.enc is not None:
-            return None
-        try:
-            public_key = self.resolver.ed25519_for(env.sender)
-            headers = signed_headers(env.id, env.typ, env.ts, env.ttl, env.sender, env.to, env.reply_to,
-                                     env.thread_id)
-            body_bytes = dumps(env.body)
-        except AmpError:
-            return None
-        return _other_profile(self.profile, env, headers, body_bytes, public_key)
+        return verifying_profile(env, self.resolver, besides=self.profile)
 
     def _schema_failures(self, typ: int, body: Any) -> list[AmpError]:
         assert self.schemas is not None
@@ -387,7 +378,24 @@ class ReceivePipeline:
         return failures
 
 
-def _other_profile(ours: Profile, env: Envelope, headers: SignedHeaders, body_bytes: bytes,
+def verifying_profile(env: Envelope, resolver: KeyResolver, *, besides: Profile | None = None) -> Profile | None:
+    """The Sig_Input profile, other than ``besides``, under which ``env``'s
+    signature verifies with its sender's key from ``resolver``; None when
+    none does, the key is unknown, or ``env`` is encrypted (its signed
+    plaintext is not at hand)."""
+    if env.enc is not None:
+        return None
+    try:
+        public_key = resolver.ed25519_for(env.sender)
+        headers = signed_headers(env.id, env.typ, env.ts, env.ttl, env.sender, env.to, env.reply_to,
+                                 env.thread_id)
+        body_bytes = dumps(env.body)
+    except AmpError:
+        return None
+    return _other_profile(besides, env, headers, body_bytes, public_key)
+
+
+def _other_profile(ours: Profile | None, env: Envelope, headers: SignedHeaders, body_bytes: bytes,
                    public_key: bytes) -> Profile | None:
     for profile in Profile:
         if profile is not ours and verify_signature(public_key, sig_input_of(headers, body_bytes, profile), env.sig):
