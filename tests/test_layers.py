@@ -182,7 +182,7 @@ def test_help_and_serve_do_not_load_the_mcp_sdk() -> None:
 # (net/serving.py): nothing a daemon imports at module level reaches it, so
 # a client-only daemon never loads it. tests/cli/test_startup_imports.py
 # checks the same on a real call; this names the import that breaks it.
-SERVING_HALF = ("ampcap.net.serving", "ampcap.net.jobs", "ampcap.net.durable", "ampcap.peer.executor",
+SERVING_HALF = ("ampcap.net.daemon.serving", "ampcap.net.daemon.jobs", "ampcap.net.daemon.durable", "ampcap.peer.executor",
                 "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg", "ampcap.store")
 
 
@@ -252,10 +252,10 @@ def _within(seen: dict[str, str], packages: tuple[str, ...]) -> list[str]:
 
 
 def test_the_daemon_imports_its_serving_half_only_when_it_builds_it() -> None:
-    seen = _loaded_by("ampcap.net.daemon")
+    seen = _loaded_by("ampcap.net.daemon.core")
     assert _within(seen, SERVING_HALF) == []
-    assert {"ampcap.net.link", "ampcap.net.dial", "ampcap.net.relay", "ampcap.net.session_routing",
-            "ampcap.net.delegation", "ampcap.net.actionlog", "ampcap.net.config"} <= set(seen)
+    assert {"ampcap.net.daemon.link", "ampcap.net.transport.dial", "ampcap.net.features.relay", "ampcap.net.features.session_routing",
+            "ampcap.net.features.delegation", "ampcap.net.daemon.actionlog", "ampcap.net.daemon.config"} <= set(seen)
 
 
 # The Python API (net/peer.py, which a client call imports) and the modules
@@ -265,6 +265,6 @@ OFFERING_ONLY = ("ampcap.caps.manifest", "ampcap.files.manifest", "ampcap.files.
 
 
 def test_the_python_api_loads_neither_the_serving_half_nor_the_manifest_model() -> None:
-    seen = _loaded_by("ampcap.net.peer")
+    seen = _loaded_by("ampcap.net.api.peer")
     assert _within(seen, (*SERVING_HALF, *OFFERING_ONLY)) == []
-    assert {"ampcap.net.remote", "ampcap.net.local_capabilities", "ampcap.net.daemon"} <= set(seen)
+    assert {"ampcap.net.api.remote", "ampcap.net.api.local_capabilities", "ampcap.net.daemon.core"} <= set(seen)

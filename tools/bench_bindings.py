@@ -101,7 +101,7 @@ async def run(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    from ampcap.net.peer import connect
+    from ampcap.net.api.peer import connect
 
     tmp = Path(tempfile.mkdtemp(prefix="ampcap-bench-bindings-"))
     daemon, url = start_daemon(tmp)

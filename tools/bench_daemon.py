@@ -37,7 +37,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_common import Result, cpu_seconds, rss_kib, summarize  # noqa: E402
 
-from ampcap.net.peer import Remote, connect  # noqa: E402
+from ampcap.net.api.peer import Remote, connect  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 
 PARAMS = {"message": "x" * 160}  # a CAP_INVOKE of ~450 bytes once signed
@@ -111,8 +111,8 @@ async def _invokes(url: str, in_flight: int, seconds: float, capability: str
 
 
 async def _idle_connections(url: str, count: int, pid: int) -> float:
-    from ampcap.net.stream import ConnectionDriver, open_stream
-    from ampcap.net.url import parse_url
+    from ampcap.net.transport.stream import ConnectionDriver, open_stream
+    from ampcap.net.transport.url import parse_url
     from ampcap.peer.connection import Connection, Role
     from ampcap.peer.events import Negotiated
     from ampcap.wire.identity import DidKeyResolver

@@ -31,7 +31,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_common import Result, ServerProcess, cpu_seconds, run_workers, summarize  # noqa: E402
 
-from ampcap.net.peer import Remote, connect  # noqa: E402
+from ampcap.net.api.peer import Remote, connect  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 
 CAPABILITY = "org.ampcap.demo.echo:1.0.0"

@@ -52,7 +52,7 @@ from typing import Any
 
 import trio
 
-from ampcap.net.peer import Peer
+from ampcap.net.api.peer import Peer
 from ampcap.wire.identity import Identity
 
 TOOL = "org.ampcap.demo.echo"

@@ -37,9 +37,9 @@ from bench_daemon import PARAMS, crypto_floor_us  # noqa: E402
 
 from ampcap.cli.main import build_parser  # noqa: E402
 from ampcap.cli.serve import build_daemon  # noqa: E402
-from ampcap.net.daemon import Daemon, Link  # noqa: E402
-from ampcap.net.peer import Peer  # noqa: E402
-from ampcap.net.stream import ConnectionDriver  # noqa: E402
+from ampcap.net.daemon.core import Daemon, Link  # noqa: E402
+from ampcap.net.api.peer import Peer  # noqa: E402
+from ampcap.net.transport.stream import ConnectionDriver  # noqa: E402
 from ampcap.peer.connection import Connection, Role  # noqa: E402
 from ampcap.peer.events import MessageReceived  # noqa: E402
 from ampcap.files.identity import save_identity  # noqa: E402

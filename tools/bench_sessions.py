@@ -31,7 +31,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_common import DemoDaemon, Result, cpu_seconds, run_workers, summarize, timed_rounds_args  # noqa: E402
 
-from ampcap.net.peer import connect  # noqa: E402
+from ampcap.net.api.peer import connect  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 
 ECHO = "org.ampcap.demo.echo"

@@ -35,11 +35,11 @@ from bench_common import rss_kib  # noqa: E402
 from bench_daemon import flood_main  # noqa: E402
 
 from ampcap.interop.probe import Probe, ProbeSettings  # noqa: E402
-from ampcap.net.budget import SMALL_FRAME  # noqa: E402
-from ampcap.net.daemon import DaemonConfig  # noqa: E402
-from ampcap.net.peer import connect  # noqa: E402
-from ampcap.net.stream import RECEIVE_SIZE  # noqa: E402
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.transport.budget import SMALL_FRAME  # noqa: E402
+from ampcap.net.daemon.core import DaemonConfig  # noqa: E402
+from ampcap.net.api.peer import connect  # noqa: E402
+from ampcap.net.transport.stream import RECEIVE_SIZE  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.wire.frames import DEFAULT_MAX_SIZE, FrameType  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 

@@ -26,9 +26,9 @@ from bench_common import rss_kib  # noqa: E402
 from bench_daemon import flood_main  # noqa: E402
 
 from ampcap.interop.probe import Probe, ProbeSettings  # noqa: E402
-from ampcap.net.daemon import DaemonConfig  # noqa: E402
-from ampcap.net.stream import RECEIVE_SIZE  # noqa: E402
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.daemon.core import DaemonConfig  # noqa: E402
+from ampcap.net.transport.stream import RECEIVE_SIZE  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.wire.frames import FrameType, encode_frame  # noqa: E402
 
 

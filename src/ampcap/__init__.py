@@ -1,6 +1,6 @@
 """ampcap: capability messaging for the Agentries Agent Messaging Protocol.
 
-The Python API (:mod:`ampcap.net.peer`) is re-exported here and loaded on
+The Python API (:mod:`ampcap.net.api.peer`) is re-exported here and loaded on
 first use, so ``import ampcap.wire`` stays free of trio::
 
     import ampcap
@@ -27,19 +27,19 @@ __all__ = ["AmpError", "ErrorCode", "InvocationContext", "MessageType", "Negotia
            "Remote", "Server", "__version__", "capability", "connect"]
 
 _EXPORTS: dict[str, str] = {
-    name: "net.peer"
+    name: "net.api.peer"
     for name in ("Peer", "Remote", "Server", "Negotiate", "QueryResult", "InvocationContext", "capability",
                  "connect")
 }
 
 if TYPE_CHECKING:
-    from .net.peer import InvocationContext as InvocationContext
-    from .net.peer import Negotiate as Negotiate
-    from .net.peer import Peer as Peer
-    from .net.peer import QueryResult as QueryResult
-    from .net.peer import Remote as Remote
-    from .net.peer import Server as Server
-    from .net.peer import capability as capability
-    from .net.peer import connect as connect
+    from .net.api.peer import InvocationContext as InvocationContext
+    from .net.api.peer import Negotiate as Negotiate
+    from .net.api.peer import Peer as Peer
+    from .net.api.peer import QueryResult as QueryResult
+    from .net.api.peer import Remote as Remote
+    from .net.api.peer import Server as Server
+    from .net.api.peer import capability as capability
+    from .net.api.peer import connect as connect
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

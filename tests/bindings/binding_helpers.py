@@ -44,7 +44,7 @@ def build(tmp_path: Path, text: str) -> Manifest:
 @asynccontextmanager
 async def serving(manifest: Manifest, drain_timeout: float | None = None) -> AsyncIterator[Any]:
     """(server, remote): the daemon serving ``manifest`` and a client of it."""
-    from ampcap.net.peer import Peer, connect
+    from ampcap.net.api.peer import Peer, connect
     from ampcap.wire.identity import Identity
 
     async with Peer(Identity.generate(os.urandom), manifest=manifest).serve(

@@ -27,7 +27,7 @@ NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap
                       # The serving half of the daemon: a client-only daemon builds it on the
                       # first message that needs it (tests/net/test_client_daemon.py).
                       "ampcap.peer.executor", "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg",
-                      "ampcap.store", "sqlite3", "ampcap.net.jobs", "ampcap.net.durable", "ampcap.net.serving",
+                      "ampcap.store", "sqlite3", "ampcap.net.daemon.jobs", "ampcap.net.daemon.durable", "ampcap.net.daemon.serving",
                       # The schemas ship compiled (schema/_compiled.py): no CDDL parsing.
                       "cddlparser", "ampcap.schema.engine")
 # A command line naming query or invoke builds only their parser.
@@ -35,7 +35,7 @@ OTHER_COMMANDS = ("ampcap.cli.caps", "ampcap.cli.dump", "ampcap.cli.interop", "a
 # --help builds the parser only: no event loop, no codec, no schemas either.
 # Nor msgspec (~7 ms): the modules --help loads (errors, url, frames,
 # identity) keep dataclasses for that reason.
-NEVER_FOR_HELP = (*NEVER_FOR_A_CLIENT, "trio", "ampcap.net.daemon", "ampcap.schema.engine", "cddlparser",
+NEVER_FOR_HELP = (*NEVER_FOR_A_CLIENT, "trio", "ampcap.net.daemon.core", "ampcap.schema.engine", "cddlparser",
                   "ampcap.caps.manifest", "msgspec")
 
 _PROBE = """
@@ -71,11 +71,11 @@ CLIENT_DATACLASSES = {
     "ampcap.peer.policy.Pattern",  # a compiled regex: field(init=False, compare=False)
     "ampcap.wire.cbor.DecodeLimits",  # dataclasses.replace in the daemon
     # Loaded by --help too, which does not import msgspec (see NEVER_FOR_HELP).
-    "ampcap.net.url.AmpUrl", "ampcap.wire.frames.Frame", "ampcap.wire.identity.Identity",
+    "ampcap.net.transport.url.AmpUrl", "ampcap.wire.frames.Frame", "ampcap.wire.identity.Identity",
     "ampcap.wire.registry.ErrorInfo",
     # Left as they were while the sessions branch changed these files.
-    "ampcap.net.bindings_runner.RunnerContext", "ampcap.net.bindings_runner.ThreadContext",
-    "ampcap.net.calls.CallOutcome", "ampcap.net.jobs._RunningJob",
+    "ampcap.bindings.runner.RunnerContext", "ampcap.bindings.runner.ThreadContext",
+    "ampcap.net.daemon.calls.CallOutcome", "ampcap.net.daemon.jobs._RunningJob",
 }
 
 
@@ -111,7 +111,7 @@ def test_a_client_call_imports_only_what_it_uses(tmp_path: Path) -> None:
                      ["query", daemon.url, "org.ampcap.demo.echo", "--json"]):
             status, modules = _modules_after(tmp_path, *argv)
             assert status == 0, argv
-            assert "trio" in modules and "ampcap.net.daemon" in modules  # it did run the call
+            assert "trio" in modules and "ampcap.net.daemon.core" in modules  # it did run the call
             assert _loaded(modules, (*NEVER_FOR_A_CLIENT, *OTHER_COMMANDS)) == [], argv
 
 

@@ -60,7 +60,7 @@ SERVE = ["serve", "--demo", "--listen", "127.0.0.1:0"]
 @pytest.mark.parametrize("module", [
     "ampcap.cli.main",    # the console entry point imports the command line
     "ampcap.cli.serve",   # the parser imports the subcommands
-    "ampcap.net.daemon",  # serve builds its daemon
+    "ampcap.net.daemon.core",  # serve builds its daemon
     "trio",               # serve starts its event loop (trio's first import is there)
 ])
 def test_a_stop_signal_while_serve_starts_exits_0_without_serving(tmp_path: Path, module: str,

@@ -20,7 +20,7 @@ from ampcap import AmpError  # noqa: E402
 from ampcap.deleg.bodies import grant_body, query_body, revoke_body  # noqa: E402
 from ampcap.deleg.chain import evidence_body  # noqa: E402
 from ampcap.deleg.credential import Credential, issue, revoke  # noqa: E402
-from ampcap.net.peer import Peer, connect  # noqa: E402
+from ampcap.net.api.peer import Peer, connect  # noqa: E402
 from ampcap.peer.policy import parse_policy  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
@@ -183,7 +183,7 @@ async def test_python_api_deleg_messages() -> None:
 
 @pytest.mark.trio
 async def test_revocation_publisher_strict_mode_then_fresh_status() -> None:
-    from ampcap.net.daemon import DaemonConfig
+    from ampcap.net.daemon.core import DaemonConfig
 
     alice, bob = new_identity(), new_identity()
     publisher = make_peer({})
@@ -221,7 +221,7 @@ async def test_revocation_publisher_strict_mode_then_fresh_status() -> None:
 
 @pytest.mark.trio
 async def test_unreachable_publisher_keeps_failing_closed_with_5002() -> None:
-    from ampcap.net.daemon import DaemonConfig
+    from ampcap.net.daemon.core import DaemonConfig
 
     alice, bob = new_identity(), new_identity()
     verifier = Peer(new_identity(), config=DaemonConfig(revocation_publisher="amp://127.0.0.1:1"))

@@ -16,9 +16,9 @@ from ampcap.caps.demo import demo_manifest
 from ampcap.dump.httpws import HttpWsStream
 from ampcap.dump.pcapwrite import PcapWriter
 from ampcap.dump.streams import Where
-from ampcap.net.http_server import HttpConfig, HttpFront
-from ampcap.net.peer import Peer, connect
-from ampcap.net.tap import run_tap
+from ampcap.net.transport.http_server import HttpConfig, HttpFront
+from ampcap.net.api.peer import Peer, connect
+from ampcap.net.features.tap import run_tap
 from ampcap.wire.identity import Identity
 
 

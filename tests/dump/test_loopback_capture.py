@@ -16,8 +16,8 @@ import trio
 from ampcap.caps.demo import demo_manifest
 from ampcap.dump.pcapwrite import PcapWriter
 from ampcap.errors import AmpError
-from ampcap.net.peer import Peer, connect
-from ampcap.net.tap import run_tap
+from ampcap.net.api.peer import Peer, connect
+from ampcap.net.features.tap import run_tap
 from ampcap.wire.identity import Identity
 
 

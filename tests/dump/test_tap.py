@@ -11,8 +11,8 @@ import trio
 from ampcap.dump.records import Inspector
 from ampcap.dump.session import DumpSession
 from ampcap.dump.streams import StreamEvent
-from ampcap.net.tap import run_tap
-from ampcap.net.url import parse_hostport
+from ampcap.net.features.tap import run_tap
+from ampcap.net.transport.url import parse_hostport
 from ampcap.wire.envelope import seal
 from ampcap.wire.frames import FrameType, Framing, encode_frame
 from ampcap.wire.identity import Identity

@@ -26,9 +26,9 @@ from ampcap.caps.demo import demo_manifest
 from ampcap.caps.params import compile_schema
 from ampcap.caps.semver import Range, Version
 from ampcap.errors import AmpError
-from ampcap.net.listener import Listener
-from ampcap.net.clock import wall_clock_ms
-from ampcap.net.stream import ConnectionDriver
+from ampcap.net.transport.listener import Listener
+from ampcap.net.transport.clock import wall_clock_ms
+from ampcap.net.transport.stream import ConnectionDriver
 from ampcap.peer.config import ConnectionConfig
 from ampcap.peer.connection import Connection, Role
 from ampcap.peer.events import Event, MessageReceived

@@ -34,7 +34,7 @@ TARGET_IDS = {s.id for s in suite_vectors() if s.where is Where.TARGET}
 # RFC 006's run against the target too, but the EchoProvider target has no
 # sessions: it fails them (the suite requires them), and the notes say why.
 SESSION_IDS = {"006:A.2", "006:A.15", "006:A.17"}
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 
@@ -331,8 +331,8 @@ def test_self_passes_every_vector_it_runs(tmp_path: Path, capsys: pytest.Capture
     """``ampcap interop --self``: the real daemon with the demo set, every vector."""
     import importlib.util
 
-    if importlib.util.find_spec("ampcap.net.daemon") is None:
-        pytest.skip("ampcap.net.daemon (the in-process daemon) has not landed in this tree yet")
+    if importlib.util.find_spec("ampcap.net.daemon.core") is None:
+        pytest.skip("ampcap.net.daemon.core (the in-process daemon) has not landed in this tree yet")
     out = tmp_path / "self-report.json"
     code = main(["interop", "--self", "--timeout", "2", "--report", str(out)])
     report = json.loads(out.read_text())
@@ -376,7 +376,7 @@ def test_self_target_warnings_stay_off_the_report_unless_verbose(tmp_path: Path)
 
 @pytest.mark.trio
 async def test_amps_target_over_tls(tmp_path: Path) -> None:
-    from ampcap.net.tls import client_context, server_context
+    from ampcap.net.transport.tls import client_context, server_context
 
     cert, key = self_signed_cert(tmp_path)
     settings = ProbeSettings(timeout_s=2.0, settle_s=0.05, ssl_context=client_context(ca_file=cert))

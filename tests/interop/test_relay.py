@@ -21,9 +21,9 @@ from ampcap.interop.probe import ProbeSettings  # noqa: E402
 from ampcap.interop.runner import run_vectors  # noqa: E402
 from ampcap.interop.suite import Where, suite_vectors  # noqa: E402
 from ampcap.interop.vectors import Status, demo_subject  # noqa: E402
-from ampcap.net.clock import wall_clock_ms
-from ampcap.net.stream import ConnectionDriver  # noqa: E402
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.transport.clock import wall_clock_ms
+from ampcap.net.transport.stream import ConnectionDriver  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.peer.connection import Role  # noqa: E402
 from ampcap.peer.events import Event, MessageReceived  # noqa: E402
 from ampcap.peer.outbound import Outbound  # noqa: E402
@@ -171,7 +171,7 @@ async def test_two_ampcap_daemons_exchange_invoke_and_result_through_the_relay()
     from ampcap.caps.catalog import Catalog
     from ampcap.caps.demo import demo_manifest
     from ampcap.caps.params import ParamsValidator
-    from ampcap.net.daemon import Daemon, DaemonConfig
+    from ampcap.net.daemon.core import Daemon, DaemonConfig
     from ampcap.peer.config import ConnectionConfig
 
     # Over a relay the connection's far end is the relay, not one principal:
@@ -288,7 +288,7 @@ async def test_a_daemon_registered_at_a_relay_heals_after_a_caller_with_its_own_
     from ampcap.caps.params import ParamsValidator
     from ampcap.cli.serve import _keep_linked
     from ampcap.errors import AmpError
-    from ampcap.net.daemon import Daemon
+    from ampcap.net.daemon.core import Daemon
 
     manifest = demo_manifest()
     provider = Daemon(Identity.generate(os.urandom), Catalog(list(manifest.capabilities), cursor_key=os.urandom(32)),

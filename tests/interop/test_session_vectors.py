@@ -19,8 +19,8 @@ from ampcap.interop.probe import ProbeSettings  # noqa: E402
 from ampcap.interop.session_vectors import NO_SESSIONS, SESSION_VECTORS, session_vector_ids  # noqa: E402
 from ampcap.interop.suite import REQUIRED_VECTORS, Where, suite_vectors  # noqa: E402
 from ampcap.interop.vectors import Context, Status, demo_subject  # noqa: E402
-from ampcap.net.peer import Peer  # noqa: E402
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.api.peer import Peer  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.wire.frames import Framing  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 

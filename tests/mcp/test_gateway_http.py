@@ -28,8 +28,8 @@ from amp_helpers import new_identity, self_signed_cert, serve_process  # noqa: E
 import ampcap.mcp  # noqa: E402
 from ampcap.caps.demo import demo_manifest  # noqa: E402
 from ampcap.mcp.gateway_links import DialOptions  # noqa: E402
-from ampcap.net.peer import Peer  # noqa: E402
-from ampcap.net.tls import client_context, server_context  # noqa: E402
+from ampcap.net.api.peer import Peer  # noqa: E402
+from ampcap.net.transport.tls import client_context, server_context  # noqa: E402
 from ampcap.peer.outbound import Outbound  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 

@@ -30,9 +30,9 @@ import trio.testing
 from ampcap.caps.catalog import Catalog
 from ampcap.caps.demo import demo_manifest
 from ampcap.caps.params import ParamsValidator
-from ampcap.net.daemon import Daemon, DaemonConfig
-from ampcap.net.stream import ConnectionDriver, open_stream
-from ampcap.net.url import parse_url
+from ampcap.net.daemon.core import Daemon, DaemonConfig
+from ampcap.net.transport.stream import ConnectionDriver, open_stream
+from ampcap.net.transport.url import parse_url
 from ampcap.peer.connection import Connection, Role
 from ampcap.peer.events import ConnectionTerminated, Event, MessageReceived, Negotiated
 from ampcap.peer.outbound import Outbound

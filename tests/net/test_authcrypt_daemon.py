@@ -16,10 +16,10 @@ import trio.testing
 sys.path.insert(0, str(Path(__file__).parent))
 from amp_helpers import ECHO, ERROR, INVOKE, RESULT, demo_catalog, demo_daemon, new_identity  # noqa: E402
 
-from ampcap.net.clock import Clock
-from ampcap.net.daemon import Daemon, DaemonConfig
-from ampcap.net.peer import connect
-from ampcap.net.stream import ConnectionDriver
+from ampcap.net.transport.clock import Clock
+from ampcap.net.daemon.core import Daemon, DaemonConfig
+from ampcap.net.api.peer import connect
+from ampcap.net.transport.stream import ConnectionDriver
 from ampcap.peer.config import rust_example_config
 from ampcap.peer.connection import Connection, Role
 from ampcap.peer.events import MessageReceived, Negotiated

@@ -15,7 +15,7 @@ import trio
 from ampcap.caps.bindings import CommandBinding, PythonBinding
 from ampcap.caps.demo import demo_manifest
 from ampcap.errors import AmpError
-from ampcap.net.bindings_runner import BindingRunner, RunnerContext, run_binding
+from ampcap.bindings.runner import BindingRunner, RunnerContext, run_binding
 
 PY = sys.executable
 
@@ -52,7 +52,7 @@ async def test_async_callable_reports_progress() -> None:
 
 @pytest.mark.trio
 async def test_callable_exception_is_5001_and_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.DEBUG, logger="ampcap.net.bindings_runner"):
+    with caplog.at_level(logging.DEBUG, logger="ampcap.bindings.runner"):
         with pytest.raises(AmpError) as info:
             await run_binding(PythonBinding(target="ampcap.caps.demo:fail"), {}, ctx("org.ampcap.demo.fail:1.0.0"))
     assert info.value.code == 5001
@@ -69,7 +69,7 @@ async def test_a_capability_crashing_on_every_call_makes_ten_error_lines_then_on
         caplog: pytest.LogCaptureFixture) -> None:
     # Any peer can make a capability raise as often as it likes.
     runner = BindingRunner()
-    with caplog.at_level(logging.DEBUG, logger="ampcap.net.bindings_runner"):
+    with caplog.at_level(logging.DEBUG, logger="ampcap.bindings.runner"):
         for _ in range(30):
             with pytest.raises(AmpError) as info:
                 await runner.run(PythonBinding(target="ampcap.caps.demo:fail"), {}, ctx("org.ampcap.demo.fail:1.0.0"))

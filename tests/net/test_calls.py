@@ -26,8 +26,8 @@ from amp_helpers import new_identity  # noqa: E402
 
 from ampcap.caps.catalog import Catalog  # noqa: E402
 from ampcap.errors import AmpError  # noqa: E402
-from ampcap.net.daemon import Daemon, Link  # noqa: E402
-from ampcap.net.peer import Remote  # noqa: E402
+from ampcap.net.daemon.core import Daemon, Link  # noqa: E402
+from ampcap.net.api.peer import Remote  # noqa: E402
 from ampcap.peer.connection import Connection, Role  # noqa: E402
 from ampcap.peer.events import MessageReceived  # noqa: E402
 from ampcap.wire.frames import FrameType, encode_frame  # noqa: E402

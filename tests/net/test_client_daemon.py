@@ -18,8 +18,8 @@ from amp_helpers import new_identity  # noqa: E402
 
 from ampcap.caps.catalog import Catalog  # noqa: E402
 from ampcap.errors import AmpError  # noqa: E402
-from ampcap.net.daemon import Daemon  # noqa: E402
-from ampcap.net.peer import Remote  # noqa: E402
+from ampcap.net.daemon.core import Daemon  # noqa: E402
+from ampcap.net.api.peer import Remote  # noqa: E402
 
 
 def _client() -> Daemon:

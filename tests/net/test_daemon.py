@@ -31,7 +31,7 @@ from amp_helpers import (  # noqa: E402
 )
 from amp_scenarios import SCENARIOS, error_code  # noqa: E402
 
-from ampcap.net.daemon import Daemon, DaemonConfig  # noqa: E402
+from ampcap.net.daemon.core import Daemon, DaemonConfig  # noqa: E402
 from ampcap.peer.events import ConnectionTerminated, MessageReceived  # noqa: E402
 from ampcap.peer.outbound import Outbound  # noqa: E402
 from ampcap.peer.policy import parse_policy  # noqa: E402
@@ -353,8 +353,8 @@ async def test_peers_that_never_read_share_one_send_budget() -> None:
     import socket
 
     from ampcap.interop.probe import Probe, ProbeSettings
-    from ampcap.net.stream import RECEIVE_SIZE
-    from ampcap.net.url import parse_url
+    from ampcap.net.transport.stream import RECEIVE_SIZE
+    from ampcap.net.transport.url import parse_url
     from ampcap.wire.frames import FrameType, encode_frame
 
     total = 64 * 1024
@@ -478,7 +478,7 @@ async def test_a_daemon_on_trio_clock_runs_its_deadlines_in_virtual_time(
     clock, so a MockClock runs a 2 s invoke timeout at once."""
     import time
 
-    from ampcap.net.clock import trio_clock, wall_clock_ms
+    from ampcap.net.transport.clock import trio_clock, wall_clock_ms
 
     catalog, params = demo_catalog()
     # Origin = real now, so the peer's real-time envelopes are fresh for the daemon.

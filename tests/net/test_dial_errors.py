@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from amp_helpers import demo_daemon  # noqa: E402
 
 from ampcap.errors import Unreachable  # noqa: E402
-from ampcap.net.url import AmpUrl  # noqa: E402
+from ampcap.net.transport.url import AmpUrl  # noqa: E402
 
 
 @pytest.mark.trio

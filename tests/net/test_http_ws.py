@@ -119,7 +119,7 @@ def test_python_api_over_http_waits_for_a_polled_reply(server: Server) -> None:
 
 
 def test_endpoint_list_prefers_wss_and_falls_back_from_an_unreachable_one(server: Server) -> None:
-    from ampcap.net.url import parse_endpoints
+    from ampcap.net.transport.url import parse_endpoints
 
     order = parse_endpoints("https://a.example,wss://b.example,amps://c.example")
     assert [u.scheme for u in order] == ["amps", "wss", "https"]
@@ -434,9 +434,9 @@ def test_websocket_keepalive_pings_and_closes_a_silent_peer() -> None:
     from wsproto.events import Ping
 
     from ampcap.caps.demo import demo_manifest
-    from ampcap.net.http_server import HttpConfig, HttpFront
-    from ampcap.net.peer import Peer
-    from ampcap.net.wsmessages import client_handshake
+    from ampcap.net.transport.http_server import HttpConfig, HttpFront
+    from ampcap.net.api.peer import Peer
+    from ampcap.net.transport.wsmessages import client_handshake
 
     async def main() -> None:
         provider = Peer(Identity.generate(os.urandom), manifest=demo_manifest())

@@ -18,8 +18,8 @@ from amp_helpers import ECHO, ERROR, INVOKE, ServeProcess, new_identity, raw_pee
 from amp_scenarios import SCENARIOS, error_code  # noqa: E402
 
 from ampcap import AmpError  # noqa: E402
-from ampcap.net.peer import Negotiate, Peer, connect  # noqa: E402
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.api.peer import Negotiate, Peer, connect  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.wire.envelope import seal  # noqa: E402
 from ampcap.wire.frames import FrameDecoder, FrameType, encode_frame  # noqa: E402
 from ampcap.wire.transport import HandshakeRequest, HandshakeResponse, TransportError  # noqa: E402

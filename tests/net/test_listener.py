@@ -18,9 +18,9 @@ from conn_helpers import Outbound, make_conn  # noqa: E402
 from ampcap.peer.config import ConnectionConfig  # noqa: E402
 from ampcap.peer.connection import Role  # noqa: E402
 from ampcap.peer.events import ConnectionTerminated, Event, GoAwayReceived, MessageReceived, Negotiated  # noqa: E402
-from ampcap.net.listener import Listener  # noqa: E402
-from ampcap.net.stream import ConnectionDriver, open_stream  # noqa: E402
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.transport.listener import Listener  # noqa: E402
+from ampcap.net.transport.stream import ConnectionDriver, open_stream  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.wire.frames import FrameDecoder, FrameType, Framing  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 from ampcap.wire.transport import TransportError  # noqa: E402

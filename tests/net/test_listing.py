@@ -17,7 +17,7 @@ from amp_helpers import DECLARE, new_identity  # noqa: E402
 
 from ampcap import AmpError  # noqa: E402
 from ampcap.caps.demo import demo_manifest  # noqa: E402
-from ampcap.net.peer import Peer  # noqa: E402
+from ampcap.net.api.peer import Peer  # noqa: E402
 from ampcap.peer.outbound import Outbound  # noqa: E402
 from ampcap.peer.policy import parse_policy  # noqa: E402
 

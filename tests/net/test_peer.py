@@ -1,4 +1,4 @@
-"""The Python API (``ampcap.net.peer``): declaring, serving, calling.
+"""The Python API (``ampcap.net.api.peer``): declaring, serving, calling.
 
 Also RFC 004 A.12 / A.13 from the caller's side: a test provider that
 answers with a wrong ``reply_to`` gets ERROR 4001 and the call is not
@@ -27,9 +27,9 @@ from amp_helpers import DECLARE, ERROR, RESULT, new_identity  # noqa: E402
 from ampcap import AmpError  # noqa: E402
 from ampcap.caps.catalog import Catalog  # noqa: E402
 from ampcap.caps.demo import demo_manifest  # noqa: E402
-from ampcap.net.daemon import Daemon  # noqa: E402
-from ampcap.net.peer import InvocationContext, Negotiate, Peer, Remote, capability, connect, schema_from_signature  # noqa: E402
-from ampcap.net.stream import ConnectionDriver  # noqa: E402
+from ampcap.net.daemon.core import Daemon  # noqa: E402
+from ampcap.net.api.peer import InvocationContext, Negotiate, Peer, Remote, capability, connect, schema_from_signature  # noqa: E402
+from ampcap.net.transport.stream import ConnectionDriver  # noqa: E402
 from ampcap.peer.connection import Connection, Role  # noqa: E402
 from ampcap.peer.events import Event, MessageReceived  # noqa: E402
 from ampcap.peer.outbound import Outbound  # noqa: E402
@@ -162,7 +162,7 @@ async def test_parameters_arrive_as_the_types_their_hints_declare() -> None:
 
 
 def test_invoke_argument_errors_are_caught_before_sending() -> None:
-    from ampcap.net.remote import _target
+    from ampcap.net.api.remote import _target
 
     with pytest.raises(ValueError):
         _target("org.x", "1.0.0", ">=1.0.0", None)
@@ -493,7 +493,7 @@ async def test_bridge_adapts_params_and_result_end_to_end() -> None:
 async def test_a_peer_serves_amps_with_its_tls_context_and_callers_trust_it_explicitly(tmp_path: Path) -> None:
     from amp_helpers import self_signed_cert
 
-    from ampcap.net.tls import client_context, server_context
+    from ampcap.net.transport.tls import client_context, server_context
 
     cert, key = self_signed_cert(tmp_path)
     provider = Peer(new_identity(), tls=server_context(cert, key))
@@ -514,7 +514,7 @@ async def test_a_peer_serves_amps_with_its_tls_context_and_callers_trust_it_expl
                     pass
             assert info.value.code == 5002 and "certificate is not trusted" in info.value.message
     # Past --max-connections, a TLS client is refused inside TLS: 5004, not a broken handshake.
-    from ampcap.net.daemon import DaemonConfig
+    from ampcap.net.daemon.core import DaemonConfig
 
     busy = Peer(new_identity(), tls=server_context(cert, key), config=DaemonConfig(max_connections=1))
     with trio.fail_after(20):
@@ -601,7 +601,7 @@ def test_a_function_taking_kwargs_accepts_any_params() -> None:
 @pytest.mark.trio
 async def test_a_result_over_the_maximum_message_size_still_ends_the_call_once(
         caplog: pytest.LogCaptureFixture) -> None:
-    from ampcap.net.daemon import DaemonConfig
+    from ampcap.net.daemon.core import DaemonConfig
     from ampcap.peer.config import ConnectionConfig
 
     small = DaemonConfig(connection=ConnectionConfig(max_msg_size=1 << 20))  # the smallest RFC 002 allows
@@ -676,7 +676,7 @@ def test_a_bad_policy_or_manifest_file_fails_when_the_peer_is_made(tmp_path: Pat
 @pytest.mark.trio
 async def test_connecting_to_a_peer_with_our_own_did_is_refused_before_any_request() -> None:
     """Issue 26: one identity on both sides is one agent calling itself."""
-    from ampcap.net.peer import CallsItself
+    from ampcap.net.api.peer import CallsItself
 
     me = new_identity()
     server_peer = Peer(me)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from amp_helpers import new_identity  # noqa: E402
 
 from ampcap import AmpError  # noqa: E402
-from ampcap.net.peer import Peer, connect  # noqa: E402
+from ampcap.net.api.peer import Peer, connect  # noqa: E402
 from ampcap.session.state import SessionState  # noqa: E402
 from ampcap.store.database import StateStore  # noqa: E402
 

@@ -28,10 +28,10 @@ from ampcap.peer.events import (  # noqa: E402
     PingAcknowledged,
 )
 from ampcap.peer.state import ConnState  # noqa: E402
-from ampcap.net.listener import Listener  # noqa: E402
-from ampcap.net.stream import ConnectionDriver, open_stream  # noqa: E402
-from ampcap.net.tls import client_context, server_context  # noqa: E402
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.transport.listener import Listener  # noqa: E402
+from ampcap.net.transport.stream import ConnectionDriver, open_stream  # noqa: E402
+from ampcap.net.transport.tls import client_context, server_context  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.wire.frames import FrameDecoder, FrameType, Framing  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 

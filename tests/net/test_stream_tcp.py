@@ -23,8 +23,8 @@ from conn_helpers import Outbound, make_conn  # noqa: E402
 from test_stream import CountingStream, Flood, Recorder  # noqa: E402
 
 from ampcap.net import stream as stream_module  # noqa: E402
-from ampcap.net.budget import SendBudget  # noqa: E402
-from ampcap.net.stream import ConnectionDriver  # noqa: E402
+from ampcap.net.transport.budget import SendBudget  # noqa: E402
+from ampcap.net.transport.stream import ConnectionDriver  # noqa: E402
 from ampcap.peer.config import ConnectionConfig  # noqa: E402
 from ampcap.peer.connection import Role  # noqa: E402
 from ampcap.peer.events import ConnectionTerminated, MessageReceived, Negotiated  # noqa: E402

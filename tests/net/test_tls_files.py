@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from amp_helpers import self_signed_cert  # noqa: E402
 
-from ampcap.net.tls import server_context  # noqa: E402
+from ampcap.net.transport.tls import server_context  # noqa: E402
 
 
 def _encrypted_key(tmp: Path) -> tuple[Path, Path]:
@@ -82,7 +82,7 @@ def _localhost_only_cert(tmp: Path) -> tuple[Path, Path]:
 
 def test_a_trusted_certificate_for_another_name_is_not_called_untrusted(tmp_path: Path) -> None:
     # Before: "IP address mismatch ...; trust its CA with --ca-file
-    # (ampcap.net.tls.client_context(ca_file=...))", with --ca-file given: the
+    # (ampcap.net.transport.tls.client_context(ca_file=...))", with --ca-file given: the
     # command line quoted the Python API and gave advice already followed.
     from amp_helpers import serve_process
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ampcap.net.url import DEFAULT_PORT, AmpUrl, UrlError, parse_hostport, parse_url
+from ampcap.net.transport.url import DEFAULT_PORT, AmpUrl, UrlError, parse_hostport, parse_url
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -106,7 +106,7 @@ def test_http_and_websocket_urls(text: str, scheme: str, port: int, binding: str
 
 
 def test_endpoints_are_ordered_amps_then_wss_then_https() -> None:
-    from ampcap.net.url import parse_endpoints
+    from ampcap.net.transport.url import parse_endpoints
 
     urls = parse_endpoints("https://a,ws://b,amp://c,wss://d,amps://e")
     assert [u.host for u in urls] == ["c", "e", "b", "d", "a"]  # same class: the given order

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
 from amp_helpers import serve_process  # noqa: E402
 
 from ampcap.interop.probe import Probe, ProbeSettings  # noqa: E402
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
 from amp_helpers import PYTHON, _read_line, soak_scale  # noqa: E402
 
 from ampcap.interop.probe import Probe, ProbeSettings, ReceivedKind  # noqa: E402
-from ampcap.net.url import parse_url  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 

@@ -28,7 +28,7 @@ from ampcap.caps.params import ParamsValidator
 from ampcap.dump.pcapwrite import PcapWriter
 from ampcap.display import printable
 from ampcap.errors import AmpError
-from ampcap.net.bindings_runner import BindingRunner, RunnerContext
+from ampcap.bindings.runner import BindingRunner, RunnerContext
 from ampcap.peer.config import ConnectionConfig, rust_example_config
 from ampcap.peer.connection import Connection, Role
 from ampcap.peer.events import MessageReceived

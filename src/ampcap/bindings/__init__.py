@@ -1,6 +1,6 @@
 """Running the bindings to other protocols (ruling R17), at the trio edge.
 
-:class:`RemoteBindings` is what :mod:`ampcap.net.bindings_runner` hands an
+:class:`RemoteBindings` is what :mod:`ampcap.bindings.runner` hands an
 MCP, HTTP or gRPC binding to (it imports this package only when a manifest
 has such a binding): one module per kind (:mod:`.mcp`, :mod:`.http`,
 :mod:`.grpc`), each importing its library lazily, and :mod:`.fallback`, the

@@ -7,7 +7,7 @@ fallback set of several, are in :mod:`ampcap.caps.remote`):
 - :class:`CommandBinding`: an argv list; params go to stdin as JSON, the
   result comes back on stdout as JSON, bounded by ``timeout_ms``.
 
-Nothing here runs anything: :mod:`ampcap.net.bindings_runner` executes
+Nothing here runs anything: :mod:`ampcap.bindings.runner` executes
 bindings at the trio edge. :func:`resolve_callable` only imports.
 
 Calling convention for Python callables: ``fn(params)`` or, when the

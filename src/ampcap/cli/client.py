@@ -139,11 +139,11 @@ def _json(value: Any, *, indent: int | None = None) -> str:
 def _run(args: argparse.Namespace, call: Any) -> int:
     import trio
 
-    from ..net.daemon import DaemonConfig
-    from ..net.peer import Peer
+    from ..net.daemon.core import DaemonConfig
+    from ..net.api.peer import Peer
 
     try:
-        from ..net.url import UrlError, parse_endpoints
+        from ..net.transport.url import UrlError, parse_endpoints
 
         endpoints = parse_endpoints(args.url)  # one URL, or several endpoints of the peer (RFC 002 §3.5)
     except UrlError as exc:
@@ -170,7 +170,7 @@ def _run(args: argparse.Namespace, call: Any) -> int:
                                                          timeout=connect_s) as remote:
             return await call(remote)
 
-    from ..net.peer import CallsItself
+    from ..net.api.peer import CallsItself
 
     try:
         output = trio.run(main)

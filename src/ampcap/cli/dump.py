@@ -386,8 +386,8 @@ class _HexReader(io.RawIOBase):
 def _run_tap(args: argparse.Namespace, framing: Framing | None, session: DumpSession, emit: Any) -> list[Record]:
     import trio
 
-    from ..net.tap import run_tap
-    from ..net.url import format_hostport, parse_hostport
+    from ..net.features.tap import run_tap
+    from ..net.transport.url import format_hostport, parse_hostport
 
     try:
         listen, upstream = parse_hostport(args.listen), parse_hostport(args.upstream)

@@ -22,7 +22,7 @@ from ..display import json_safe, printable
 from ..files.write import output_path_problem
 from ..errors import AmpError
 from ..decoders import json_loads
-from ..net.url import AmpUrl, UrlError, parse_url
+from ..net.transport.url import AmpUrl, UrlError, parse_url
 from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.frames import Framing
 from ..wire.signing import Profile

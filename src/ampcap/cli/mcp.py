@@ -89,7 +89,7 @@ def _ranges(items: list[str]) -> dict[str, Any]:
 
 
 def run_mcp(args: argparse.Namespace) -> int:
-    from ..net.url import UrlError, parse_endpoints, parse_hostport
+    from ..net.transport.url import UrlError, parse_endpoints, parse_hostport
 
     for url in args.urls:
         try:
@@ -133,7 +133,7 @@ def _serve(args: argparse.Namespace, identity: Any, ranges: dict[str, Any], bund
     from ..mcp.gateway import gateway
     from ..mcp.gateway_links import DialOptions
     from ..mcp.gateway_serve import serve_http, serve_stdio
-    from ..net.daemon import DaemonConfig
+    from ..net.daemon.core import DaemonConfig
     from ..peer.config import rust_example_config
 
     config = DaemonConfig()
@@ -155,7 +155,7 @@ def _serve(args: argparse.Namespace, identity: Any, ranges: dict[str, Any], bund
                 url = await nursery.start(serve_http, server, http[0], http[1])
                 print(f"mcp {url}", flush=True)
 
-    from ..net.peer import CallsItself
+    from ..net.api.peer import CallsItself
 
     try:
         trio.run(main)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AmpError, Unreachable
-from ..net.url import AmpUrl, parse_hostport
+from ..net.transport.url import AmpUrl, parse_hostport
 from ..peer.config import RELAY_DID, ConnectionConfig, rust_example_config
 from ..wire.frames import Framing
 from ..files.identity import default_identity_path, load_or_create
@@ -211,7 +211,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     from ..caps.catalog import Catalog
     from ..caps.params import ParamsValidator
     from ..deleg.chain import VerifierConfig
-    from ..net.daemon import Daemon, DaemonConfig
+    from ..net.daemon.core import Daemon, DaemonConfig
     from ..peer.executor import ExecutorConfig
     from ..files.policy import load_policy
     from ..peer.policy import ALLOW_ALL
@@ -233,7 +233,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
     ssl_context = None
     if args.tls_cert is not None:
-        from ..net.tls import server_context
+        from ..net.transport.tls import server_context
 
         try:
             ssl_context = server_context(args.tls_cert, args.tls_key)
@@ -282,7 +282,7 @@ def _state_store(state_dir: Path | str | None, durability: str, did: str) -> Any
 def run_serve(args: argparse.Namespace) -> int:
     import trio
 
-    from ..net.url import UrlError, parse_endpoints, parse_url
+    from ..net.transport.url import UrlError, parse_endpoints, parse_url
 
     publisher = [args.revocation_publisher] if args.revocation_publisher else []
     for flag, urls in (("--relay", args.relay), ("--connect", args.connect), ("--revocation-publisher", publisher)):
@@ -345,7 +345,7 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                 url_line = f"{AmpUrl('amps' if tls else 'amp', bound[0], bound[1])} {daemon.identity.did}"
                 http_line = None
                 if http is not None:
-                    from ..net.http_server import HttpFront  # the HTTP stack only when asked for
+                    from ..net.transport.http_server import HttpFront  # the HTTP stack only when asked for
 
                     front = HttpFront(daemon, ssl_context=daemon.listener.ssl_context)
                     http_bound = (await nursery.start(front.serve, *http))[0].socket.getsockname()
@@ -369,7 +369,7 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
 
 def _dial_error(flag: str, url: str, exc: AmpError, *, given_ca: bool) -> AmpError:
     """A failed start-up dial, named by its flag: ``--connect URL: …``."""
-    from ..net.url import parse_url
+    from ..net.transport.url import parse_url
 
     if isinstance(exc, Unreachable):
         return AmpError(ErrorCode.UNAVAILABLE, f"{flag} {url}: cannot reach it: {exc.reason}")

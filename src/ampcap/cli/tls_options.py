@@ -20,7 +20,7 @@ from .errors import CommandError, UsageError
 if TYPE_CHECKING:
     import ssl
 
-    from ..net.url import AmpUrl
+    from ..net.transport.url import AmpUrl
 
 __all__ = ["add_tls_client_arguments", "tls_client_context", "tls_advice"]
 
@@ -45,7 +45,7 @@ def tls_client_context(args: argparse.Namespace, dials: Iterable[str | AmpUrl]) 
                for url in dials for part in str(url).split(",")):
         flag = "--ca-file" if args.ca_file is not None else "--insecure"
         raise UsageError(f"{flag} only applies to amps:// URLs (TLS); nothing here is dialled over TLS")
-    from ..net.tls import client_context
+    from ..net.transport.tls import client_context
 
     try:
         return client_context(ca_file=args.ca_file, insecure=args.insecure)
@@ -56,7 +56,7 @@ def tls_client_context(args: argparse.Namespace, dials: Iterable[str | AmpUrl]) 
 def tls_advice(message: str, *, given_ca: bool) -> str:
     """``message`` (a failed dial's), with what to do about a certificate
     the system trust store (or the --ca-file given) does not vouch for."""
-    from ..net.tls import UNTRUSTED
+    from ..net.transport.tls import UNTRUSTED
 
     if UNTRUSTED not in message:
         return message

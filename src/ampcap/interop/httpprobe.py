@@ -26,8 +26,8 @@ from urllib.parse import quote
 import trio
 
 from ..errors import AmpError
-from ..net.httppool import HttpFailure, HttpPool
-from ..net.url import MESSAGES_PATH, AmpUrl
+from ..net.transport.httppool import HttpFailure, HttpPool
+from ..net.transport.url import MESSAGES_PATH, AmpUrl
 from ..wire.bearer import mint
 from ..wire.cbor import DEFAULT_LIMITS
 from ..wire.envelope import decode_envelope

@@ -27,8 +27,8 @@ import msgspec
 import trio
 
 from ..errors import AmpError
-from ..net.clock import wall_clock_ms
-from ..net.url import AmpUrl
+from ..net.transport.clock import wall_clock_ms
+from ..net.transport.url import AmpUrl
 from ..peer.config import RELAY_MAX_MSG_SIZE, UNKNOWN_PEER_DID
 from ..wire.envelope import Envelope, decode_envelope, encode_envelope, seal
 from ..wire.frames import FrameDecoder, FrameType, Framing, FramingError, encode_frame
@@ -212,12 +212,12 @@ class Probe:
             with trio.fail_after(settings.timeout_s):
                 stream: trio.abc.Stream = await trio.open_tcp_stream(url.host, url.port)
                 if url.tls:
-                    from ..net.tls import client_context, wrap_client
+                    from ..net.transport.tls import client_context, wrap_client
 
                     stream = wrap_client(stream, settings.ssl_context or client_context(), url.host)
                 if settings.websocket:
-                    from ..net.url import format_hostport
-                    from ..net.wsmessages import WsMessageStream, client_handshake
+                    from ..net.transport.url import format_hostport
+                    from ..net.transport.wsmessages import WsMessageStream, client_handshake
 
                     ws = await client_handshake(stream, format_hostport(url.host, url.port), token=None,
                                                 max_size=settings.max_msg_size, timeout_s=settings.timeout_s)

@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 import trio
 
 from ..errors import AmpError
-from ..net.clock import wall_clock_ms
+from ..net.transport.clock import wall_clock_ms
 from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.cbor import dumps, loads
 from ..wire.envelope import seal
@@ -152,7 +152,7 @@ async def forward(ctx: Context, wrapper: dict[str, Any]) -> tuple[int, bytes]:
         with trio.fail_after(ctx.settings.timeout_s):
             stream: trio.abc.Stream = await trio.open_tcp_stream(parts.hostname, port)
             if parts.scheme == "https":
-                from ..net.tls import client_context, wrap_client
+                from ..net.transport.tls import client_context, wrap_client
 
                 stream = wrap_client(stream, ctx.settings.ssl_context or client_context(), parts.hostname)
             try:

@@ -19,8 +19,8 @@ import trio
 
 from ..caps.semver import Version
 from ..errors import AmpError
-from ..net.tls import tls_failure
-from ..net.url import AmpUrl
+from ..net.transport.tls import tls_failure
+from ..net.transport.url import AmpUrl
 from ..wire.registry import ErrorCode, MessageType
 from .probe import Probe, ProbeError, ProbeSettings, ProbeTimeout
 from .judge import Outcome, Status, failed

@@ -20,7 +20,7 @@ from contextvars import ContextVar
 
 import trio
 
-from ..net.url import AmpUrl
+from ..net.transport.url import AmpUrl
 
 __all__ = ["serve_self", "QuietSelfTarget"]
 
@@ -44,7 +44,7 @@ async def serve_self(*, task_status: trio.TaskStatus[AmpUrl] = trio.TASK_STATUS_
     from ..caps.catalog import Catalog
     from ..caps.demo import demo_manifest
     from ..caps.params import ParamsValidator
-    from ..net.daemon import Daemon
+    from ..net.daemon.core import Daemon
     from ..wire.identity import Identity
 
     # Set in this task's own context: the daemon's tasks, spawned below, copy it.

@@ -24,7 +24,7 @@ import trio
 from ..caps.descriptor import Descriptor
 from ..caps.semver import Version
 from ..errors import AmpError
-from ..net.url import AmpUrl
+from ..net.transport.url import AmpUrl
 from ..wire.frames import FrameType
 from ..wire.registry import MessageType
 from .judge import (Outcome, Status, expect_error, expect_message, expect_rejection, expect_success, failed, passed,

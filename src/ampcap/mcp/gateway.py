@@ -55,7 +55,7 @@ from ..caps.params import CompiledSchema, ParamsValidator
 from ..caps.semver import Range
 from ..display import shown
 from ..errors import AmpError
-from ..net.peer import Remote
+from ..net.api.peer import Remote
 from ..wire.identity import Identity
 from . import tools as mapping
 from .gateway_links import DialOptions, PeerLink

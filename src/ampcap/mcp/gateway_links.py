@@ -1,6 +1,6 @@
 """The gateway's AMP side: one :class:`PeerLink` per peer, kept alive.
 
-A link dials its peer through the Python API (:meth:`ampcap.net.peer.Peer.connect`,
+A link dials its peer through the Python API (:meth:`ampcap.net.api.peer.Peer.connect`,
 so every transport the URL dialer learns comes for free), lists the peer's
 capabilities with CAP_QUERY over all pages, and keeps the connection open.
 When the connection is lost it redials with exponential back-off (0.5 s
@@ -9,7 +9,7 @@ is ``None``, so a tools/call can answer 5002 at once instead of waiting.
 
 RFC 004 has no change notification: the link re-lists every ``poll_s``
 seconds, and at once when the peer sends a CAP_DECLARE unasked
-(:meth:`ampcap.net.peer.Remote.on_declare`). It calls ``on_change()``
+(:meth:`ampcap.net.api.peer.Remote.on_declare`). It calls ``on_change()``
 whenever the set of descriptors it holds changed. The descriptors of a peer
 that went away are kept: a host keeps its tools through a restart of the
 peer, and calls answer 5002 until the link is back.
@@ -33,8 +33,8 @@ from ..caps.bodies import EVERY_CAPABILITY
 from ..caps.descriptor import Descriptor
 from ..display import shown
 from ..errors import AmpError
-from ..net.daemon import DaemonConfig
-from ..net.peer import CallsItself, Peer, Remote
+from ..net.daemon.core import DaemonConfig
+from ..net.api.peer import CallsItself, Peer, Remote
 from ..peer.config import RELAY_DID
 from ..wire.identity import Identity
 

@@ -1,6 +1,6 @@
 """The requester side of RFC 004: CAP_INVOKE / CAP_QUERY out, one outcome back.
 
-One :class:`Invoker` per :class:`~ampcap.net.peer.Peer`. Sans-I/O:
+One :class:`Invoker` per :class:`~ampcap.net.api.peer.Peer`. Sans-I/O:
 :meth:`Invoker.start_invoke` / :meth:`start_query` return the
 :class:`~ampcap.peer.outbound.Outbound` to send; :meth:`on_reply` takes
 received messages; :meth:`get_timer` / :meth:`handle_timer` run deadlines

@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..peer.config import RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
-from ..peer.outbound import Outbound
-from ..wire.frames import Framing
-from ..wire.registry import MessageType
-from .link import Link
-from .url import AmpUrl
+from ...peer.config import RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionConfig
+from ...peer.outbound import Outbound
+from ...wire.frames import Framing
+from ...wire.registry import MessageType
+from ..daemon.link import Link
+from ..transport.url import AmpUrl
 
 if TYPE_CHECKING:
-    from .daemon import Daemon
+    from ..daemon.core import Daemon
 
 __all__ = ["register", "watch", "probe_returned"]
 

@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from ..peer.connection import Connection
-from ..peer.logthrottle import LogThrottle
-from ..wire.frames import FrameType, encode_frame
-from ..wire.transport import TransportError
+from ...peer.connection import Connection
+from ...peer.logthrottle import LogThrottle
+from ...wire.frames import FrameType, encode_frame
+from ...wire.transport import TransportError
 from .clock import wall_clock_ms
 from .budget import ReceiveBudget, SendBudget
 from .stream import ConnectionDriver

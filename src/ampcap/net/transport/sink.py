@@ -9,8 +9,8 @@ principal), and the daemon gives it the replies to seal and keep.
 
 from __future__ import annotations
 
-from ..peer.outbound import Outbound
-from ..wire.envelope import Envelope
+from ...peer.outbound import Outbound
+from ...wire.envelope import Envelope
 
 __all__ = ["ReplySink"]
 

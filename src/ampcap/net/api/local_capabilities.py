@@ -1,4 +1,4 @@
-"""The capabilities a :class:`~ampcap.net.peer.Peer` offers from Python functions.
+"""The capabilities a :class:`~ampcap.net.api.peer.Peer` offers from Python functions.
 
 ``@peer.capability(...)`` (and the module-level :func:`capability` mark that
 ``peer.include`` registers later) lands here: the input JSON Schema derived
@@ -7,7 +7,7 @@ manifest file's capability passes, made when the function is declared (where
 the mistake is, not at ``serve()``), and the adapter that turns
 ``fn(**params[, ctx=...])`` into the daemon's ``(params, context)`` handler.
 :class:`LocalCapabilities` keeps a peer's registrations and hands the daemon
-their manifest specs, bundle and handlers. ``ampcap.net.peer`` re-exports
+their manifest specs, bundle and handlers. ``ampcap.net.api.peer`` re-exports
 the public names.
 
 The manifest model and the JSON Schema compilers are imported only when a
@@ -23,9 +23,9 @@ from typing import Any, TypeVar, get_type_hints
 
 import msgspec
 
-from ..caps.bindings import InvocationContext as _ContextProtocol
-from ..errors import AmpError
-from .bindings_runner import RunnerContext, ThreadContext, run_in_thread
+from ...caps.bindings import InvocationContext as _ContextProtocol
+from ...errors import AmpError
+from ...bindings.runner import RunnerContext, ThreadContext, run_in_thread
 
 __all__ = ["InvocationContext", "LocalCapabilities", "capability", "schema_from_signature"]
 
@@ -88,7 +88,7 @@ class LocalCapabilities:
         bundles: list[Any] = []
         handlers: dict[str, Handler] = {}
         if self._registered:
-            from ..caps.manifest import manifest_from_data
+            from ...caps.manifest import manifest_from_data
 
             data = {"bundle_id": _API_BUNDLE, "capability": [r.manifest_entry() for r in self._registered]}
             local = manifest_from_data(data, source="<python api>")
@@ -101,8 +101,8 @@ class LocalCapabilities:
 
 def capability(name: str, version: str = "1.0.0", **kwargs: Any) -> Callable[[F], F]:
     """Mark a module-level function as a capability without a
-    :class:`~ampcap.net.peer.Peer` at hand (same arguments as
-    :meth:`~ampcap.net.peer.Peer.capability`); register it later with
+    :class:`~ampcap.net.api.peer.Peer` at hand (same arguments as
+    :meth:`~ampcap.net.api.peer.Peer.capability`); register it later with
     ``peer.include(fn)``."""
 
     def mark(fn: F) -> F:
@@ -177,7 +177,7 @@ def _as_draft7(node: Any) -> Any:
 def _check_registration(reg: _Registered, registered: Sequence[_Registered]) -> None:
     """ValueError naming every problem with one capability (name, version,
     schemas, aliases), or a second registration of the same id."""
-    from ..caps.manifest import ManifestError, manifest_from_data
+    from ...caps.manifest import ManifestError, manifest_from_data
 
     ident = f"{reg.name}:{reg.version}"
     if any(r.name == reg.name and r.version == reg.version for r in registered):

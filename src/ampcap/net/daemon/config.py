@@ -1,7 +1,7 @@
 """A daemon's settings: :class:`DaemonConfig` (re-exported by
-``ampcap.net.daemon``, where callers import it from).
+``ampcap.net.daemon.core``, where callers import it from).
 
-Everything about a :class:`~ampcap.net.daemon.Daemon` that is not a
+Everything about a :class:`~ampcap.net.daemon.core.Daemon` that is not a
 collaborator: the connection, executor and invoker settings it starts from,
 the limits it holds peers to across all their connections, how long a drain
 waits, and the RFC 005 verifier and R20 revocation publisher settings.
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..peer.admission import ExecutorConfig
-from ..peer.config import ConnectionConfig
-from ..peer.invoker import InvokerConfig
-from ..wire.signing import Profile
+from ...peer.admission import ExecutorConfig
+from ...peer.config import ConnectionConfig
+from ...peer.invoker import InvokerConfig
+from ...wire.signing import Profile
 
 if TYPE_CHECKING:
-    from ..deleg.chain import VerifierConfig
+    from ...deleg.chain import VerifierConfig
 
 __all__ = ["DaemonConfig"]
 

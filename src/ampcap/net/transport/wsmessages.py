@@ -7,7 +7,7 @@ message-oriented mode (``Framing.RAW`` with ``raw_hello``): each message it
 writes is a 4-byte length and the payload, and :class:`WsMessageStream`
 turns each of those into one binary WebSocket message and each received
 binary message back into one length-prefixed unit. The
-:class:`~ampcap.net.stream.ConnectionDriver`, the daemon's executor,
+:class:`~ampcap.net.transport.stream.ConnectionDriver`, the daemon's executor,
 registry and idempotency cache are then exactly the ones AMPS uses.
 
 WebSocket rules kept here (wsproto does the framing, sans-I/O):
@@ -45,8 +45,8 @@ from wsproto.events import (
 )
 from wsproto.utilities import RemoteProtocolError as WsProtocolError
 
-from ..errors import AmpError
-from ..wire.httpmap import (
+from ...errors import AmpError
+from ...wire.httpmap import (
     MAX_SIZE_HEADER,
     WS_NOT_BINARY,
     WS_OVERSIZE,

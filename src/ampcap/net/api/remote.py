@@ -1,12 +1,12 @@
 """The caller's side of one connection: :class:`Remote`, what it sends and what it gets back.
 
-A :class:`Remote` is handed out by :meth:`ampcap.net.peer.Peer.connect` (and
-:func:`ampcap.net.peer.connect`, :meth:`ampcap.net.peer.Server.remotes`):
+A :class:`Remote` is handed out by :meth:`ampcap.net.api.peer.Peer.connect` (and
+:func:`ampcap.net.api.peer.connect`, :meth:`ampcap.net.api.peer.Server.remotes`):
 CAP_QUERY (:class:`QueryResult` pages), CAP_INVOKE (a full id, or a name with a
 version, a range or :class:`Negotiate` hints, or an OSSA/MCP URI), the RFC 005
-DELEG_* requests and RFC 006 sessions (:class:`~ampcap.net.sessions.Session`).
+DELEG_* requests and RFC 006 sessions (:class:`~ampcap.net.api.sessions.Session`).
 It holds no state of its own beyond the link: every call goes through the
-daemon's :class:`~ampcap.net.calls.Calls`. ``ampcap.net.peer`` re-exports
+daemon's :class:`~ampcap.net.daemon.calls.Calls`. ``ampcap.net.api.peer`` re-exports
 every public name here; a one-shot client call imports this module, so it
 loads nothing the caller does not use (the RFC 005 model only on a delegated
 call).
@@ -22,16 +22,16 @@ from typing import Any
 import msgspec
 import trio
 
-from ..caps.descriptor import Descriptor
-from ..caps.names import OssaRef, is_full_id, parse_ossa_uri
-from ..caps.order import ORDERS, Order
-from ..errors import AmpError
-from ..peer.invoker import RetryPolicy, Target
-from ..session.record import ThreadMode
-from ..wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
-from ..wire.registry import MessageType
-from .daemon import Daemon
-from .link import Link
+from ...caps.descriptor import Descriptor
+from ...caps.names import OssaRef, is_full_id, parse_ossa_uri
+from ...caps.order import ORDERS, Order
+from ...errors import AmpError
+from ...peer.invoker import RetryPolicy, Target
+from ...session.record import ThreadMode
+from ...wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
+from ...wire.registry import MessageType
+from ..daemon.core import Daemon
+from ..daemon.link import Link
 from .sessions import Session
 
 __all__ = ["Remote", "Negotiate", "QueryResult", "ProgressCallback", "InputCallback"]
@@ -145,7 +145,7 @@ class Remote:
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
         evidence = None
         if delegation is not None:
-            from ..deleg.chain import evidence_body  # only a delegated call loads the RFC 005 model
+            from ...deleg.chain import evidence_body  # only a delegated call loads the RFC 005 model
 
             evidence = evidence_body(delegation)
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
@@ -158,13 +158,13 @@ class Remote:
     async def deleg_grant(self, credential: Any, *, timeout: float = 10.0) -> None:
         """DELEG_GRANT: hand the peer a credential (a ``Credential``); it
         verifies and keeps it, or raises its AmpError."""
-        from ..deleg.bodies import grant_body
+        from ...deleg.bodies import grant_body
 
         await self._deleg(MessageType.DELEG_GRANT, grant_body(credential), timeout)
 
     async def deleg_revoke(self, revocation: Any, *, timeout: float = 10.0) -> None:
         """DELEG_REVOKE: a signed ``Revocation`` (``ampcap.deleg.credential.revoke``)."""
-        from ..deleg.bodies import revoke_body
+        from ...deleg.bodies import revoke_body
 
         await self._deleg(MessageType.DELEG_REVOKE, revoke_body(revocation), timeout)
 
@@ -172,8 +172,8 @@ class Remote:
                           timeout: float = 10.0) -> Any:
         """DELEG_QUERY: the peer's status for a delegation, as a
         ``ampcap.deleg.revocation.QueryResult`` (1001 if its answer is not one)."""
-        from ..deleg.bodies import query_body
-        from ..deleg.revocation import query_result_from_wire
+        from ...deleg.bodies import query_body
+        from ...deleg.revocation import query_result_from_wire
 
         answer = await self._deleg(MessageType.DELEG_QUERY, query_body(delegation_id, delegator), timeout)
         return query_result_from_wire(answer.body)
@@ -196,7 +196,7 @@ class Remote:
     async def session(self, *, pin: Mapping[str, str] | None = None, independent: bool = False,
                       expires_in: float = 3600.0, purpose: str | None = None,
                       reconnect_attempts: int = 5) -> AsyncIterator[Session]:
-        """An RFC 006 session for the block (see :mod:`ampcap.net.sessions`):
+        """An RFC 006 session for the block (see :mod:`ampcap.net.api.sessions`):
         ``pin`` maps capability names to the full ids they keep for the whole
         session (4003 if the provider cannot serve one). A lost connection is
         dialled again and the session resumed, up to ``reconnect_attempts``."""

@@ -12,7 +12,7 @@ async one runs as a task of its own, in order, finished before the caller
 sees the call's result.
 
 The daemon owns one :class:`Calls`; the Python API
-(:class:`~ampcap.net.peer.Remote`) calls through it.
+(:class:`~ampcap.net.api.peer.Remote`) calls through it.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 
 import trio
 
-from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..display import MESSAGE_LIMIT, printable, shown
-from ..peer.invoker import (
+from ...errors import AmpError, LocalProtocolError, MessageTooLarge
+from ...display import MESSAGE_LIMIT, printable, shown
+from ...peer.invoker import (
     InputQuestion,
     InvokeFailed,
     InvokeProgress,
@@ -40,10 +40,10 @@ from ..peer.invoker import (
     RetryPolicy,
     Target,
 )
-from ..wire.registry import MessageType
-from ..peer.outbound import Outbound
-from ..peer.state import ConnState
-from .clock import Clock
+from ...wire.registry import MessageType
+from ...peer.outbound import Outbound
+from ...peer.state import ConnState
+from ..transport.clock import Clock
 from .link import Link, why_silent
 
 __all__ = ["Calls", "CallOutcome"]
@@ -191,7 +191,7 @@ class Calls:
         but ``Send`` and ``Log``, which the daemon applies): the call ends
         with its result or error, a PROGRESS report or question reaches its
         caller, a retry is logged. A timeout says why the peer may have
-        seemed silent (:func:`~ampcap.net.link.why_silent`)."""
+        seemed silent (:func:`~ampcap.net.daemon.link.why_silent`)."""
         kind = type(event)
         if kind is InvokeSucceeded:
             self.finish(event.handle, result=event.result)

@@ -34,23 +34,23 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..display import shown
-from ..errors import AmpError, Unreachable
-from ..peer.config import ConnectionConfig
-from ..wire.bearer import DEFAULT_LIFETIME_S, mint
-from ..wire.cbor import DEFAULT_LIMITS
-from ..wire.envelope import decode_envelope
-from ..wire.frames import Framing
-from ..wire.httpmap import CONTENT_TYPE, TRANSPORT_VERSION_HEADER, code_for_status, decode_poll
-from ..wire.identity import Identity
-from ..wire.registry import MessageType
+from ...display import shown
+from ...errors import AmpError, Unreachable
+from ...peer.config import ConnectionConfig
+from ...wire.bearer import DEFAULT_LIFETIME_S, mint
+from ...wire.cbor import DEFAULT_LIMITS
+from ...wire.envelope import decode_envelope
+from ...wire.frames import Framing
+from ...wire.httpmap import CONTENT_TYPE, TRANSPORT_VERSION_HEADER, code_for_status, decode_poll
+from ...wire.identity import Identity
+from ...wire.registry import MessageType
 from .httppool import HttpFailure, HttpPool
 from .stream import open_stream
 from .tls import tls_failure
 from .url import MESSAGES_PATH, AmpUrl, format_hostport
 
 if TYPE_CHECKING:
-    from .daemon import Daemon, Link
+    from ..daemon.core import Daemon, Link
     from .wsmessages import WsMessageStream
 
 __all__ = ["dial", "connect_any", "HttpMessageStream"]

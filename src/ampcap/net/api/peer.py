@@ -47,12 +47,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from ..caps.catalog import Catalog
-from ..files.identity import load_or_create
-from ..peer.policy import ALLOW_ALL, Policy
-from ..wire.identity import Identity, KeyResolver
-from .clock import SYSTEM_CLOCK, Clock
-from .daemon import RELAY_DID, Daemon, DaemonConfig
+from ...caps.catalog import Catalog
+from ...files.identity import load_or_create
+from ...peer.policy import ALLOW_ALL, Policy
+from ...wire.identity import Identity, KeyResolver
+from ..transport.clock import SYSTEM_CLOCK, Clock
+from ..daemon.core import RELAY_DID, Daemon, DaemonConfig
 from .local_capabilities import F, LocalCapabilities
 from .local_capabilities import InvocationContext as InvocationContext
 from .local_capabilities import capability as capability
@@ -62,11 +62,11 @@ from .remote import Negotiate as Negotiate
 from .remote import ProgressCallback as ProgressCallback
 from .remote import QueryResult as QueryResult
 from .remote import Remote as Remote
-from .url import AmpUrl, parse_url
+from ..transport.url import AmpUrl, parse_url
 
 if TYPE_CHECKING:
-    from ..caps.manifest import Manifest
-    from ..store.database import StateStore
+    from ...caps.manifest import Manifest
+    from ...store.database import StateStore
 
 # The manifest model, its loaders and the JSON Schema compilers are imported
 # where capabilities are offered: a caller (`ampcap invoke`, `ampcap.connect`)
@@ -111,7 +111,7 @@ class Peer:
         (``docs/manifest.md``), whose bindings are checked now, as
         ``ampcap serve --manifest`` does.
     :param tls: what :meth:`serve` presents on ``amps://`` URLs
-        (``ampcap.net.tls.server_context(cert, key)``); without it the peer
+        (``ampcap.net.transport.tls.server_context(cert, key)``); without it the peer
         serves plain ``amp://`` only.
     """
 
@@ -127,12 +127,12 @@ class Peer:
         self.store = store
         # Files are read now, so a mistake in one fails here, not at serve().
         if isinstance(policy, (str, os.PathLike)):
-            from ..files.policy import load_policy
+            from ...files.policy import load_policy
 
             policy = load_policy(policy)
         self.policy = policy
         if isinstance(manifest, (str, os.PathLike)):
-            from ..files.manifest import load_manifest
+            from ...files.manifest import load_manifest
 
             manifest = load_manifest(manifest, check_bindings=True)
         self.resolver = resolver
@@ -183,8 +183,8 @@ class Peer:
         if self._manifest is not None:
             specs.extend(self._manifest.capabilities)
             bundles.append(self._manifest.bundle)
-        from ..caps.bundle import SchemaStore
-        from ..caps.params import ParamsValidator
+        from ...caps.bundle import SchemaStore
+        from ...caps.params import ParamsValidator
 
         catalog = Catalog(specs, cursor_key=os.urandom(32))
         return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
@@ -234,7 +234,7 @@ class Peer:
             host, port, tls = target.host, target.port, target.tls
         if tls != (self.tls is not None):
             # One daemon listens with one TLS setting: the URL's scheme must agree with it.
-            raise ValueError("serving amps:// needs Peer(tls=ampcap.net.tls.server_context(cert, key))" if tls
+            raise ValueError("serving amps:// needs Peer(tls=ampcap.net.transport.tls.server_context(cert, key))" if tls
                              else "this peer has a TLS context: serve an amps:// URL")
         async with self._running() as daemon:
             listeners = await daemon.listen(host, port)
@@ -284,7 +284,7 @@ class Peer:
         With ``relay_to``, ``url`` is a relay like the public Rust example's:
         this peer registers there and every call is addressed to ``relay_to``.
         ``ssl_context`` verifies an ``amps://`` server (default: the system
-        trust store; ``ampcap.net.tls.client_context(ca_file=...)`` for a
+        trust store; ``ampcap.net.transport.tls.client_context(ca_file=...)`` for a
         self-signed one).
 
         Failing to connect raises :class:`AmpError`: 5002 when nothing answers

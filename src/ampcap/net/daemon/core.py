@@ -2,18 +2,18 @@
 
 One :class:`Daemon` owns
 
-* a :class:`~ampcap.net.listener.Listener` (inbound connections) and any
+* a :class:`~ampcap.net.transport.listener.Listener` (inbound connections) and any
   connections it dials itself (:meth:`Daemon.connect`); each connection is a
-  :class:`~ampcap.net.stream.ConnectionDriver` with its own tasks, so a slow
+  :class:`~ampcap.net.transport.stream.ConnectionDriver` with its own tasks, so a slow
   or silent peer never stalls another;
 * ONE :class:`~ampcap.peer.executor.Executor` (provider side; a retry may
   arrive on another connection than the original) and ONE
   :class:`~ampcap.peer.invoker.Invoker` (requester side). Both connection
   roles carry both directions: a client that declared capabilities can be
   invoked by the server it dialled;
-* the executor's running jobs (:class:`~ampcap.net.jobs.Jobs`: one trio task
+* the executor's running jobs (:class:`~ampcap.net.daemon.jobs.Jobs`: one trio task
   each, cancelled through their scope) and the invoker's calls our own
-  callers wait on (:class:`~ampcap.net.calls.Calls`);
+  callers wait on (:class:`~ampcap.net.daemon.calls.Calls`);
 * ONE timer task armed from ``executor.get_timer()`` / ``invoker.get_timer()``.
 
 The core returns *actions*; :meth:`Daemon._apply` is the only place that
@@ -50,13 +50,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..caps.catalog import Catalog
-from ..display import MESSAGE_LIMIT, shown
-from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..schema import load_schemas
-from ..peer.config import RELAY_DID, ConnectionConfig
-from ..peer.connection import Connection, Role
-from ..peer.events import (
+from ...caps.catalog import Catalog
+from ...display import MESSAGE_LIMIT, shown
+from ...errors import AmpError, LocalProtocolError, MessageTooLarge
+from ...schema import load_schemas
+from ...peer.config import RELAY_DID, ConnectionConfig
+from ...peer.connection import Connection, Role
+from ...peer.events import (
     ConnectionTerminated,
     Event,
     GoAwayReceived,
@@ -65,39 +65,40 @@ from ..peer.events import (
     MessageRejected,
     Negotiated,
 )
-from ..peer.admission import delegation_violation
-from ..peer.invoker import Invoker
-from ..peer.logthrottle import LogThrottle
-from ..peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
-from ..peer.policy import ALLOW_ALL, Policy
-from ..peer.sealing import Sealer
-from ..session.control import is_control
-from ..wire.cbor import DEFAULT_LIMITS
-from ..wire.frames import Framing
-from ..wire.identity import DidKeyResolver, Identity, KeyResolver
-from ..wire.receive import ReceivePipeline
-from ..wire.registry import MessageType, error_info
-from . import delegation, relay
+from ...peer.admission import delegation_violation
+from ...peer.invoker import Invoker
+from ...peer.logthrottle import LogThrottle
+from ...peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
+from ...peer.policy import ALLOW_ALL, Policy
+from ...peer.sealing import Sealer
+from ...session.control import is_control
+from ...wire.cbor import DEFAULT_LIMITS
+from ...wire.frames import Framing
+from ...wire.identity import DidKeyResolver, Identity, KeyResolver
+from ...wire.receive import ReceivePipeline
+from ...wire.registry import MessageType, error_info
+from ..features import delegation
+from ..features import relay
 from .actionlog import ActionLog
 from .calls import Calls
-from .dial import dial, not_opened
-from .clock import SYSTEM_CLOCK, Clock, to_trio_deadline
+from ..transport.dial import dial, not_opened
+from ..transport.clock import SYSTEM_CLOCK, Clock, to_trio_deadline
 from .config import DaemonConfig
 from .link import Link, peer_label
-from .listener import OVERLOADED_FRAME, Listener
-from .session_routing import SessionRouting
-from .budget import ReceiveBudget, SendBudget
-from .sink import ReplySink
-from .stream import ConnectionDriver
-from .url import AmpUrl
+from ..transport.listener import OVERLOADED_FRAME, Listener
+from ..features.session_routing import SessionRouting
+from ..transport.budget import ReceiveBudget, SendBudget
+from ..transport.sink import ReplySink
+from ..transport.stream import ConnectionDriver
+from ..transport.url import AmpUrl
 
 if TYPE_CHECKING:
-    from ..deleg.chain import ChainVerifier
-    from ..deleg.revocation import StatusCache
-    from ..deleg.service import DelegationService
-    from ..peer.executor import Executor
-    from ..store import StateStore
-    from ..store.delegation import DelegationStore
+    from ...deleg.chain import ChainVerifier
+    from ...deleg.revocation import StatusCache
+    from ...deleg.service import DelegationService
+    from ...peer.executor import Executor
+    from ...store import StateStore
+    from ...store.delegation import DelegationStore
     from .durable import DurableState
     from .jobs import Jobs, LocalHandler
     from .serving import ServingHalf

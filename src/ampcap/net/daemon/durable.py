@@ -21,16 +21,16 @@ from typing import Any
 
 import trio
 
-from ..caps.catalog import Catalog
-from ..display import MESSAGE_LIMIT, shown
-from ..peer.executor import Executor
-from ..peer.journal import Persist
-from ..peer.logthrottle import LogThrottle
-from ..session.provider import SaveSession, SessionProvider
-from ..store.database import StateStore
-from ..store.journal import SqliteJournal
-from ..store.sessions import SqliteSessions
-from .clock import Clock
+from ...caps.catalog import Catalog
+from ...display import MESSAGE_LIMIT, shown
+from ...peer.executor import Executor
+from ...peer.journal import Persist
+from ...peer.logthrottle import LogThrottle
+from ...session.provider import SaveSession, SessionProvider
+from ...store.database import StateStore
+from ...store.journal import SqliteJournal
+from ...store.sessions import SqliteSessions
+from ..transport.clock import Clock
 
 __all__ = ["DurableState", "holds"]
 

@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..errors import AmpError, Unreachable
-from ..peer.config import ConnectionConfig
-from ..peer.connection import Connection
-from ..peer.events import ConnectionTerminated
-from ..peer.state import HelloState
-from .link import Link
+from ...errors import AmpError, Unreachable
+from ...peer.config import ConnectionConfig
+from ...peer.connection import Connection
+from ...peer.events import ConnectionTerminated
+from ...peer.state import HelloState
+from ..daemon.link import Link
 from .stream import open_stream
 from .tls import tls_failure
 from .url import AmpUrl, parse_endpoints, parse_url
 
 if TYPE_CHECKING:
-    from .daemon import Daemon
+    from ..daemon.core import Daemon
 
 __all__ = ["dial", "not_opened"]
 

@@ -56,17 +56,17 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..peer.connection import Connection
-from ..peer.events import ConnectionTerminated, Event
-from ..peer.state import ConnState
-from ..wire.envelope import Envelope
+from ...peer.connection import Connection
+from ...peer.events import ConnectionTerminated, Event
+from ...peer.state import ConnState
+from ...wire.envelope import Envelope
 from .budget import SMALL_FRAME, ReceiveBudget, SendBudget
 from .clock import to_trio_deadline, wall_clock_ms
 from .tls import tls_failure
 from .url import AmpUrl
 
 if TYPE_CHECKING:
-    from ..peer.outbound import Outbound
+    from ...peer.outbound import Outbound
 
 __all__ = ["ConnectionDriver", "EventHandler", "open_stream"]
 

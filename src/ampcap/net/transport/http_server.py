@@ -46,14 +46,14 @@ import trio
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, Request
 
-from ..display import shown
-from ..errors import AmpError, MessageTooLarge
-from ..peer.mailbox import Mailboxes
-from ..peer.outbound import Outbound
-from ..wire.bearer import verify_until
-from ..wire.envelope import Envelope, seal
-from ..wire.frames import Framing, MIN_MAX_SIZE
-from ..wire.httpmap import (
+from ...display import shown
+from ...errors import AmpError, MessageTooLarge
+from ...peer.mailbox import Mailboxes
+from ...peer.outbound import Outbound
+from ...wire.bearer import verify_until
+from ...wire.envelope import Envelope, seal
+from ...wire.frames import Framing, MIN_MAX_SIZE
+from ...wire.httpmap import (
     CONTENT_TYPE,
     MAX_SIZE_HEADER,
     TRANSPORT_VERSION_HEADER,
@@ -62,7 +62,7 @@ from ..wire.httpmap import (
     encode_poll,
     status_for_code,
 )
-from ..wire.registry import MessageType
+from ...wire.registry import MessageType
 from .listener import open_listeners
 from .sink import ReplySink
 from .tls import wrap_server
@@ -70,7 +70,7 @@ from .url import MESSAGES_PATH, WS_PATH
 from .wsmessages import WsMessageStream
 
 if TYPE_CHECKING:
-    from .daemon import Daemon
+    from ..daemon.core import Daemon
 
 __all__ = ["HttpFront", "HttpConfig"]
 

@@ -18,7 +18,7 @@ The parts:
   if configured, asked about stale statuses) and the DELEG_* service;
 * the executor, sealing terminal replies once (R8), journaling into the
   store when it is durable, and its jobs;
-* with a durable store, the :class:`~ampcap.net.durable.DurableState` that
+* with a durable store, the :class:`~ampcap.net.daemon.durable.DurableState` that
   holds action lists until their records are committed (restoring the
   journal and the sessions now).
 """
@@ -32,21 +32,21 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..caps.catalog import Catalog
-from ..deleg.chain import ChainVerifier, VerifierConfig
-from ..deleg.revocation import RevocationChecker, StatusCache
-from ..deleg.service import DelegationService
-from ..peer import executor as executor_module
-from ..peer.limits import InFlightLimits
-from ..peer.logthrottle import LogThrottle
-from ..peer.policy import Policy
-from ..peer.sealing import Sealer
-from ..session.provider import SessionProvider
-from ..store import StateStore
-from ..store.delegation import DelegationStore
-from ..wire.identity import Identity, KeyResolver
-from ..wire.registry import error_info
-from .clock import Clock
+from ...caps.catalog import Catalog
+from ...deleg.chain import ChainVerifier, VerifierConfig
+from ...deleg.revocation import RevocationChecker, StatusCache
+from ...deleg.service import DelegationService
+from ...peer import executor as executor_module
+from ...peer.limits import InFlightLimits
+from ...peer.logthrottle import LogThrottle
+from ...peer.policy import Policy
+from ...peer.sealing import Sealer
+from ...session.provider import SessionProvider
+from ...store import StateStore
+from ...store.delegation import DelegationStore
+from ...wire.identity import Identity, KeyResolver
+from ...wire.registry import error_info
+from ..transport.clock import Clock
 from .config import DaemonConfig
 from .jobs import Jobs, LocalHandler
 
@@ -75,8 +75,8 @@ class ServingHalf:
         # R19: the durable state (in memory unless serve --state-dir names a directory).
         self.store: StateStore = store if store is not None else StateStore.open(None)
         if params is None:
-            from ..caps.params import ParamsValidator
-            from ..caps.bundle import SchemaStore
+            from ...caps.params import ParamsValidator
+            from ...caps.bundle import SchemaStore
 
             params = ParamsValidator(SchemaStore([], offline=True))
         limits = InFlightLimits(per_connection=config.max_in_flight_per_connection, total=config.max_in_flight)

@@ -15,13 +15,13 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..display import MESSAGE_LIMIT, printable
-from ..peer.logthrottle import LogThrottle
-from ..peer.outbound import Log
-from .clock import Clock
+from ...display import MESSAGE_LIMIT, printable
+from ...peer.logthrottle import LogThrottle
+from ...peer.outbound import Log
+from ..transport.clock import Clock
 
 if TYPE_CHECKING:
-    from ..peer.executor import Audit
+    from ...peer.executor import Audit
 
 __all__ = ["ActionLog"]
 

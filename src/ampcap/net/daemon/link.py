@@ -1,6 +1,6 @@
 """One connection as the daemon sees it: :class:`Link`.
 
-A link wraps the connection's :class:`~ampcap.net.stream.ConnectionDriver`
+A link wraps the connection's :class:`~ampcap.net.transport.stream.ConnectionDriver`
 with what the daemon learns about it along the way (who dialled, the peer's
 GOAWAY, messages that failed signature verification, a relay probe in
 flight). The executor and the invoker key their per-connection state by it,
@@ -18,10 +18,10 @@ from typing import Any
 import msgspec
 import trio
 
-from ..display import shown
-from ..peer.events import GoAwayReceived
-from ..wire.signing import Profile
-from .stream import ConnectionDriver
+from ...display import shown
+from ...peer.events import GoAwayReceived
+from ...wire.signing import Profile
+from ..transport.stream import ConnectionDriver
 
 __all__ = ["Link", "peer_label", "why_silent"]
 

@@ -18,12 +18,12 @@ from typing import Protocol
 
 import trio
 
-from ..errors import AmpError
-from ..wire.frames import Framing
-from ..dump.httpws import SniffingStream, sniffing_stream
-from ..dump.streams import StreamEvent, Where
-from .url import format_hostport
-from .listener import open_listeners
+from ...errors import AmpError
+from ...wire.frames import Framing
+from ...dump.httpws import SniffingStream, sniffing_stream
+from ...dump.streams import StreamEvent, Where
+from ..transport.url import format_hostport
+from ..transport.listener import open_listeners
 
 __all__ = ["run_tap", "Recorder"]
 

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..display import MESSAGE_LIMIT, printable
-from ..errors import AmpError, LocalProtocolError, MessageTooLarge
-from ..peer.outbound import Outbound
-from ..wire.registry import MessageType
-from ..session.client import SessionClient
-from ..session.record import ThreadMode
-from ..session.state import SessionState
+from ...display import MESSAGE_LIMIT, printable
+from ...errors import AmpError, LocalProtocolError, MessageTooLarge
+from ...peer.outbound import Outbound
+from ...wire.registry import MessageType
+from ...session.client import SessionClient
+from ...session.record import ThreadMode
+from ...session.state import SessionState
 
 if TYPE_CHECKING:
-    from .daemon import Daemon, Link
+    from ..daemon.core import Daemon, Link
 
 __all__ = ["Session", "ControlRequests"]
 

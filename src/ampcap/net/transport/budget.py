@@ -29,7 +29,7 @@ import logging
 
 import trio
 
-from ..peer.logthrottle import LogThrottle
+from ...peer.logthrottle import LogThrottle
 
 __all__ = ["ReceiveBudget", "SendBudget", "SMALL_FRAME"]
 

@@ -13,7 +13,7 @@ exposes them as ``sessions``, ``session_calls`` and ``controls``):
   signed context (§4.4, §6), checked before the invoker takes them
   (:meth:`SessionRouting.refuse_reply`);
 * our own control requests waiting for their RESPONSE or ERROR
-  (:class:`~ampcap.net.sessions.ControlRequests`), sent by
+  (:class:`~ampcap.net.api.sessions.ControlRequests`), sent by
   :meth:`SessionRouting.control`.
 
 The daemon keeps the cheap tests inline on its hot path (does an invoke
@@ -29,19 +29,19 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec.structs import replace as replace_struct
 
-from ..caps.catalog import Catalog
-from ..display import MESSAGE_LIMIT, shown
-from ..errors import AmpError
-from ..peer.outbound import Outbound, error_reply
-from ..peer.policy import Policy
-from ..session.context import RequestTracker, read_context
-from ..session.provider import ProviderConfig, SessionProvider
-from ..wire.envelope import new_message_id
-from ..wire.registry import MessageType
-from .sessions import ControlRequests
+from ...caps.catalog import Catalog
+from ...display import MESSAGE_LIMIT, shown
+from ...errors import AmpError
+from ...peer.outbound import Outbound, error_reply
+from ...peer.policy import Policy
+from ...session.context import RequestTracker, read_context
+from ...session.provider import ProviderConfig, SessionProvider
+from ...wire.envelope import new_message_id
+from ...wire.registry import MessageType
+from ..api.sessions import ControlRequests
 
 if TYPE_CHECKING:
-    from ..peer.executor import Executor
+    from ...peer.executor import Executor
 
 __all__ = ["SessionRouting"]
 

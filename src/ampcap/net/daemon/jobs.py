@@ -25,18 +25,18 @@ from typing import Any
 
 import trio
 
-from ..caps.stats import UsageStats
-from ..errors import AmpError
-from ..peer.dedupe import InvokeKey
-from ..peer.executor import Executor, Job
-from .bindings_runner import (
+from ...caps.stats import UsageStats
+from ...errors import AmpError
+from ...peer.dedupe import InvokeKey
+from ...peer.executor import Executor, Job
+from ...bindings.runner import (
     CAPABILITY_FAULTS,
     BindingRunner,
     RunnerContext,
     log_capability_crash,
     plain_result,
 )
-from .clock import Clock
+from ..transport.clock import Clock
 
 __all__ = ["Jobs", "LocalHandler"]
 

@@ -43,7 +43,6 @@ from ..display import shown
 from ..errors import AmpError
 from ..decoders import json_loads
 from ..peer.logthrottle import LogThrottle
-from .clock import wall_clock_ms
 
 __all__ = ["RunnerContext", "BindingRunner", "run_binding"]
 
@@ -68,6 +67,12 @@ async def _cannot_ask(prompt: str, options: list[str] | None, timeout_ms: int | 
     raise AmpError(INTERNAL_ERROR, "this invocation cannot ask its caller for input")
 
 
+def _wall_clock_ms() -> int:
+    """Unix time in milliseconds (the daemon's own is net/transport/clock.py;
+    this package never imports net/)."""
+    return time.time_ns() // 1_000_000
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunnerContext:
     """The edge's :class:`InvocationContext`: trio sleeping, the wall clock,
@@ -76,7 +81,7 @@ class RunnerContext:
     capability_id: str
     version: str
     progress_sink: ProgressSink = _no_progress
-    clock_ms: Callable[[], int] = field(default=wall_clock_ms)
+    clock_ms: Callable[[], int] = field(default=_wall_clock_ms)
     delegator: str | None = None
     """RFC 005: the DID the caller acts for (a verified chain's first delegator), or None."""
     ask_sink: AskSink = _cannot_ask
@@ -241,7 +246,7 @@ class BindingRunner:
         if self._remote is None:
             if self._nursery is None:
                 raise AmpError(5002, "MCP, HTTP and gRPC bindings run in a daemon (open the runner first)")
-            from ..bindings import RemoteBindings
+            from . import RemoteBindings
 
             self._remote = RemoteBindings(self._nursery)
         return self._remote
@@ -262,7 +267,7 @@ class BindingRunner:
         if isinstance(binding, PythonBinding):
             return await self._run_python(binding, params, context)
         if isinstance(binding, Fallback):
-            from ..bindings.fallback import run_fallback
+            from .fallback import run_fallback
 
             return await run_fallback(binding, lambda one: self.run(one, params, context), context.capability_id)
         return await self._remote_bindings().run(binding, params, context)

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..display import shown
-from ..errors import AmpError
-from ..peer.outbound import Outbound, error_reply, reply_to
-from ..wire.registry import MessageType
+from ...display import shown
+from ...errors import AmpError
+from ...peer.outbound import Outbound, error_reply, reply_to
+from ...wire.registry import MessageType
 
 if TYPE_CHECKING:
-    from ..deleg.service import DelegationService
-    from .daemon import Daemon
-    from .link import Link
+    from ...deleg.service import DelegationService
+    from ..daemon.core import Daemon
+    from ..daemon.link import Link
 
 __all__ = ["answer", "RevocationRefresher"]
 
@@ -70,8 +70,8 @@ class RevocationRefresher:
         self._kick.set()
 
     async def run(self) -> None:
-        from ..deleg.bodies import query_body
-        from ..deleg.revocation import query_result_from_wire
+        from ...deleg.bodies import query_body
+        from ...deleg.revocation import query_result_from_wire
 
         daemon, url = self._daemon, self._url
         link: Link | None = None
