@@ -16,10 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
+from ._version import __version__ as __version__
 from .errors import AmpError as AmpError
 from .wire.registry import ErrorCode as ErrorCode, MessageType as MessageType
-
-__version__ = "0.1.0"
 
 # Written out (not computed) so that type checkers can read them: mypy
 # --strict needs a literal __all__ and ``X as X`` re-exports.

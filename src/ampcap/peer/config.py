@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .. import __version__
+from .._version import __version__
 from ..wire.frames import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, Framing
 from ..wire.signing import Profile
 

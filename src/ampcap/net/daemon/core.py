@@ -27,15 +27,18 @@ timeout, end whatever still runs with its one terminal CAP_RESULT
 (``executor.shutdown``), fail our own pending calls locally, flush, close.
 
 This module keeps the core: construction, the run loop and drain, the
-links' life, the dispatch of every inbound message, applying actions and
-the timers. What grew around it lives beside it, each handed only what it
-needs: ``net/link.py`` (:class:`Link`), ``net/serving.py`` (the serving
+links' life, applying actions and the timers. What grew around it lives
+beside it, each handed only what it needs: ``dispatch.py`` (where each
+connection event and inbound message goes; a base class of
+:class:`Daemon`), ``link.py`` (:class:`Link`), ``serving.py`` (the serving
 half: executor, jobs, RFC 005 verifier, state store; imported only when
-built), ``net/dial.py`` (URL to stream), ``net/relay.py`` (a Rust-example
-relay and its probe), ``net/session_routing.py`` (RFC 006 checks between
-the dispatch and the session parts), ``net/delegation.py`` (DELEG_*
-answers, the R20 revocation refresher) and ``net/actionlog.py`` (``Log``
-and ``Audit`` lines).
+built), ``actionlog.py`` (``Log`` and ``Audit`` lines), and outside this
+folder ``net/transport/dial.py`` (URL to stream) and the features in
+``net/features/``: ``relay.py`` (a Rust-example relay and its probe),
+``session_routing.py`` (RFC 006 checks between the dispatch and the session
+parts) and ``delegation.py`` (DELEG_* answers, the R20 revocation
+refresher). Those receive the daemon as one of the narrow ports of
+``ports.py``, never as :class:`Daemon`.
 """
 
 from __future__ import annotations
@@ -52,45 +55,34 @@ import trio
 
 from ...caps.catalog import Catalog
 from ...display import MESSAGE_LIMIT, shown
-from ...errors import AmpError, LocalProtocolError, MessageTooLarge
+from ...errors import LocalProtocolError, MessageTooLarge
 from ...schema import load_schemas
 from ...peer.config import RELAY_DID, ConnectionConfig
 from ...peer.connection import Connection, Role
-from ...peer.events import (
-    ConnectionTerminated,
-    Event,
-    GoAwayReceived,
-    InputEnded,
-    MessageReceived,
-    MessageRejected,
-    Negotiated,
-)
-from ...peer.admission import delegation_violation
+from ...peer.events import MessageReceived
 from ...peer.invoker import Invoker
 from ...peer.logthrottle import LogThrottle
-from ...peer.outbound import Log, Outbound, Send, error_reply, reply_to, stand_in_for_oversize
+from ...peer.outbound import Log, Outbound, Send, stand_in_for_oversize
 from ...peer.policy import ALLOW_ALL, Policy
 from ...peer.sealing import Sealer
-from ...session.control import is_control
 from ...wire.cbor import DEFAULT_LIMITS
 from ...wire.frames import Framing
 from ...wire.identity import DidKeyResolver, Identity, KeyResolver
 from ...wire.receive import ReceivePipeline
-from ...wire.registry import MessageType, error_info
-from ..features import delegation
-from ..features import relay
-from .actionlog import ActionLog
-from .calls import Calls
-from ..transport.dial import dial, not_opened
-from ..transport.clock import SYSTEM_CLOCK, Clock, to_trio_deadline
-from .config import DaemonConfig
-from .link import Link, peer_label
-from ..transport.listener import OVERLOADED_FRAME, Listener
+from ..features import delegation, relay
 from ..features.session_routing import SessionRouting
 from ..transport.budget import ReceiveBudget, SendBudget
+from ..transport.clock import SYSTEM_CLOCK, Clock, to_trio_deadline
+from ..transport.dial import dial, not_opened
+from ..transport.listener import OVERLOADED_FRAME, Listener
 from ..transport.sink import ReplySink
 from ..transport.stream import ConnectionDriver
 from ..transport.url import AmpUrl
+from .actionlog import ActionLog
+from .calls import Calls
+from .config import DaemonConfig
+from .dispatch import InboundDispatch
+from .link import Link, peer_label
 
 if TYPE_CHECKING:
     from ...deleg.chain import ChainVerifier
@@ -127,21 +119,10 @@ def __getattr__(name: str) -> Any:
 
 log = logging.getLogger("ampcap.daemon")
 
-_INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
-_PING, _PONG = int(MessageType.PING), int(MessageType.PONG)
-_DELEG = frozenset(int(t) for t in (MessageType.DELEG_GRANT, MessageType.DELEG_REVOKE, MessageType.DELEG_QUERY))
-_DECLARE = int(MessageType.CAP_DECLARE)
-_REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, MessageType.PROGRESS,
-                                      MessageType.INPUT_REQUIRED, MessageType.ERROR, MessageType.CAP_RESULT,
-                                      MessageType.CAP_DECLARE,
-                                      MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
-_REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
-BAD_SIGNATURE = 1002
-UNKNOWN_TYPE = 1005
 _ALL_ANSWERED = "the peer finished sending and every invoke was answered"  # why a half-closed link closes
 
 
-class Daemon:
+class Daemon(InboundDispatch):
     """Listener + connections + executor + invoker + jobs + calls + timers.
 
     Use inside a nursery: ``async with daemon.running(): ...`` (or ``run``).
@@ -478,121 +459,6 @@ class Daemon:
         for link in [link for link in self._half_closed if not self.executor.owes(link)]:
             self._half_closed.discard(link)
             link.driver.close(_ALL_ANSWERED)
-
-    # ================================================================ events
-
-    async def _on_event(self, link: Link, event: Event) -> None:
-        # A peer's text (reasons, messages, DIDs) is logged through shown():
-        # one event stays one line under whatever handler the program
-        # installed, and a short one: a peer can send megabytes of text.
-        if type(event) is MessageReceived:
-            self._on_message(link, event)
-        elif type(event) is Negotiated:
-            if link.ready.is_set():  # raw framing: the peer's HELLO came after a preconfigured start
-                log.info("peer=%s named itself by HELLO (version %s)", shown(event.peer_did), shown(event.version))
-            else:
-                log.info("connection opened %s peer=%s version=%s", "to" if link.outbound else "from",
-                         shown(event.peer_did), shown(event.version))
-            link.ready.set()
-        elif type(event) is ConnectionTerminated:
-            lasted = self.clock.monotonic_ms() - link.opened_ms
-            # An orderly close has no code; a failed one names it ("1004 VERSION_MISMATCH").
-            code = "-" if event.code is None else f"{event.code} {error_info(event.code).name}"
-            log.info("connection closed peer=%s code=%s reason=%s after=%dms", peer_label(link), code,
-                     shown(event.reason, MESSAGE_LIMIT), lasted)
-            link.ready.set()
-        elif type(event) is MessageRejected:
-            log.info("message rejected peer=%s id=%s: %s", peer_label(link),
-                     event.message_id.hex() if event.message_id else "-", shown(event.error, MESSAGE_LIMIT))
-            if event.error.code == BAD_SIGNATURE and event.envelope is not None:
-                link.unverified += 1
-                if link.verifies_under is None:
-                    link.verifies_under = self.pipeline.verifies_under(event.envelope)
-            if event.authenticated and event.envelope is not None and event.envelope.reply_to is not None:
-                self._apply_invoker(self.invoker.on_rejected(event.envelope, event.error, self.clock.wall_ms()))
-        elif type(event) is GoAwayReceived:
-            link.goaway = event
-            log.info("GOAWAY from peer=%s reason=%s message=%s", peer_label(link), event.reason,
-                     shown(event.message or "-"))
-        elif type(event) is InputEnded:
-            # It can still read: its running invokes still get their replies.
-            # Our own calls on it can no longer be answered.
-            owed = self._executor is not None and self._executor.owes(link)
-            log.info("peer=%s finished sending; invokes still to answer: %s", peer_label(link),
-                     "yes" if owed else "none")
-            self.calls.end_on(link)
-            if owed:
-                self._half_closed.add(link)  # _close_answered closes it after its last reply
-            else:
-                # Said as what the peer did: a dial that meets this close
-                # ("cannot open connection: ...") is not about a drain of ours.
-                link.driver.close(link.peer_closing)
-
-    def _on_message(self, link: Link, event: MessageReceived) -> None:
-        inbound = event.inbound
-        env = inbound.envelope
-        typ = env.typ
-        now = self.clock.wall_ms()
-        if typ == _INVOKE:
-            executor = self._executor or self._serve_half()  # the attribute, not the property: per message
-            body = inbound.body
-            # Only an invoke that names a session is checked as one (net/session_routing.py).
-            if ((type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id)) \
-                    and self._session_routing.refuse_invoke(link, inbound, executor, now):
-                return
-            self._apply(executor.handle(inbound, link, now))
-            return
-        if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
-            self._apply((self._executor or self._serve_half()).handle(inbound, link, now))
-            return
-        if (typ == _RESPONSE or typ == _ERROR) and self.controls.settle(inbound):
-            return
-        if typ == _RESPONSE and self._executor is not None and self._executor.asking(env.reply_to):  # an answer to INPUT_REQUIRED (§6.3)
-            try:
-                qid, answer, declined = self.executor.on_input(inbound)
-            except AmpError as err:
-                self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
-                return
-            self.jobs.answer(qid, answer, declined)
-            return
-        violation = delegation_violation(inbound)  # RFC 005 §5.3 for every other type
-        if violation is not None:
-            if typ != int(MessageType.ERROR):
-                self._send(link, error_reply(env, violation, encrypt=inbound.decrypted))
-            return
-        if typ == _REQUEST and is_control(typ, inbound.body):  # RFC 006 §5.1 (A.14: no sess_v, not ours)
-            self._apply(self.sessions.handle(inbound, link, now))
-            return
-        if typ == _DECLARE and env.reply_to is None:
-            # RFC 004 §6.2 asks reply_to only of a CAP_DECLARE that answers
-            # a query: one without it is the peer announcing its
-            # capabilities, not a reply gone astray (no ERROR 4001).
-            log.info("unasked CAP_DECLARE from peer=%s", peer_label(link))
-            if link.on_declare is not None:
-                try:
-                    link.on_declare(inbound.body)
-                except Exception:  # the listener's fault must not break the connection
-                    log.warning("on_declare listener raised", exc_info=True)
-        elif typ in _REPLIES:
-            if self._session_routing.refuse_reply(link, inbound, self._executor):  # RFC 006 §4.4, §6
-                return
-            self._apply_invoker(self.invoker.on_reply(inbound, link, now))
-        elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
-            self._send(link, delegation.answer(self.deleg_service, inbound, now))
-        elif typ == _PING:  # RFC 001 §4.4 application-level liveness
-            if relay.probe_returned(link, env.sender, self.identity.did):  # it still forwards to us
-                return
-            self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
-        elif typ == _PONG:  # liveness answer: nothing to say back
-            log.debug("PONG from %s", shown(env.sender))
-        else:
-            # RFC 001 §1.5: a type this agent does not implement (MESSAGE,
-            # REQUEST, CONTACT_*, PRESENCE_*, DOC_*, ...) is answered 1005,
-            # so its sender is not left waiting for a reply that never comes.
-            name = MessageType(typ).name
-            log.info("unsupported %s from %s answered 1005", name, shown(env.sender))
-            self._send(link, error_reply(env, AmpError(UNKNOWN_TYPE, f"{name} is not supported by this agent",
-                                                       path="typ"), encrypt=inbound.decrypted))
 
     # =============================================================== actions
 

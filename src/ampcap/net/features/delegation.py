@@ -29,7 +29,7 @@ from ...wire.registry import MessageType
 
 if TYPE_CHECKING:
     from ...deleg.service import DelegationService
-    from ..daemon.core import Daemon
+    from ..daemon.ports import RevocationPort
     from ..daemon.link import Link
 
 __all__ = ["answer", "RevocationRefresher"]
@@ -60,7 +60,7 @@ class RevocationRefresher:
     wants (see the module docstring). :meth:`kick` whenever a delegation was
     refused for a stale status; :meth:`run` as one of the daemon's tasks."""
 
-    def __init__(self, daemon: Daemon, url: str, publisher_did: str | None) -> None:
+    def __init__(self, daemon: RevocationPort, url: str, publisher_did: str | None) -> None:
         self._daemon = daemon
         self._url = url
         self._publisher_did = publisher_did  # pinned, else whoever answers at the URL

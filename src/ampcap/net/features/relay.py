@@ -34,11 +34,11 @@ from ...peer.config import RELAY_HELLO_VERSION, RELAY_MAX_MSG_SIZE, ConnectionCo
 from ...peer.outbound import Outbound
 from ...wire.frames import Framing
 from ...wire.registry import MessageType
-from ..daemon.link import Link
 from ..transport.url import AmpUrl
 
 if TYPE_CHECKING:
-    from ..daemon.core import Daemon
+    from ..daemon.link import Link
+    from ..daemon.ports import Dialer
 
 __all__ = ["register", "watch", "probe_returned"]
 
@@ -53,7 +53,7 @@ def relay_config(base: ConnectionConfig) -> ConnectionConfig:
                    max_msg_size=min(base.max_msg_size, RELAY_MAX_MSG_SIZE))
 
 
-async def register(daemon: Daemon, url: str | AmpUrl, *, relay_did: str, timeout_s: float,
+async def register(daemon: Dialer, url: str | AmpUrl, *, relay_did: str, timeout_s: float,
                    ssl_context: ssl.SSLContext | None) -> Link:
     """Dial the relay at ``url`` from ``daemon`` and register there under the daemon's DID."""
     link = await daemon.connect(url, peer_did=relay_did, ssl_context=ssl_context, timeout_s=timeout_s,

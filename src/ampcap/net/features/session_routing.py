@@ -13,7 +13,7 @@ exposes them as ``sessions``, ``session_calls`` and ``controls``):
   signed context (§4.4, §6), checked before the invoker takes them
   (:meth:`SessionRouting.refuse_reply`);
 * our own control requests waiting for their RESPONSE or ERROR
-  (:class:`~ampcap.net.api.sessions.ControlRequests`), sent by
+  (:class:`~ampcap.net.features.session_controls.ControlRequests`), sent by
   :meth:`SessionRouting.control`.
 
 The daemon keeps the cheap tests inline on its hot path (does an invoke
@@ -38,7 +38,7 @@ from ...session.context import RequestTracker, read_context
 from ...session.provider import ProviderConfig, SessionProvider
 from ...wire.envelope import new_message_id
 from ...wire.registry import MessageType
-from ..api.sessions import ControlRequests
+from .session_controls import ControlRequests
 
 if TYPE_CHECKING:
     from ...peer.executor import Executor

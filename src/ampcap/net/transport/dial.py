@@ -6,7 +6,7 @@ nothing answering is :class:`~ampcap.errors.Unreachable` (so several
 endpoints of one peer can be tried in turn), a failed TLS handshake is
 named (5002) rather than showing up as a link that "opened" and then closed,
 and the daemon's deadline is a timeout (5003). HTTP and WebSocket URLs go to
-``net/http_client.py`` (imported only when a URL asks for it), and a URL
+``net/transport/http_client.py`` (imported only when a URL asks for it), and a URL
 with several endpoints to its ``connect_any``, in RFC 002 §3.5 order. The
 stream is then handed to ``daemon.connect_stream`` for HANDSHAKE and HELLO.
 """
@@ -23,20 +23,20 @@ from ...peer.config import ConnectionConfig
 from ...peer.connection import Connection
 from ...peer.events import ConnectionTerminated
 from ...peer.state import HelloState
-from ..daemon.link import Link
 from .stream import open_stream
 from .tls import tls_failure
 from .url import AmpUrl, parse_endpoints, parse_url
 
 if TYPE_CHECKING:
-    from ..daemon.core import Daemon
+    from ..daemon.link import Link
+    from ..daemon.ports import StreamConnector
 
 __all__ = ["dial", "not_opened"]
 
 UNAVAILABLE, TIMEOUT = 5002, 5003
 
 
-async def dial(daemon: Daemon, url: str | AmpUrl, *, peer_did: str | None, ssl_context: ssl.SSLContext | None,
+async def dial(daemon: StreamConnector, url: str | AmpUrl, *, peer_did: str | None, ssl_context: ssl.SSLContext | None,
                timeout_s: float, config: ConnectionConfig | None) -> Link:
     """Open a link from ``daemon`` to ``url`` (see the module docstring);
     ``AmpError`` naming the URL if that fails."""

@@ -1,6 +1,6 @@
 """Dialling ``https://`` / ``wss://`` (and ``http://`` / ``ws://``): RFC 002 §5–§6 as a client.
 
-Both bindings end up as an ordinary daemon :class:`~.daemon.Link`: the
+Both bindings end up as an ordinary daemon :class:`~ampcap.net.daemon.link.Link`: the
 sans-I/O Connection in its message mode (``Framing.RAW`` with HELLO first)
 over a stream that maps each length-prefixed message to the binding's unit.
 So the Python API, ``query``, ``invoke``, ``interop`` and ``serve
@@ -9,7 +9,7 @@ retries.
 
 * WebSocket: :class:`~.wsmessages.WsMessageStream` after the upgrade.
 * HTTP: :class:`HttpMessageStream`. Each message is one ``POST
-  /amp/v1/messages`` (concurrently, over keep-alive connections: net/httppool.py). A
+  /amp/v1/messages`` (concurrently, over keep-alive connections: net/transport/httppool.py). A
   ``200`` body is the reply. After a ``202`` the stream polls ``GET
   /amp/v1/messages?cursor=…`` (short intervals growing to half a second)
   until every such message has had its final reply or has expired; the
@@ -50,7 +50,8 @@ from .tls import tls_failure
 from .url import MESSAGES_PATH, AmpUrl, format_hostport
 
 if TYPE_CHECKING:
-    from ..daemon.core import Daemon, Link
+    from ..daemon.link import Link
+    from ..daemon.ports import Dialer, StreamConnector
     from .wsmessages import WsMessageStream
 
 __all__ = ["dial", "connect_any", "HttpMessageStream"]
@@ -72,7 +73,7 @@ def message_mode(config: ConnectionConfig) -> ConnectionConfig:
     return replace(config, framing=Framing.RAW, raw_hello=True)
 
 
-async def connect_any(daemon: Daemon, urls: list[AmpUrl], **kwargs: Any) -> Link:
+async def connect_any(daemon: Dialer, urls: list[AmpUrl], **kwargs: Any) -> Link:
     """Dial the first of ``urls`` (already in §3.5 order) that can be reached."""
     failure: AmpError | None = None
     for url in urls:
@@ -85,7 +86,7 @@ async def connect_any(daemon: Daemon, urls: list[AmpUrl], **kwargs: Any) -> Link
     raise failure
 
 
-async def dial(daemon: Daemon, url: AmpUrl, *, peer_did: str | None, ssl_context: ssl.SSLContext | None,
+async def dial(daemon: StreamConnector, url: AmpUrl, *, peer_did: str | None, ssl_context: ssl.SSLContext | None,
                timeout_s: float, config: ConnectionConfig | None) -> Link:
     """Open a Link to ``url`` over HTTP or WebSocket; ``AmpError`` naming the URL."""
     conf = message_mode(config or daemon.connection_config)
@@ -116,7 +117,7 @@ async def dial(daemon: Daemon, url: AmpUrl, *, peer_did: str | None, ssl_context
         raise AmpError(exc.code, f"{url}: {exc.message}") from None
 
 
-async def _open_ws(daemon: Daemon, url: AmpUrl, *, peer_did: str | None, ssl_context: ssl.SSLContext | None,
+async def _open_ws(daemon: StreamConnector, url: AmpUrl, *, peer_did: str | None, ssl_context: ssl.SSLContext | None,
                    timeout_s: float, max_size: int) -> WsMessageStream:
 
     stream: trio.abc.Stream | None = None

@@ -70,7 +70,7 @@ from .url import MESSAGES_PATH, WS_PATH
 from .wsmessages import WsMessageStream
 
 if TYPE_CHECKING:
-    from ..daemon.core import Daemon
+    from ..daemon.ports import InboundPort
 
 __all__ = ["HttpFront", "HttpConfig"]
 
@@ -140,7 +140,7 @@ def _refusal(err: AmpError, *, authenticated: bool = True) -> _Refused:
 class HttpFront:
     """The HTTP and WebSocket endpoints of one daemon."""
 
-    def __init__(self, daemon: Daemon, *, ssl_context: ssl.SSLContext | None = None,
+    def __init__(self, daemon: InboundPort, *, ssl_context: ssl.SSLContext | None = None,
                  config: HttpConfig = HttpConfig(), entropy: Callable[[int], bytes] | None = None) -> None:
         import os
 
