@@ -27,7 +27,8 @@ NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap
                       # The serving half of the daemon: a client-only daemon builds it on the
                       # first message that needs it (tests/net/test_client_daemon.py).
                       "ampcap.peer.executor", "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg",
-                      "ampcap.store", "sqlite3", "ampcap.net.daemon.jobs", "ampcap.net.daemon.durable", "ampcap.net.daemon.serving",
+                      "ampcap.store", "sqlite3", "ampcap.net.daemon.jobs", "ampcap.net.daemon.durable",
+                      "ampcap.net.daemon.serving",
                       # The schemas ship compiled (schema/_compiled.py): no CDDL parsing.
                       "cddlparser", "ampcap.schema.engine")
 # A command line naming query or invoke builds only their parser.
@@ -35,7 +36,7 @@ OTHER_COMMANDS = ("ampcap.cli.caps", "ampcap.cli.dump", "ampcap.cli.interop", "a
 # --help builds the parser only: no event loop, no codec, no schemas either.
 # Nor msgspec (~7 ms): the modules --help loads (errors, url, frames,
 # identity) keep dataclasses for that reason.
-NEVER_FOR_HELP = (*NEVER_FOR_A_CLIENT, "trio", "ampcap.net.daemon.core", "ampcap.schema.engine", "cddlparser",
+NEVER_FOR_HELP = (*NEVER_FOR_A_CLIENT, "trio", "ampcap.net.daemon", "ampcap.schema.engine", "cddlparser",
                   "ampcap.caps.manifest", "msgspec")
 
 _PROBE = """
