@@ -225,7 +225,7 @@ class BindingRunner:
         self._callables: dict[tuple[str, tuple[Any, ...]], tuple[Callable[..., Any], bool, bool]] = {}
         self.crash_lines = LogThrottle()
         self._nursery: trio.Nursery | None = None
-        self._remote: Any = None  # ampcap.bindings.RemoteBindings, once a binding needs it
+        self._remote: Any = None  # ampcap.bindings.protocols.RemoteBindings, once a binding needs it
 
     # MCP, HTTP and gRPC bindings (R17) run in ampcap.bindings, imported
     # only when a manifest has one: their libraries are heavy.
@@ -246,7 +246,7 @@ class BindingRunner:
         if self._remote is None:
             if self._nursery is None:
                 raise AmpError(5002, "MCP, HTTP and gRPC bindings run in a daemon (open the runner first)")
-            from . import RemoteBindings
+            from .protocols import RemoteBindings
 
             self._remote = RemoteBindings(self._nursery)
         return self._remote
