@@ -71,7 +71,7 @@ class ConnectionConfig:
     default_ttl_ms: int = 86_400_000  # RFC 001 §8.3 suggested default
     profile: Profile = Profile.RFC  # Sig_Input variant for messages we seal (R15)
     # Bound on bytes queued for the peer; the trio driver stops reading from a
-    # peer whose unsent output exceeds it (see net/stream.py). The kernel's
+    # peer whose unsent output exceeds it (see net/transport/stream.py). The kernel's
     # socket buffer sits in front of it, so a peer that keeps up never comes
     # near; what it bounds is a peer that stops reading.
     max_send_buffer: int = 1 << 20

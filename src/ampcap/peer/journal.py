@@ -4,7 +4,7 @@ The idempotency cache (:mod:`.dedupe`) makes a retry safe while the daemon
 lives; the journal makes it safe across a restart. The executor never
 touches a disk: when it is built with ``journal=True`` it emits a
 :class:`Persist` action beside the effects that depend on it, and the edge
-(``net/daemon.py`` over ``store/journal.py``) commits the record *before*
+(``net/daemon/core.py`` over ``store/journal.py``) commits the record *before*
 applying any action of that list:
 
 * on accepting an invoke, a RUNNING record before the job starts: a job

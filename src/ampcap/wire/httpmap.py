@@ -8,8 +8,8 @@
   other shape is a malformed wrapper, 1001, Appendix A.4). The messages stay
   the raw bytes received; nothing re-encodes them.
 
-Sans-I/O: no sockets, no HTTP library; the edge (``net/http_server.py``,
-``net/http_client.py``, ``net/wsmessages.py``) uses these.
+Sans-I/O: no sockets, no HTTP library; the edge (``net/transport/http_server.py``,
+``net/transport/http_client.py``, ``net/transport/wsmessages.py``) uses these.
 """
 
 from __future__ import annotations

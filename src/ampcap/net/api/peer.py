@@ -29,9 +29,9 @@ capabilities this peer declared.
 
 This module keeps the peer itself (its identity, policy and daemon, serving
 and connecting), :class:`Server` and :func:`connect`. Beside it:
-``net/remote.py`` (:class:`Remote`, the caller's handle on one connection,
+``net/api/remote.py`` (:class:`Remote`, the caller's handle on one connection,
 with :class:`Negotiate` and :class:`QueryResult`) and
-``net/local_capabilities.py`` (the ``capability`` decorator's machinery:
+``net/api/local_capabilities.py`` (the ``capability`` decorator's machinery:
 schemas from type hints, registration checks, the handler adapter). Every
 public name is re-exported here.
 """

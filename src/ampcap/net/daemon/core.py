@@ -206,7 +206,7 @@ class Daemon(InboundDispatch):
             self._serve_half()
 
     def _serve_half(self) -> Executor:
-        """Build (once) the provider side (net/serving.py): the state store
+        """Build (once) the provider side (net/daemon/serving.py): the state store
         (R19), the RFC 005 credential store, verifier and service, the
         executor and its jobs. Imported here, not above: a client-only daemon
         never loads it."""
@@ -363,7 +363,7 @@ class Daemon(InboundDispatch):
     async def join_relay(self, url: str | AmpUrl, *, relay_did: str = RELAY_DID, timeout_s: float = 10.0,
                          ssl_context: ssl.SSLContext | None = None, probe_s: float | None = None) -> Link:
         """Dial a relay like the public Rust example's and register there
-        (net/relay.py says how such a relay behaves and what the link to it
+        (net/features/relay.py says how such a relay behaves and what the link to it
         needs). With ``probe_s``, every ``probe_s`` seconds a PING addressed
         to ourselves checks that the relay still forwards to this link; when
         it does not come back the link is closed, so whoever keeps it

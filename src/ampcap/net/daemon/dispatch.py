@@ -155,7 +155,7 @@ class InboundDispatch:
         if typ == _INVOKE:
             executor = self._executor or self._serve_half()  # the attribute, not the property: per message
             body = inbound.body
-            # Only an invoke that names a session is checked as one (net/session_routing.py).
+            # Only an invoke that names a session is checked as one (net/features/session_routing.py).
             if ((type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id)) \
                     and self._session_routing.refuse_invoke(link, inbound, executor, now):
                 return

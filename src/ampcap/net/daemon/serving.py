@@ -6,7 +6,7 @@ store, a revocation publisher) builds it in its constructor; a client-only
 daemon on the first message that needs it (an inbound CAP_INVOKE or
 CAP_QUERY, a DELEG_* message) or when someone reads one of its parts. This
 module imports the executor, RFC 005 delegation, the state store (sqlite3)
-and the jobs at module level, so ``net/daemon.py`` imports *it* only inside
+and the jobs at module level, so ``net/daemon/core.py`` imports *it* only inside
 ``Daemon._serve_half``: a one-shot ``ampcap invoke`` loads none of them
 (tests/cli/test_startup_imports.py).
 

@@ -7,7 +7,7 @@ driver the same two budgets:
 
 * :class:`SendBudget`, bytes queued for peers that have not read them yet. Past
   it, a connection with output unsent stops reading until its peer reads
-  (net/stream.py), so peers that never read cannot add up.
+  (net/transport/stream.py), so peers that never read cannot add up.
 * :class:`ReceiveBudget`, bytes of large frames being received. Before reading
   the payload of a frame that declares more than :data:`SMALL_FRAME` bytes, a
   connection reserves the whole declared size; while the reservation does not

@@ -17,7 +17,7 @@ daemon's ``--tls-cert/--tls-key``) and serves
   mailbox (``peer/mailbox.py``) in the fixed polling wrapper.
 * ``GET /amp/v1/ws`` with ``Upgrade: websocket`` (§5): subprotocol
   ``amp.v1`` required; then a WebSocket whose binary messages are AMP
-  messages, run by the ordinary connection driver (``net/wsmessages.py``).
+  messages, run by the ordinary connection driver (``net/transport/wsmessages.py``).
   The bearer token is optional there: with one, HELLO must come from its
   principal (else close 1008); without, HELLO names the principal, as on AMPS.
 

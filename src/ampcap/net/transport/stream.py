@@ -44,7 +44,7 @@ peers that do not read cannot add up to more memory than that limit plus one
 read's replies each. A peer that keeps up has nothing unsent and is not held
 back. The same goes for input with a shared :class:`~.budget.ReceiveBudget`:
 before reading on into a large frame, the reader reserves its declared size
-and waits while that does not fit (see net/budget.py).
+and waits while that does not fit (see net/transport/budget.py).
 """
 
 from __future__ import annotations
