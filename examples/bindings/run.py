@@ -21,7 +21,7 @@ import trio
 from ampcap.caps.manifest import Manifest, manifest_from_data
 from ampcap.decoders import toml_loads
 from ampcap.files.manifest import DiskFiles
-from ampcap.net.api.peer import Peer, connect
+from ampcap import Peer, connect
 from ampcap.wire.identity import Identity
 
 HERE = Path(__file__).parent

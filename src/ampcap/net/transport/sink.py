@@ -1,7 +1,7 @@
 """Where replies go when a message came without a connection.
 
 The executor names the destination of each reply by the key it was handed
-(``Send(conn, out)``). For a connection that key is its :class:`~.daemon.Link`;
+(``Send(conn, out)``). For a connection that key is its :class:`~ampcap.net.daemon.link.Link`;
 for a message POSTed over HTTP (RFC 002 §6.1) there is no connection, so the
 HTTP front hands the daemon a :class:`ReplySink` instead (one per transport
 principal), and the daemon gives it the replies to seal and keep.
