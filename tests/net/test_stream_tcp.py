@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from conn_helpers import Outbound, make_conn  # noqa: E402
 from test_stream import CountingStream, Flood, Recorder  # noqa: E402
 
-from ampcap.net import stream as stream_module  # noqa: E402
+from ampcap.net.transport import stream as stream_module  # noqa: E402
 from ampcap.net.transport.budget import SendBudget  # noqa: E402
 from ampcap.net.transport.stream import ConnectionDriver  # noqa: E402
 from ampcap.peer.config import ConnectionConfig  # noqa: E402
