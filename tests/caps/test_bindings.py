@@ -7,14 +7,9 @@ from typing import Any
 
 import pytest
 
-from ampcap.caps.bindings import (
-    DEFAULT_COMMAND_TIMEOUT_MS,
-    CommandBinding,
-    InvocationContext,
-    PythonBinding,
-    resolve_callable,
-    wants_context,
-)
+from ampcap.caps.binding.context import InvocationContext
+from ampcap.caps.binding.local import CommandBinding, PythonBinding, resolve_callable, wants_context
+from ampcap.caps.binding.timeouts import DEFAULT_COMMAND_TIMEOUT_MS
 from ampcap.errors import AmpError
 
 

@@ -23,7 +23,7 @@ from amp_helpers import serve_process  # noqa: E402
 NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap.caps.demo", "ampcap.interop",
                       "ampcap.dump.pcap", "ampcap.files.manifest", "ampcap.files.policy", "ampcap.caps.negotiate",
                       "ampcap.caps.manifest", "ampcap.caps.manifest_errors", "ampcap.caps.manifest_model",
-                      "ampcap.caps.capability_table", "ampcap.caps.binding_section",
+                      "ampcap.caps.capability_table", "ampcap.caps.binding.section",
                       # The serving half of the daemon: a client-only daemon builds it on the
                       # first message that needs it (tests/net/test_client_daemon.py).
                       "ampcap.peer.executor", "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg",

@@ -1,6 +1,9 @@
 """Running the bindings to other protocols (ruling R17), at the trio edge.
 
-:class:`RemoteBindings` is what :mod:`ampcap.net.bindings_runner` hands an
+These are the *runners*; what a binding is (the model a manifest builds,
+without I/O) is :mod:`ampcap.caps.binding`.
+
+:class:`RemoteBindings` is what the daemon's bindings runner hands an
 MCP, HTTP or gRPC binding to (it imports this package only when a manifest
 has such a binding): one module per kind (:mod:`.mcp`, :mod:`.http`,
 :mod:`.grpc`), each importing its library lazily, and :mod:`.fallback`, the
@@ -19,9 +22,9 @@ from typing import Any
 
 import trio
 
-from ..caps.bindings import InvocationContext
-from ..caps.binding_tables import missing_library
-from ..caps.remote import Fallback, GrpcBinding, HttpBinding, McpBinding, McpServer, NotRun
+from ..caps.binding.context import InvocationContext
+from ..caps.binding.other_protocols import Fallback, GrpcBinding, HttpBinding, McpBinding, McpServer, NotRun
+from ..caps.binding.tables import missing_library
 
 __all__ = ["RemoteBindings", "servers_of"]
 

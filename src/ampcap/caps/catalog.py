@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..display import quoted
 from ..errors import AmpError
 from .bodies import InvokeRequest, QueryPage, QueryRequest, Resolved
-from .bindings import resolve_callable
+from .binding.local import resolve_callable
 from .cursor import CURSOR_TTL_MS
 from .registry import DEFAULT_PAGE_LIMIT, Registry
 
