@@ -69,7 +69,7 @@ CLIENT_DATACLASSES = {
     "ampcap.peer.invoker.InvokeProgress",
     "ampcap.peer.limits.InFlightLimits",  # counters: field(init=False)
     "ampcap.peer.policy.Pattern",  # a compiled regex: field(init=False, compare=False)
-    "ampcap.wire.cbor.DecodeLimits",  # dataclasses.replace in the daemon
+    "ampcap.wire.cbor.decode.DecodeLimits",  # dataclasses.replace in the daemon
     # Loaded by --help too, which does not import msgspec (see NEVER_FOR_HELP).
     "ampcap.net.url.AmpUrl", "ampcap.wire.frames.Frame", "ampcap.wire.identity.Identity",
     "ampcap.wire.registry.ErrorInfo",
