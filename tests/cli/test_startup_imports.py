@@ -27,6 +27,7 @@ NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap
                       # The serving half of the daemon: a client-only daemon builds it on the
                       # first message that needs it (tests/net/test_client_daemon.py).
                       "ampcap.peer.executor", "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg",
+                      "ampcap.peer.actions", "ampcap.peer.caller_checks", "ampcap.peer.query_answers",
                       "ampcap.store", "sqlite3", "ampcap.net.jobs", "ampcap.net.durable", "ampcap.net.serving",
                       # The schemas ship compiled (schema/_compiled.py): no CDDL parsing.
                       "cddlparser", "ampcap.schema.engine")
