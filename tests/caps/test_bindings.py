@@ -8,8 +8,13 @@ from typing import Any
 import pytest
 
 from ampcap.caps.binding.context import InvocationContext
-from ampcap.caps.binding.local import CommandBinding, PythonBinding, resolve_callable, wants_context
-from ampcap.caps.binding.timeouts import DEFAULT_COMMAND_TIMEOUT_MS
+from ampcap.caps.binding.local import (
+    DEFAULT_COMMAND_TIMEOUT_MS,
+    CommandBinding,
+    PythonBinding,
+    resolve_callable,
+    wants_context,
+)
 from ampcap.errors import AmpError
 
 

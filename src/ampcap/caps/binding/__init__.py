@@ -4,14 +4,14 @@ Descriptions only, sans-I/O: nothing in this package runs a binding. The
 runners are elsewhere, at the trio edge: the daemon's bindings runner runs
 the local kinds and :mod:`ampcap.bindings` the bindings to other protocols.
 
-- :mod:`.local`: the local kinds, ``python`` and ``command``;
+- :mod:`.local`: the local kinds, ``python`` and ``command``, and the
+  bounds on ``timeout_ms``;
 - :mod:`.other_protocols`: the bindings to other protocols (R17: MCP, HTTP,
   gRPC), a capability's ordered set of bindings (:class:`Fallback`), and the
   transformations they need that do no I/O;
 - :mod:`.kinds`: the union of all of them (:data:`Binding`);
 - :mod:`.context`: :class:`InvocationContext`, what a capability callable is
   handed besides its params;
-- :mod:`.timeouts`: the bounds on ``timeout_ms`` both sets share;
 - :mod:`.section` and :mod:`.tables`: reading a capability's ``binding`` key
   and the ``[mcp_server.NAME]`` / ``[capability.binding.*]`` tables of a
   manifest.

@@ -1,8 +1,8 @@
 """Every binding kind as one type: what a capability spec holds.
 
-The local kinds (:mod:`.local`) and the bindings to other protocols
-(:mod:`.other_protocols`) do not know each other; this module is the one
-that names them all, so neither has to import the other.
+The bindings to other protocols (:mod:`.other_protocols`) build on the
+local kinds (:mod:`.local`: the timeout bounds), and the local kinds never
+import them back; this module is the one that names them all.
 """
 
 from __future__ import annotations

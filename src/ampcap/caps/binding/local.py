@@ -27,14 +27,20 @@ from typing import Any
 import msgspec
 
 from ...errors import AmpError
-from .timeouts import DEFAULT_COMMAND_TIMEOUT_MS, MAX_TIMEOUT_MS
 
 __all__ = [
+    "DEFAULT_COMMAND_TIMEOUT_MS",
+    "MAX_TIMEOUT_MS",
     "PythonBinding",
     "CommandBinding",
     "resolve_callable",
     "wants_context",
 ]
+
+DEFAULT_COMMAND_TIMEOUT_MS = 30_000
+# The bound on every binding's timeout_ms, the other protocols' too
+# (:mod:`.other_protocols` imports it from here; nothing goes the other way).
+MAX_TIMEOUT_MS = 24 * 3600 * 1000
 
 
 class PythonBinding(msgspec.Struct, frozen=True, kw_only=True):

@@ -23,10 +23,11 @@ from typing import Any
 import msgspec
 
 from ...errors import AmpError
-from .timeouts import DEFAULT_REMOTE_TIMEOUT_MS, MAX_TIMEOUT_MS
+from .local import DEFAULT_COMMAND_TIMEOUT_MS, MAX_TIMEOUT_MS
 
 __all__ = [
     "BINDING_KINDS",
+    "DEFAULT_REMOTE_TIMEOUT_MS",
     "NotRun",
     "McpServer",
     "McpBinding",
@@ -42,6 +43,7 @@ __all__ = [
 
 # R17's default order: the first binding that can run is used.
 BINDING_KINDS = ("mcp", "http", "grpc", "command", "python")
+DEFAULT_REMOTE_TIMEOUT_MS = DEFAULT_COMMAND_TIMEOUT_MS
 UNAVAILABLE = 5002
 INTERNAL = 5001
 
