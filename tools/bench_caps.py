@@ -26,7 +26,7 @@ from typing import Any
 
 from ampcap.caps.descriptor import Descriptor, SchemaRef
 from ampcap.caps.manifest import CapabilitySpec, Policy
-from ampcap.caps.bindings import PythonBinding
+from ampcap.caps.binding.local import PythonBinding
 from ampcap.caps.negotiate import negotiate, select
 from ampcap.caps.registry import Registry
 from ampcap.caps.semver import Range, Version

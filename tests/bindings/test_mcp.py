@@ -175,7 +175,7 @@ async def test_a_stdio_servers_env_reads_the_daemons_environment(tmp_path: Path,
 @pytest.mark.trio
 async def test_a_binding_whose_library_is_missing_does_not_run(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from ampcap.caps import binding_tables
+    from ampcap.caps.binding import tables as binding_tables
 
     manifest = build(tmp_path, stdio_server() + ADD)
     monkeypatch.setitem(binding_tables._LIBRARIES, "mcp", (("ampcap_no_such_library",), "mcp"))
@@ -187,7 +187,7 @@ async def test_a_binding_whose_library_is_missing_does_not_run(tmp_path: Path,
 
 @pytest.mark.trio
 async def test_a_server_that_keeps_crashing_is_restarted_with_backoff(tmp_path: Path) -> None:
-    from ampcap.caps.remote import McpServer
+    from ampcap.caps.binding.other_protocols import McpServer
     from ampcap.mcp.client import McpClient
 
     marks = tmp_path / "marks"

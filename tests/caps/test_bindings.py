@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from ampcap.caps.bindings import (
+from ampcap.caps.binding.context import InvocationContext
+from ampcap.caps.binding.local import (
     DEFAULT_COMMAND_TIMEOUT_MS,
     CommandBinding,
-    InvocationContext,
     PythonBinding,
     resolve_callable,
     wants_context,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ampcap.caps.bindings import CommandBinding, PythonBinding
+from ampcap.caps.binding.local import CommandBinding, PythonBinding
 from ampcap.caps.descriptor import Stability
 from ampcap.caps.manifest import ManifestError, Policy, canonical_json
 from ampcap.caps.params import ParamsValidator

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ampcap.caps.bindings import PythonBinding
+from ampcap.caps.binding.local import PythonBinding
 from ampcap.caps.catalog import Catalog
 from ampcap.caps.demo import demo_manifest
 from ampcap.caps.descriptor import Descriptor, SchemaRef

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ampcap.caps.bindings import PythonBinding
-from ampcap.caps.remote import (
+from ampcap.caps.binding.local import PythonBinding
+from ampcap.caps.binding.other_protocols import (
     Fallback,
     GrpcBinding,
     HttpBinding,
@@ -214,7 +214,7 @@ def test_env_expansion_names_a_missing_variable_never_a_value() -> None:
 
 def test_a_library_that_is_not_installed_is_a_problem_when_checking(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from ampcap.caps import binding_tables
+    from ampcap.caps.binding import tables as binding_tables
 
     monkeypatch.setitem(binding_tables._LIBRARIES, "http", (("ampcap_no_such_library",), "http"))
     assert load(tmp_path, ALL)[1] == []  # not checked: loads

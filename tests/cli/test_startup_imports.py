@@ -23,10 +23,11 @@ from amp_helpers import serve_process  # noqa: E402
 NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap.caps.demo", "ampcap.interop",
                       "ampcap.dump.pcap", "ampcap.files.manifest", "ampcap.files.policy", "ampcap.caps.negotiate",
                       "ampcap.caps.manifest", "ampcap.caps.manifest_errors", "ampcap.caps.manifest_model",
-                      "ampcap.caps.capability_table", "ampcap.caps.binding_section",
+                      "ampcap.caps.capability_table", "ampcap.caps.binding.section",
                       # The serving half of the daemon: a client-only daemon builds it on the
                       # first message that needs it (tests/net/test_client_daemon.py).
                       "ampcap.peer.executor", "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg",
+                      "ampcap.peer.actions", "ampcap.peer.caller_checks", "ampcap.peer.query_answers",
                       "ampcap.store", "sqlite3", "ampcap.net.daemon.jobs", "ampcap.net.daemon.durable",
                       "ampcap.net.daemon.serving",
                       # The schemas ship compiled (schema/_compiled.py): no CDDL parsing.
@@ -70,7 +71,7 @@ CLIENT_DATACLASSES = {
     "ampcap.peer.invoker.InvokeProgress",
     "ampcap.peer.limits.InFlightLimits",  # counters: field(init=False)
     "ampcap.peer.policy.Pattern",  # a compiled regex: field(init=False, compare=False)
-    "ampcap.wire.cbor.DecodeLimits",  # dataclasses.replace in the daemon
+    "ampcap.wire.cbor.decode.DecodeLimits",  # dataclasses.replace in the daemon
     # Loaded by --help too, which does not import msgspec (see NEVER_FOR_HELP).
     "ampcap.net.transport.url.AmpUrl", "ampcap.wire.frames.Frame", "ampcap.wire.identity.Identity",
     "ampcap.wire.registry.ErrorInfo",

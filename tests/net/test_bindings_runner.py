@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from ampcap.caps.bindings import CommandBinding, PythonBinding
+from ampcap.caps.binding.local import CommandBinding, PythonBinding
 from ampcap.caps.demo import demo_manifest
 from ampcap.errors import AmpError
 from ampcap.bindings.runner import BindingRunner, RunnerContext, run_binding
@@ -113,7 +113,7 @@ async def test_a_capability_that_exits_is_a_5001_not_the_end_of_the_daemon(
 
 
 def test_a_module_that_exits_when_imported_is_a_binding_problem(tmp_path: Path) -> None:
-    from ampcap.caps.bindings import resolve_callable
+    from ampcap.caps.binding.local import resolve_callable
 
     (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(3)\n")
     with pytest.raises(AmpError, match=r"called sys.exit\(3\)"):

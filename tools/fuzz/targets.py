@@ -138,16 +138,16 @@ def render(data: bytes) -> None:
     """Any CBOR a peer can send, as ``ampcap invoke``/``query`` and the dump
     show it: strict JSON (any keys, tags, NaN) and one-line diagnostic
     notation, with no control or bidi character left raw."""
-    from ampcap.cli.client import _json
+    from ampcap.cli.calling import to_json
     from ampcap.dump.diag import diag
 
     try:
         value = loads(data)
     except AmpError:
         return
-    for shown in (_json(value), _json(value, indent=2), diag(value), printable(str(value))):
+    for shown in (to_json(value), to_json(value, indent=2), diag(value), printable(str(value))):
         assert not any(c in shown for c in _UNSAFE), shown
-    json.loads(_json(value), parse_constant=_not_strict)
+    json.loads(to_json(value), parse_constant=_not_strict)
 
 
 _UNSAFE = frozenset(map(chr, [*range(0x0A), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0), 0x202E]))

@@ -1,7 +1,7 @@
 """The runners of capability bindings, at the trio edge.
 
 What a binding *is* (its description, its manifest table) is the sans-I/O
-model in :mod:`ampcap.caps`; this package *runs* bindings:
+model in :mod:`ampcap.caps.binding`; this package *runs* bindings:
 :mod:`.runner` (:class:`~ampcap.bindings.runner.BindingRunner`) runs any
 capability's binding for the daemon's jobs and the Python API: Python
 callables and commands itself, and bindings to other protocols (R17)

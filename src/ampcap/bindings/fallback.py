@@ -1,7 +1,7 @@
 """A capability's several bindings, tried in order (R17).
 
 The next binding is tried only when the one before failed *before its
-implementation could have run* (:class:`~ampcap.caps.remote.NotRun`: a
+implementation could have run* (:class:`~ampcap.caps.binding.other_protocols.NotRun`: a
 server that will not start or connect, a refused connection, a name that
 does not resolve). Any other failure (an error reply, a timeout, a
 connection dropped mid-call) is the answer: no invoke ever runs twice.
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..caps.remote import Fallback, NotRun
+from ..caps.binding.other_protocols import Fallback, NotRun
 
 __all__ = ["run_fallback"]
 

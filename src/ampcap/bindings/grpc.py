@@ -14,7 +14,7 @@ binding's timeout as its gRPC deadline, and its completion is handed to
 trio through the trio token (no thread waits for it). Cancellation (the
 binding's timeout, the invoke's deadline, a drain) cancels the gRPC call.
 Reaching the server is checked before the first call of a method: a server
-that is not there is :class:`~ampcap.caps.remote.NotRun` (5002) and a
+that is not there is :class:`~ampcap.caps.binding.other_protocols.NotRun` (5002) and a
 capability's next binding may run; once a call was sent, its status is the
 answer: DEADLINE_EXCEEDED 5003, UNAVAILABLE 5002, any other 5001.
 """
@@ -27,8 +27,8 @@ from typing import Any
 
 import trio
 
-from ..caps.bindings import InvocationContext
-from ..caps.remote import GrpcBinding, NotRun, map_fields
+from ..caps.binding.context import InvocationContext
+from ..caps.binding.other_protocols import GrpcBinding, NotRun, map_fields
 from ..display import shown
 from ..errors import AmpError
 

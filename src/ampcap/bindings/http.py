@@ -11,7 +11,7 @@ and PATCH without a template. The answer: a 2xx JSON response is the result
 
 What R17 needs to know is *when* a request failed: before anything reached
 the server (the connection refused, the name unresolved, the connect timed
-out: :class:`~ampcap.caps.remote.NotRun`, the next binding may run), or
+out: :class:`~ampcap.caps.binding.other_protocols.NotRun`, the next binding may run), or
 after (a dropped connection mid-response, an error status, the timeout:
 the answer). Messages never carry an expanded URL or header: secrets stay
 out of errors and logs; the host named is the one the manifest wrote.
@@ -25,8 +25,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from ..caps.bindings import InvocationContext
-from ..caps.remote import HttpBinding, NotRun, expand_env, fill_template, fill_url, map_fields
+from ..caps.binding.context import InvocationContext
+from ..caps.binding.other_protocols import HttpBinding, NotRun, expand_env, fill_template, fill_url, map_fields
 from ..decoders import json_loads
 from ..errors import AmpError
 

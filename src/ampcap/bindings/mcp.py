@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..caps.bindings import InvocationContext
-from ..caps.remote import McpBinding, map_fields
+from ..caps.binding.context import InvocationContext
+from ..caps.binding.other_protocols import McpBinding, map_fields
 from ..display import shown
 from ..errors import AmpError
 from ..mcp.client import McpClients

@@ -17,9 +17,9 @@ from typing import Any
 
 import trio
 
-from ..caps.bindings import InvocationContext
-from ..caps.binding_tables import missing_library
-from ..caps.remote import Fallback, GrpcBinding, HttpBinding, McpBinding, McpServer, NotRun
+from ..caps.binding.context import InvocationContext
+from ..caps.binding.tables import missing_library
+from ..caps.binding.other_protocols import Fallback, GrpcBinding, HttpBinding, McpBinding, McpServer, NotRun
 
 __all__ = ["RemoteBindings", "servers_of"]
 

@@ -37,8 +37,10 @@ import cbor2
 import msgspec
 import trio
 
-from ..caps.bindings import Binding, CommandBinding, InvocationContext, PythonBinding, resolve_callable, wants_context
-from ..caps.remote import Fallback, NotRun
+from ..caps.binding.context import InvocationContext
+from ..caps.binding.kinds import Binding
+from ..caps.binding.local import CommandBinding, PythonBinding, resolve_callable, wants_context
+from ..caps.binding.other_protocols import Fallback, NotRun
 from ..display import shown
 from ..errors import AmpError
 from ..decoders import json_loads

@@ -1,7 +1,8 @@
 """Capabilities: SemVer and ranges, names/aliases/OSSA URIs, descriptors,
 offline schema bundles, params validation, descriptor signatures, the
-registry with its cursors, negotiation, usage statistics, TOML manifests
-and the demo set.
+registry with its cursors, negotiation, usage statistics, TOML manifests,
+the binding model (:mod:`.binding`: what a manifest says implements a
+capability; the runners are :mod:`ampcap.bindings`) and the demo set.
 
 The main names of the landed modules are re-exported here and loaded on first
 use (PEP 562): the manifest machinery pulls in jsonschema, which commands
@@ -23,7 +24,7 @@ _EXPORTS: dict[str, str] = {
     "sign_descriptor": "descriptor_sig", "verify_descriptor": "descriptor_sig",
     "Manifest": "manifest", "CapabilitySpec": "manifest", "ManifestError": "manifest",
     "manifest_from_data": "manifest", "manifest_problems": "manifest",
-    "Binding": "bindings",
+    "Binding": "binding.kinds",
     "demo_manifest": "demo",
     "AliasTable": "names", "OssaRef": "names", "is_capability_name": "names",
     "parse_capability_id": "names", "parse_ossa_uri": "names",
@@ -36,7 +37,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
-    from .bindings import Binding
+    from .binding.kinds import Binding
     from .bundle import SchemaBundle, SchemaStore
     from .cursor import Cursor, CursorCodec
     from .demo import demo_manifest

@@ -3,7 +3,7 @@
 an OSSA URI), policy and ranges (RFC 004 §8), stability and deprecation,
 aliases, the two schemas (inline, or a file through the injected
 :class:`ManifestFiles`, kept as the bundle's artifacts), the bridge adapter,
-and its binding (:mod:`ampcap.caps.binding_section`).
+and its binding (:mod:`ampcap.caps.binding.section`).
 
 Every problem goes to the manifest's :class:`Collector`, located by the
 capability's index and the key that holds it; the checks across
@@ -23,14 +23,14 @@ from typing import Any
 
 from ..decoders import json_loads
 from ..errors import AmpError
-from .binding_section import BindingSection
-from .bindings import resolve_callable
+from .binding.section import BindingSection
+from .binding.local import resolve_callable
 from .descriptor import Descriptor, SchemaRef, Stability
 from .manifest_errors import Collector
 from .manifest_model import CapabilitySpec, ManifestFiles, Policy, canonical_json, string_list
 from .names import URI_SCHEMES, parse_ossa_uri
 from .params import compile_schema
-from .remote import McpServer
+from .binding.other_protocols import McpServer
 from .semver import Range, Version
 
 __all__ = ["CapabilityReader", "Declared", "MAX_SCHEMA_BYTES"]

@@ -4,7 +4,7 @@ A :class:`Catalog` is built from :class:`~ampcap.caps.manifest.CapabilitySpec`
 records (a manifest, the demo set, or functions registered through the
 Python API) and plays :class:`~ampcap.peer.executor.CapabilityResolver`
 (steps 4 and 6 of the RFC 004 §7.2 validation order) and
-:class:`~ampcap.peer.executor.CapabilityDirectory` (CAP_QUERY answers).
+:class:`~ampcap.peer.query_answers.CapabilityDirectory` (CAP_QUERY answers).
 It only adapts: names and aliases live in :mod:`.names`, ordering, pages
 and cursors in :mod:`.registry` and :mod:`.cursor`, version choice and
 bridges in :mod:`.negotiate`.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..display import quoted
 from ..errors import AmpError
 from .bodies import InvokeRequest, QueryPage, QueryRequest, Resolved
-from .bindings import resolve_callable
+from .binding.local import resolve_callable
 from .cursor import CURSOR_TTL_MS
 from .registry import DEFAULT_PAGE_LIMIT, Registry
 

@@ -4,7 +4,7 @@ The set is plain TOML-shaped data run through
 :func:`ampcap.caps.manifest.manifest_from_data`, so ``--demo`` and
 ``--manifest FILE`` share one code path; the callables below are the
 bindings it names. They are pure: time, sleeping and progress come from the
-:class:`~ampcap.caps.bindings.InvocationContext` the executor passes in.
+:class:`~ampcap.caps.binding.InvocationContext` the executor passes in.
 
 Input schemas are closed (``additionalProperties: false``) so that a typo
 in a parameter name is a visible 4004 instead of a silently ignored field.
@@ -18,7 +18,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import AmpError
-from .bindings import InvocationContext
+from .binding.context import InvocationContext
 from .manifest import Manifest, manifest_from_data
 
 __all__ = [

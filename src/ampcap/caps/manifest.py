@@ -37,8 +37,8 @@ beside it, and every public name stays importable from here:
 - :mod:`ampcap.caps.manifest_errors`: :class:`ManifestProblem`,
   :class:`ManifestError`, and how a problem finds its line;
 - :mod:`ampcap.caps.capability_table`: one ``[[capability]]`` table;
-- :mod:`ampcap.caps.binding_section`: its ``binding`` key, and
-  :mod:`ampcap.caps.binding_tables`: the ``[mcp_server.NAME]`` tables and
+- :mod:`ampcap.caps.binding.section`: its ``binding`` key, and
+  :mod:`ampcap.caps.binding.tables`: the ``[mcp_server.NAME]`` tables and
   the mcp/http/grpc binding tables.
 """
 
@@ -49,7 +49,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .binding_tables import read_mcp_servers
+from .binding.tables import read_mcp_servers
 from .bundle import SchemaBundle
 from .capability_table import MAX_SCHEMA_BYTES as MAX_SCHEMA_BYTES  # re-exported: it was defined here
 from .capability_table import CapabilityReader, Declared

@@ -18,10 +18,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from .bindings import Binding
+from .binding.kinds import Binding
 from .bundle import SchemaBundle, SchemaStore
 from .descriptor import Descriptor
-from .remote import McpServer
+from .binding.other_protocols import McpServer
 from .semver import Version
 
 __all__ = ["Policy", "ManifestFiles", "CapabilitySpec", "Manifest", "canonical_json", "string_list"]

@@ -165,7 +165,7 @@ def _probe_mcp_servers(manifest: Manifest) -> list[str]:
 
     from ..bindings import servers_of
     from ..caps.manifest import ManifestProblem
-    from ..caps.remote import Fallback, McpBinding
+    from ..caps.binding.other_protocols import Fallback, McpBinding
     from ..errors import AmpError
     from ..mcp.client import list_server_tools
     from ..mcp.sdk import require
@@ -229,7 +229,7 @@ def _row(spec: CapabilitySpec) -> dict[str, Any]:
 
 
 def _each(spec: CapabilitySpec) -> tuple[Any, ...]:
-    from ..caps.remote import Fallback
+    from ..caps.binding.other_protocols import Fallback
 
     return spec.binding.bindings if isinstance(spec.binding, Fallback) else (spec.binding,)
 

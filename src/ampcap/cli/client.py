@@ -17,22 +17,21 @@ characters escaped (:mod:`ampcap.display`).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..caps.order import ORDERS
-from ..display import json_safe, printable
+from ..display import printable
 from ..errors import AmpError
 from ..decoders import json_loads
-from ..peer.config import RELAY_DID, rust_example_config
+from ..peer.config import RELAY_DID
 from ..wire.cbor import MAX_BIGNUM_BYTES, UINT64_MAX
 from ..files.identity import default_identity_path
 from .argtypes import MAX_SECONDS, did, seconds, semver, semver_range
-from .errors import EXIT_FAILURE, EXIT_OK, UsageError
-from .serve import load_or_create_identity
-from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
+from .calling import SHOWN_TEXT, call_daemon, parse_session_id, to_json
+from .errors import UsageError
+from .tls_options import add_tls_client_arguments
 
 if TYPE_CHECKING:
     from ..caps.descriptor import Descriptor
@@ -43,7 +42,6 @@ __all__ = ["register", "run_query", "run_invoke"]
 # written out because importing the registry costs every command ~50 ms
 # (tests/cli/test_cli_robustness.py checks that they agree).
 DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 100, 1000
-SHOWN_TEXT = 500  # characters of a peer's message or progress note per line (--json has all)
 
 
 def register(subparsers: Any) -> None:
@@ -115,89 +113,6 @@ def register(subparsers: Any) -> None:
     register_session(subparsers, common)
 
 
-def _fail(exc: AmpError, as_json: bool) -> int:
-    print(f"error {exc.code} {exc.name}: {printable(exc.message, SHOWN_TEXT)}", file=sys.stderr)
-    if as_json:
-        err: dict[str, Any] = {"code": exc.code, "name": exc.name, "message": exc.message}
-        if exc.details is not None:
-            err["details"] = exc.details
-        print(_json({"error": err}))
-    return EXIT_FAILURE
-
-
-def _json(value: Any, *, indent: int | None = None) -> str:
-    """Strict JSON for any decoded CBOR ``value`` (ASCII-only for scripts;
-    readable output keeps other characters, minus the unsafe ones)."""
-    from ..dump.diag import to_json_value
-
-    view = to_json_value(value)
-    if indent is None:
-        return json.dumps(view, allow_nan=False)
-    return json_safe(json.dumps(view, indent=indent, ensure_ascii=False, allow_nan=False))
-
-
-def _run(args: argparse.Namespace, call: Any) -> int:
-    import trio
-
-    from ..net.daemon.core import DaemonConfig
-    from ..net.api.peer import Peer
-
-    try:
-        from ..net.transport.url import UrlError, parse_endpoints
-
-        endpoints = parse_endpoints(args.url)  # one URL, or several endpoints of the peer (RFC 002 §3.5)
-    except UrlError as exc:
-        raise UsageError(str(exc)) from None
-    if args.compat == "rust-example" and any(url.binding != "amps" for url in endpoints):
-        raise UsageError("--compat rust-example speaks raw TCP framing: give an amp:// or amps:// URL")
-    if args.compat == "rust-example" and args.to is None and args.peer_did is None:
-        # Its raw framing has no HELLO, so nothing would tell us whom to address.
-        raise UsageError("--compat rust-example needs --peer-did DID (the daemon's DID), or --to DID with a relay URL")
-    ssl_context = tls_client_context(args, [args.url])
-    identity = load_or_create_identity(args.identity)  # after the checks: a usage error creates no key file
-
-    config = DaemonConfig()
-    if args.compat == "rust-example":
-        connection = rust_example_config()
-        config = DaemonConfig(profile=connection.profile, connection=connection)
-
-    # --timeout bounds connecting too (never beyond the 10 s handshake timeout).
-    connect_s = min(args.timeout, 10.0) if args.timeout is not None else 10.0
-
-    async def main() -> str:
-        async with Peer(identity, config=config).connect(args.url, peer_did=args.peer_did, relay_to=args.to,
-                                                         relay_did=args.relay_did, ssl_context=ssl_context,
-                                                         timeout=connect_s) as remote:
-            return await call(remote)
-
-    from ..net.api.peer import CallsItself
-
-    try:
-        output = trio.run(main)
-    except CallsItself as exc:
-        raise UsageError(_calls_itself(args, exc.did)) from None
-    except AmpError as exc:
-        advised = tls_advice(exc.message, given_ca=args.ca_file is not None)
-        return _fail(exc if advised == exc.message else AmpError(exc.code, advised, details=exc.details), args.json)
-    except OSError as exc:
-        return _fail(AmpError(5002, f"cannot reach {args.url}: {exc.strerror or exc}"), args.json)
-    # Printed out here, where a failed write (a reader gone, a full disk) is
-    # main's to report as such, not mistaken for an unreachable peer.
-    print(output)
-    return EXIT_OK
-
-
-def _calls_itself(args: argparse.Namespace, did: str) -> str:
-    """Why a call to our own DID is refused, and what to do instead."""
-    target = (f"--to {did}" if args.to == did else f"--peer-did {did}" if args.peer_did == did
-              else f"the agent at {args.url} ({did})")
-    key = f"from --identity {args.identity}" if args.identity else "from the default identity file"
-    why = ("at the relay, the caller would take the target's place and its call would come back to itself"
-           if args.to == did else "an agent does not call itself")
-    return (f"{target} is this caller's own DID ({key}): caller and target share one identity, and {why}. "
-            f"Give the caller a key of its own: `ampcap keygen --out caller.key`, then --identity caller.key")
-
-
 def run_query(args: argparse.Namespace) -> int:
     if args.limit is not None and not 0 <= args.limit <= UINT64_MAX:
         raise UsageError(f"--limit must be from 0 to {UINT64_MAX}")
@@ -206,13 +121,13 @@ def run_query(args: argparse.Namespace) -> int:
         page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,
                                   order=args.order, timeout=args.timeout or 30.0)
         if args.json:
-            return _json({"capabilities": [d.to_wire() for d in page.capabilities], "next_cursor": page.next_cursor})
+            return to_json({"capabilities": [d.to_wire() for d in page.capabilities], "next_cursor": page.next_cursor})
         lines = [_describe(d) for d in page.capabilities]
         if page.next_cursor:
             lines.append(printable(f"(more: --cursor {page.next_cursor})"))
         return "\n".join(lines)
 
-    return _run(args, call)
+    return call_daemon(args, call)
 
 
 def _describe(d: Descriptor) -> str:
@@ -329,19 +244,9 @@ def run_invoke(args: argparse.Namespace) -> int:
             result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
                                          timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry,
                                          encrypt=args.encrypt, delegation=chain, on_input=on_input)
-        return _json({"result": result}) if args.json else _json(result, indent=2)
+        return to_json({"result": result}) if args.json else to_json(result, indent=2)
 
-    return _run(args, call)
-
-
-def parse_session_id(text: str) -> bytes:
-    try:
-        sid = bytes.fromhex(text)
-    except ValueError:
-        sid = b""
-    if len(sid) != 16:
-        raise UsageError(f"--session {text!r}: a session id is 32 hex digits (16 bytes, RFC 006 §4.1)")
-    return sid
+    return call_daemon(args, call)
 
 
 def answers(given: list[str]) -> Any:

@@ -285,25 +285,25 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    from .client import _json, _run
+    from .calling import call_daemon, to_json
 
     async def call(remote: Any) -> str:
         status = await remote.deleg_query(args.delegation_id, delegator=args.delegator,
                                           timeout=args.timeout or 10.0)
         doc = status.to_wire()
         if args.json:
-            return _json(doc)
+            return to_json(doc)
         extra = "".join(f" {k}={doc[k]}" for k in ("expires_at", "revoked_at", "updated_at", "max_age_s") if k in doc)
         return printable(f"{doc['status']} {doc['delegation_id']} by {doc['delegator']}{extra}")
 
-    return _run(args, call)
+    return call_daemon(args, call)
 
 
 def run_send(args: argparse.Namespace) -> int:
     from ..decoders import json_loads
     from ..deleg.document import REVOCATION_KIND, chain_from_document, revocation_from_document
     from ..files.read import read_file
-    from .client import _json, _run
+    from .calling import call_daemon, to_json
 
     try:
         raw = read_file(args.file, 1 << 20)
@@ -324,6 +324,6 @@ def run_send(args: argparse.Namespace) -> int:
         else:
             await remote.deleg_grant(item, timeout=args.timeout or 10.0)
         done = {"sent": what, "delegation_id": item.delegation_id, "delegator": item.delegator}
-        return _json(done) if args.json else printable(f"{what} {item.delegation_id} accepted")
+        return to_json(done) if args.json else printable(f"{what} {item.delegation_id} accepted")
 
-    return _run(args, call)
+    return call_daemon(args, call)

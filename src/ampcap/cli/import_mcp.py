@@ -72,7 +72,7 @@ def mcp_manifest(name: str, command: list[str] | None, url: str | None, *, timeo
     wherever the manifest is saved)."""
     import trio
 
-    from ..caps.binding_tables import read_mcp_servers
+    from ..caps.binding.tables import read_mcp_servers
     from ..mcp.client import list_server_tools
     from ..mcp.sdk import require, tools_manifest
 

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..display import printable
+from .calling import call_daemon, parse_session_id, to_json
 from .errors import UsageError
 
 __all__ = ["register_session", "run_session", "resumed"]
@@ -60,8 +61,6 @@ async def resumed(remote: Any, session_id: bytes) -> AsyncIterator[Any]:
 
 
 def run_session(args: argparse.Namespace) -> int:
-    from .client import _json, _run, parse_session_id
-
     if args.action == "open":
         if args.session_id is not None:
             raise UsageError("session open makes a new id: drop ID")
@@ -90,9 +89,9 @@ def run_session(args: argparse.Namespace) -> int:
                  "thread_mode": session.client.mode.value, "expires_at": session.client.expires_at,
                  "pinned": session.pinned}
         if args.json:
-            return _json(state)
+            return to_json(state)
         lines = [f"session {state['session_id']} {state['status']} ({state['thread_mode']})"]
         lines += [printable(f"  pinned {name} = {cid}") for name, cid in sorted(session.pinned.items())]
         return "\n".join(lines)
 
-    return _run(args, call)
+    return call_daemon(args, call)

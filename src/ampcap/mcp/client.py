@@ -9,7 +9,7 @@ flight get their one failure, and the supervisor starts it again at once
 (a server that keeps dying within seconds of starting, and one that cannot
 be started at all, with doubling delays from 0.5 s to 30 s). A server that cannot be
 started or reached never stops the daemon: it is logged and retried, and
-meanwhile a call fails at once with :class:`~ampcap.caps.remote.NotRun`
+meanwhile a call fails at once with :class:`~ampcap.caps.binding.other_protocols.NotRun`
 (5002), so a capability's next binding may take over (R17).
 
 A call cancelled from outside (the binding's timeout, the invoke's deadline,
@@ -33,7 +33,7 @@ from typing import Any
 
 import trio
 
-from ..caps.remote import McpServer, NotRun, expand_env
+from ..caps.binding.other_protocols import McpServer, NotRun, expand_env
 from ..display import shown
 from ..errors import AmpError
 from . import sdk

@@ -1,10 +1,13 @@
-"""The provider side of RFC 004: CAP_QUERY and CAP_INVOKE in, replies out.
+"""The provider side of RFC 004: CAP_INVOKE in, replies out (and CAP_QUERY,
+handed to :mod:`.query_answers`, which shares the caller checks of
+:mod:`.caller_checks`).
 
 One :class:`Executor` serves the whole daemon (a retry may arrive on another
 connection than the original), so every action it returns names the
 connection (``conn``, an opaque key the daemon chose) it is meant for.
 Sans-I/O: the daemon feeds it :class:`~ampcap.wire.receive.Inbound` messages,
-completions and timer ticks; it answers with a list of actions:
+completions and timer ticks; it answers with a list of actions
+(:mod:`.actions`):
 
 * :class:`Send` an :class:`~ampcap.peer.outbound.Outbound` on ``conn``;
 * :class:`Execute` a validated :class:`Job` (the daemon runs the binding and
@@ -51,11 +54,9 @@ from ..caps.bodies import (
     BAD_REQUEST,
     InvokeRequest,
     QueryPage,
-    QueryRequest,
     Resolved,
     clamp_pct,
     parse_invoke_body,
-    parse_query_body,
     processing_body,
     progress_body,
     result_error,
@@ -69,8 +70,11 @@ from ..wire.envelope import BODY_MAX_DEPTH, Envelope, decode_envelope
 from ..wire.receive import Inbound
 from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
+from .actions import Action, Cancel, Execute, Job
 from .admission import ExecutorConfig, delegation_violation
 from .admission import has_ext_delegation as _has_ext_delegation
+from .caller_checks import DENIED, CallerChecks
+from .caller_checks import denied as _denied
 from .delegated import Audit, DelegationDenied, audit_line, check_negotiated, decide
 from .dedupe import CacheStatus, InvokeCache, InvokeKey, Terminal
 from .journal import INTERRUPTED, JournalRecord, JournalState, Persist, after_restart
@@ -79,6 +83,7 @@ from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
 from .invoke_state import TRANSITIONS, InvokeInput, InvokeState, advance
+from .query_answers import CapabilityDirectory, QueryAnswers
 
 __all__ = [
     "ExecutorConfig",
@@ -105,20 +110,13 @@ __all__ = [
     "INTERRUPTED",
 ]
 
-UNAUTHORIZED, DELEGATION_INVALID, RATE_LIMITED = 3001, 3004, 3005
-CAPABILITY_NOT_FOUND = 4002
+DELEGATION_INVALID = 3004
 INTERNAL_ERROR, UNAVAILABLE, TIMEOUT, OVERLOADED = 5001, 5002, 5003, 5004
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 
-# One denial, always the same bytes: no detail, no path (R10, A.9).
-DENIED = "not authorized"
 # Reading back a message we sealed ourselves: a result may be bigger or deeper
 # than what we accept from a peer, and it must come back all the same.
 _OWN_BYTES = DecodeLimits(max_depth=1024, max_items=1 << 62, max_bytes=1 << 62)
-
-
-def _denied() -> AmpError:
-    return AmpError(UNAUTHORIZED, DENIED)
 
 
 # ---------------------------------------------------------- collaborators
@@ -140,51 +138,10 @@ class CapabilityResolver(Protocol):
         ...
 
 
-class CapabilityDirectory(Protocol):
-    """CAP_QUERY answers (``caps/registry.py``): 4001 bad cursor, 4002, 4003."""
-
-    def query(self, request: QueryRequest, now_ms: int, *,
-              allowed: Callable[[str], bool] | None = None) -> QueryPage: ...
-
-
 class ParamsChecker(Protocol):
     """Step 7 (``caps.params.ParamsValidator``): 4004, or 5002 for a bad artifact."""
 
     def validate_params(self, descriptor: Any, params: Any) -> None: ...
-
-
-# ---------------------------------------------------------------- actions
-
-
-class Job(msgspec.Struct, frozen=True, kw_only=True):
-    """An accepted invocation, ready to run."""
-
-    key: InvokeKey  # (sender DID, invoke message id)
-    conn: Hashable  # where the invoke first arrived
-    capability_id: str  # the resolved, concrete ``name:version``
-    descriptor: Any
-    params: Any  # as adapted by step 6
-    binding: Any
-    deadline_ms: int
-    thread_id: bytes | None
-    session: Mapping[str, Any] | None
-    adapt_result: Callable[[Any], Any] | None = None  # see Resolved
-    encrypted: bool = False  # the invoke came authcrypted: so do its replies
-    delegator: str | None = None  # a delegated invoke: on whose behalf (RFC 005, the first link's delegator)
-
-
-class Execute(msgspec.Struct, frozen=True, kw_only=True):
-    job: Job
-
-
-class Cancel(msgspec.Struct, frozen=True, kw_only=True):
-    """Stop the task running ``key``; its terminal CAP_RESULT (``code``) is already sent."""
-
-    key: InvokeKey
-    code: int
-
-
-Action = Send | Execute | Cancel | Log | Audit | Persist
 
 
 def _operator_lines(err: AmpError) -> list[Action]:
@@ -223,13 +180,13 @@ class Executor:
         bytes, kept for retries (R8). ``journal``: emit :class:`Persist`
         actions carrying those bytes (ruling R19; see peer/journal.py)."""
         self.journal = journal
-        self._registry = registry
         self.delegation = delegation  # None: every body.delegation is refused 3004
         self._resolver = resolver
         self._params = params
         self._seal = seal
         self._policy = policy
-        self._rates = policy.new_rate_limiter()
+        self._callers = CallerChecks(policy)
+        self._queries = QueryAnswers(registry, resolver.canonical_name, self._callers)
         self._limits = limits if limits is not None else InFlightLimits()
         self.config = config
         self._cache = InvokeCache(max_entries=config.cache_entries, max_bytes=config.cache_bytes,
@@ -248,7 +205,7 @@ class Executor:
         if typ == _INVOKE:
             return self._on_invoke(inbound, conn, now_ms)
         if typ == _QUERY:
-            return self._on_query(inbound, conn, now_ms)
+            return self._queries.answer(inbound, conn, now_ms, closing=self._closing)
         return []
 
     def _on_invoke(self, inbound: Inbound, conn: Hashable, now_ms: int) -> list[Action]:
@@ -351,7 +308,7 @@ class Executor:
         if gate_refused and not (request.has_delegation and self.delegation is not None
                                  and self._policy.admits_delegates()):
             raise _denied()
-        self._check_rate(env.sender, now_ms)
+        self._callers.check_rate(env.sender, now_ms)
         self._limits.check(conn)
         # 3. Delegation (RFC 005 §6.1): only signed body evidence counts;
         #    evidence in ext is refused whatever the body holds (A.14).
@@ -378,7 +335,7 @@ class Executor:
                                                delegator=decision.delegator if decision is not None else None):
             raise _denied()
         if found.error is not None:
-            raise self._as_seen_by(env.sender, found.error)
+            raise self._callers.as_seen_by(env.sender, found.error)
         target = found.value
         # 6. Version compatibility (strict / range / bridge): 4003.
         resolved = self._resolver.check_version(target, request)
@@ -387,23 +344,6 @@ class Executor:
         # 7. Input schema: 4004; a missing or corrupt offline artifact: 5002.
         self._params.validate_params(resolved.descriptor, resolved.params)
         return request, resolved, decision
-
-    def _as_seen_by(self, sender: str, err: AmpError) -> AmpError:
-        """A lookup's error as ``sender`` may see it: 4002 (no such name) is
-        3001 for a caller some capability rule refuses, so it cannot tell an
-        alias that leads into a namespace closed to it from no alias (R10)."""
-        if err.code == CAPABILITY_NOT_FOUND and self._policy.restricts(sender):
-            return _denied()
-        return err
-
-    def _check_caller(self, sender: str, now_ms: int) -> None:
-        if not self._policy.caller_allowed(sender):
-            raise _denied()
-        self._check_rate(sender, now_ms)
-
-    def _check_rate(self, sender: str, now_ms: int) -> None:
-        if self._rates is not None and not self._rates.allow(sender, now_ms):
-            raise AmpError(RATE_LIMITED, "rate limit exceeded; retry later")
 
     @staticmethod
     def _defer(step: Any, request: InvokeRequest) -> _Deferred:
@@ -426,43 +366,6 @@ class Executor:
             self._cache.remember(InvokeKey(env.sender, env.id), inbound.fingerprint, _terminal(out),
                                  expires_at=env.ts + env.ttl, now_ms=now_ms)
         return [Send(conn, out), note]
-
-    def _on_query(self, inbound: Inbound, conn: Hashable, now_ms: int) -> list[Action]:
-        env = inbound.envelope
-        try:
-            if self._closing:
-                raise AmpError(UNAVAILABLE, "daemon is shutting down")
-            request = parse_query_body(inbound.body)  # shape 1001; body.delegation 4001 (RFC 005 A.18)
-            self._check_caller(env.sender, now_ms)  # 3001, 3005
-            if _has_ext_delegation(env):
-                raise AmpError(DELEGATION_INVALID, "delegation is not supported")
-            # The ACL runs before the registry is asked, so a denied caller
-            # cannot tell 4002/4003 apart (R10 holds for discovery too).
-            allowed = None
-            if request.lists_every_name:
-                # The ampcap "*" listing: the same per-name ACL, applied to
-                # each name listed instead of refusing the whole query.
-                sender, policy = env.sender, self._policy
-                allowed = lambda name: policy.capability_allowed(sender, name)  # noqa: E731
-            elif not self._policy.capability_allowed(env.sender, self._resolver.canonical_name(request.name)):
-                raise _denied()
-            if self._registry is None:
-                raise AmpError(UNAVAILABLE, "no capability registry")
-            try:
-                page = self._registry.query(request, now_ms, allowed=allowed)
-            except AmpError as err:  # 4002 here: the name is unknown (CAP_QUERY always names one)
-                raise self._as_seen_by(env.sender, err) from None
-            if not page.descriptors:  # §6.1: never an empty CAP_DECLARE
-                raise AmpError(CAPABILITY_NOT_FOUND, "no capability matches the filter")
-            body: dict[str, Any] = {"capabilities": [d.to_wire() for d in page.descriptors]}
-            if page.next_cursor is not None:
-                body["next_cursor"] = page.next_cursor
-        except AmpError as err:
-            return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted))]
-        except Exception as exc:
-            return [Log(logging.ERROR, f"query crashed: {shown(repr(exc))}", "query crash"),
-                    Send(conn, error_reply(env, AmpError(INTERNAL_ERROR, "internal error"), encrypt=inbound.decrypted))]
-        return [Send(conn, reply_to(env, int(MessageType.CAP_DECLARE), body, encrypt=inbound.decrypted))]
 
     # ----------------------------------------------------------- executing
 

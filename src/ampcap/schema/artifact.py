@@ -25,21 +25,8 @@ from typing import Any
 
 import msgspec
 
-from .nodes import (
-    Alternatives,
-    ArrayType,
-    Choice,
-    Computed,
-    IntRange,
-    Literal,
-    MapType,
-    Member,
-    Prim,
-    Reference,
-    Sized,
-    Tagged,
-    TypeNode,
-)
+from .group_nodes import Alternatives, ArrayType, Computed, MapType, Member
+from .nodes import Choice, IntRange, Literal, Prim, Reference, Sized, Tagged, TypeNode
 
 __all__ = ["CompiledRules", "dump", "load"]
 

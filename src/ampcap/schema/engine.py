@@ -27,21 +27,8 @@ import msgspec
 from cddlparser import Marker, Tokens, ast
 
 from . import nodes
-from .nodes import (
-    Alternatives,
-    ArrayType,
-    Choice,
-    Computed,
-    IntRange,
-    Literal,
-    MapType,
-    Member,
-    Prim,
-    Reference,
-    Sized,
-    Tagged,
-    TypeNode,
-)
+from .group_nodes import Alternatives, ArrayType, Computed, MapType, Member
+from .nodes import Choice, IntRange, Literal, Prim, Reference, Sized, Tagged, TypeNode
 from .artifact import CompiledRules
 from .violations import SchemaError
 

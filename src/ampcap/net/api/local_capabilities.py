@@ -23,7 +23,7 @@ from typing import Any, TypeVar, get_type_hints
 
 import msgspec
 
-from ...caps.bindings import InvocationContext as _ContextProtocol
+from ...caps.binding.context import InvocationContext as _ContextProtocol
 from ...errors import AmpError
 from ...bindings.runner import RunnerContext, ThreadContext, run_in_thread
 

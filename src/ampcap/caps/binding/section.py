@@ -1,7 +1,7 @@
 """A capability's ``binding`` key: a local binding (``python`` or
 ``command``, with their options), the tables of the bindings to other
 protocols (``[capability.binding.mcp|http|grpc]``, read by
-:mod:`ampcap.caps.binding_tables`), or several of them, tried in R17's
+:mod:`.tables`), or several of them, tried in R17's
 order or the capability's ``binding_order`` (a :class:`Fallback`).
 
 Sans-I/O: what it checks on disk (a command's program and directory) goes
@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import AmpError
-from .binding_tables import REMOTE_KINDS, Problem, binding_order, read_remote_binding
-from .bindings import Binding, CommandBinding, PythonBinding, resolve_callable
-from .manifest_model import ManifestFiles, string_list
-from .remote import Fallback, McpServer
+from ...errors import AmpError
+from ..manifest_model import ManifestFiles, string_list
+from .kinds import Binding
+from .local import CommandBinding, PythonBinding, resolve_callable
+from .other_protocols import Fallback, McpServer
+from .tables import REMOTE_KINDS, Problem, binding_order, read_remote_binding
 
 __all__ = ["BindingSection"]
 

@@ -2,8 +2,8 @@
 servers, HTTP endpoints and gRPC services, and a capability's ordered set of
 bindings.
 
-Like :mod:`ampcap.caps.bindings`, this module only *describes*: the manifest
-builds these objects, :mod:`ampcap.bindings` runs them at the edge. The
+Like :mod:`.local`, this module only *describes*: the manifest builds
+these objects, the runners in :mod:`ampcap.bindings` run them at the edge. The
 transformations that need no I/O live here too, so they are tested without
 a server: field mappings (OSSA §9.1), the HTTP body template and URL
 placeholders (filled in the parsed tree, so no param can change the
@@ -22,8 +22,8 @@ from typing import Any
 
 import msgspec
 
-from ..errors import AmpError
-from .bindings import DEFAULT_COMMAND_TIMEOUT_MS, MAX_TIMEOUT_MS
+from ...errors import AmpError
+from .local import DEFAULT_COMMAND_TIMEOUT_MS, MAX_TIMEOUT_MS
 
 __all__ = [
     "BINDING_KINDS",

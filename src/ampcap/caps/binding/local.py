@@ -1,7 +1,5 @@
-"""What implements a capability: binding *descriptions* and the context API.
-
-The two local binding kinds are here (MCP, HTTP and gRPC bindings, and the
-fallback set of several, are in :mod:`ampcap.caps.remote`):
+"""The two local binding kinds: what runs in this process or as a child
+of it (the bindings to other protocols are :mod:`.other_protocols`):
 
 - :class:`PythonBinding`: ``module:function``, sync or ``async def``;
 - :class:`CommandBinding`: an argv list; params go to stdin as JSON, the
@@ -11,10 +9,9 @@ Nothing here runs anything: :mod:`ampcap.bindings.runner` executes
 bindings at the trio edge. :func:`resolve_callable` only imports.
 
 Calling convention for Python callables: ``fn(params)`` or, when the
-function takes a second positional parameter, ``fn(params, context)`` with
-an object satisfying :class:`InvocationContext`. The context is how a
-capability reports progress, sleeps and reads the time without importing an
-event loop or a clock, which keeps capability code sans-I/O and testable.
+function takes a second positional parameter (:func:`wants_context`),
+``fn(params, context)`` with an object satisfying
+:class:`~ampcap.caps.binding.context.InvocationContext`.
 """
 
 from __future__ import annotations
@@ -25,61 +22,25 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
+from typing import Any
 
 import msgspec
 
-from ..errors import AmpError
-
-if TYPE_CHECKING:
-    from .remote import Fallback, GrpcBinding, HttpBinding, McpBinding
+from ...errors import AmpError
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT_MS",
     "MAX_TIMEOUT_MS",
-    "InvocationContext",
     "PythonBinding",
     "CommandBinding",
-    "Binding",
     "resolve_callable",
     "wants_context",
 ]
 
 DEFAULT_COMMAND_TIMEOUT_MS = 30_000
+# The bound on every binding's timeout_ms, the other protocols' too
+# (:mod:`.other_protocols` imports it from here; nothing goes the other way).
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
-
-
-@runtime_checkable
-class InvocationContext(Protocol):
-    """Handed to a capability callable by the executor (the edge implements it).
-
-    ``progress`` becomes an RFC 006 PROGRESS message correlated to the
-    invoke; it is async because sending may wait for the connection.
-    """
-
-    @property
-    def capability_id(self) -> str: ...
-
-    @property
-    def version(self) -> str: ...
-
-    def now_ms(self) -> int:
-        """Wall-clock Unix milliseconds (injected, so tests can fix it)."""
-        ...
-
-    async def sleep(self, ms: int) -> None:
-        """Suspend for ``ms`` milliseconds; cancellable by the executor."""
-        ...
-
-    async def progress(self, percent: float | None, message: str | None = None) -> None:
-        """Report progress (0–100, or None when unknown) to the invoker."""
-        ...
-
-    async def ask(self, prompt: str, *, options: list[str] | None = None, timeout_ms: int | None = None) -> str:
-        """Ask the invoker for input mid-call (RFC 006 INPUT_REQUIRED) and
-        return its answer; AmpError 4001 when it declines, 5003 when no
-        answer comes within ``timeout_ms``."""
-        ...
 
 
 class PythonBinding(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,11 +91,6 @@ class CommandBinding(msgspec.Struct, frozen=True, kw_only=True):
 
     def describe(self) -> str:
         return " ".join(self.argv)
-
-
-# The bindings to other protocols (R17) are described in .remote, which
-# builds on this module; a capability with several bindings has a Fallback.
-Binding = Union[PythonBinding, CommandBinding, "McpBinding", "HttpBinding", "GrpcBinding", "Fallback"]
 
 
 def _check_timeout(ms: int | None) -> None:

@@ -4,8 +4,8 @@
 capability, with its ``binding_order``.
 
 Sans-I/O like the rest of the manifest reader (:mod:`ampcap.caps.manifest`
-and :mod:`ampcap.caps.binding_section` call in here): parsed TOML in,
-binding descriptions (:mod:`ampcap.caps.remote`) out, every problem
+and :mod:`.section` call in here): parsed TOML in,
+binding descriptions (:mod:`.other_protocols`) out, every problem
 reported through the reader's ``problem(message, key)`` with the key that
 holds it.
 """
@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..decoders import json_loads
-from ..errors import AmpError
-from ..wire.registry import ErrorCode
-from .remote import (
+from ...decoders import json_loads
+from ...errors import AmpError
+from ...wire.registry import ErrorCode
+from .other_protocols import (
     BINDING_KINDS,
     GrpcBinding,
     HttpBinding,
