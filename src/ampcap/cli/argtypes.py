@@ -56,8 +56,8 @@ def did(text: str) -> str:
 
         try:
             ed25519_from_did_key(text)
-        except AmpError as exc:
-            raise ArgumentTypeError(f"{text[:80]!r} is not a valid did:key ({exc.message.split(':')[0]}): "
+        except AmpError:
+            raise ArgumentTypeError(f"{text[:80]!r} is not a valid did:key (no Ed25519 key decodes from it): "
                                     "copy the DID `ampcap id` prints") from None
     return text
 
