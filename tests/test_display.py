@@ -50,3 +50,12 @@ def test_shown_and_quoted_cut_a_peers_value_and_say_how_long_it_was() -> None:
     assert text.startswith("'\\x1baaa") and text.endswith("'… (5000001 chars)") and len(text) < PEER_TEXT_LIMIT + 40
     assert quoted("it's") == repr("it's") and quoted("\u202e") == "'\\u202e'"
     assert quoted(b"\x00" * 10_000).startswith("b'\\x00") and len(quoted(b"\x00" * 10_000)) < PEER_TEXT_LIMIT + 40
+
+
+def test_counted_agrees_with_its_noun() -> None:
+    from ampcap.display import counted
+
+    assert counted(1, "MCP server") == "1 MCP server"
+    assert counted(0, "MCP server") == "0 MCP servers"
+    assert counted(2, "capability", "capabilities") == "2 capabilities"
+    assert counted(1, "capability", "capabilities") == "1 capability"

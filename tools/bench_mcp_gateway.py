@@ -136,7 +136,9 @@ async def _measure(calls: int, block: int, url: str, tmp: str) -> Run:
     import ampcap.mcp
 
     identity = Identity.generate(os.urandom)
-    env = {"XDG_CONFIG_HOME": os.path.join(tmp, "gateway")}  # a caller of its own, not the peer's identity
+    env = {"XDG_CONFIG_HOME": os.path.join(tmp, "gateway"),  # a caller of its own, not the peer's identity
+           # the stdio servers run this ampcap, not whichever one is installed
+           "PYTHONPATH": str(Path(ampcap.mcp.__file__).resolve().parents[2])}
     params = StdioServerParameters(command=sys.executable, args=["-m", "ampcap.cli.main", "mcp", url], env=env)
     bare_params = StdioServerParameters(command=sys.executable, args=[__file__, "--bare-stdio", url], env=env)
     async with AsyncExitStack() as stack:

@@ -74,3 +74,9 @@ def json_safe(document: str) -> str:
     """A JSON document (from ``json.dumps(..., ensure_ascii=False)``) with
     DEL, C1 and bidi characters written as ``\\uXXXX`` escapes."""
     return document.translate(_JSON)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 capability``, ``2 capabilities``, ``0 MCP servers``: a count with
+    its noun agreeing (``plural`` when adding "s" is wrong)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

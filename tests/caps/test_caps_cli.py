@@ -105,7 +105,8 @@ binding = { command = ["true"] }
         "m.toml:10: capability[1] (org.x.a:1.0.0): key 'id': duplicate id (first declared by capability[0])",
         "m.toml:13: capability[1] (org.x.a:1.0.0): key 'binding.command': no program 'nonexistent-cmd-xyz' on PATH",
         "m.toml:16: capability[2] (org.x.b:1.0.0): key 'aliases': alias 'a' already points to 'org.x.a'",
-        "m.toml:17: capability[2] (org.x.b:1.0.0): key 'input_schema': input schema does not compile: Unknown type",
+        "m.toml:17: capability[2] (org.x.b:1.0.0): key 'input_schema': input schema does not compile: type is 5, "
+        "which is not a JSON Schema type (one of string, number, integer, object, array, boolean, null)",
         "6 problems found",
     ]
 
@@ -202,3 +203,27 @@ def test_every_caps_help_says_what_it_does_reads_and_exits_with(capsys: pytest.C
     assert says in text
     assert "A manifest is a TOML file" in text and "--demo instead of MANIFEST" in text
     assert "Exit status: 0 " in text and "2 for a usage error" in text
+
+
+def test_validate_counts_agree_with_their_nouns(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Issue 38 item 12: "1 capabilities, 1 names", "1 MCP servers".
+    (tmp_path / "one.toml").write_text('bundle_id = "b"\n[[capability]]\nid = "org.x.a:1.0.0"\n'
+                                       'input_schema = {}\noutput_schema = {}\n'
+                                       'binding = { python = "ampcap.caps.demo:noop" }\n')
+    code, out, _ = run(capsys, "validate", str(tmp_path / "one.toml"))
+    assert code == 0, out
+    assert ": 1 capability, 1 name, bundle b" in out
+
+
+def test_a_json_manifest_is_told_that_manifests_are_toml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Issue 38 item 12: it said only "TOML syntax: Invalid statement".
+    for name, text in (("m.json", '{"bundle_id": "b", "capability": []}\n'),
+                       ("m.toml", '[{"bundle_id": "b"}]\n'),
+                       ("m.yaml", "bundle_id: b\n")):
+        (tmp_path / name).write_text(text)
+        code, out, _ = run(capsys, "validate", str(tmp_path / name))
+        assert code == 1
+        assert "TOML syntax: " in out and "(manifests are TOML, docs/manifest.md; this looks like" in out, out
+    (tmp_path / "plain.toml").write_text("bundle_id = \n")
+    code, out, _ = run(capsys, "validate", str(tmp_path / "plain.toml"))
+    assert code == 1 and "TOML syntax: " in out and "manifests are TOML" not in out

@@ -93,6 +93,17 @@ def test_a_schema_that_does_not_compile_is_named_for_what_it_is(draft: str | Non
         compile_schema([], what="output schema")
 
 
+@pytest.mark.parametrize("draft", [None, "https://json-schema.org/draft/2020-12/schema"])
+def test_an_unknown_type_is_named_with_where_it_is(draft: str | None) -> None:
+    # Issue 38 item 12: it said only "input schema does not compile: Unknown type".
+    bad = {"type": "object", "properties": {"a": {"enum": [{"type": "data"}]}, "b": {"type": ["string", "intger"]}},
+           **({"$schema": draft} if draft else {})}
+    with pytest.raises(AmpError) as info:
+        compile_schema(bad, what="input schema")
+    assert info.value.message.startswith("input schema does not compile: properties.b.type is 'intger', which is "
+                                         "not a JSON Schema type (one of string, number, integer")
+
+
 def test_remote_ref_is_not_fetched() -> None:
     v, d = setup({"$ref": "https://example.invalid/schema.json"})
     assert violation(v, d, {}).code == 5002

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
@@ -74,6 +76,7 @@ def test_grant_invoke_revoke_show(tmp_path: Path) -> None:
         denied = ampcap(tmp_path, "invoke", daemon.url, ECHO1, "--params", '{"message": "hi"}', "--identity",
                         carol, "--delegation", str(tmp_path / "abc.json"))
         assert denied.returncode == 1 and "3004" in denied.stderr, denied.stderr
+        assert "a credential in the chain is revoked" in denied.stderr  # what the caller may know (RFC 005 §8)
         missing = ampcap(tmp_path, "invoke", daemon.url, ECHO1, "--identity", carol, "--delegation",
                          str(tmp_path / "nope.json"))
         assert missing.returncode == 1 and "nope.json" in missing.stderr
@@ -109,3 +112,34 @@ def test_send_and_query(tmp_path: Path) -> None:
         bad = ampcap(tmp_path, "deleg", "send", daemon.url, str(tmp_path / "missing.json"))
         assert bad.returncode == 1 and "missing.json" in bad.stderr
         assert ampcap(tmp_path, "deleg", "query", "nope://x", "id").returncode == 2
+
+
+def test_grant_refuses_what_it_would_get_wrong(tmp_path: Path) -> None:
+    """Issue 38 item 11: a did:key that names no key, a duration without its
+    unit, an --out that exists (as keygen: --force replaces it)."""
+    did = _ids(tmp_path, "alice", "bob")
+    alice = str(tmp_path / "alice.json")
+    base = ("deleg", "grant", "--identity", alice, "--capability", ECHO1, "--state-dir", "none")
+    bogus = ampcap(tmp_path, *base, "--to", "did:key:bogus")
+    assert bogus.returncode == 2 and "'did:key:bogus' is not a valid did:key" in bogus.stderr
+    assert bogus.stdout == ""
+    bare = ampcap(tmp_path, *base, "--to", did["bob"], "--expires", "1")
+    assert bare.returncode == 2 and "'1' has no unit: say 1s, 1m, 1h or 1d" in bare.stderr
+    for text, seconds in (("90s", 90), ("1h", 3600), ("30d", 30 * 86400)):
+        before = time.time()
+        ok = ampcap(tmp_path, *base, "--to", did["bob"], "--expires", text)
+        assert ok.returncode == 0, ok.stderr
+        until = calendar.timegm(time.strptime(ok.stderr.split(" until ")[1].split()[0], "%Y-%m-%dT%H:%M:%SZ"))
+        assert before + seconds - 1 <= until <= time.time() + seconds
+    out = tmp_path / "cred.json"
+    out.write_text("keep me")
+    refused = ampcap(tmp_path, *base, "--to", did["bob"], "--out", str(out))
+    assert refused.returncode == 1 and "already exists; pass --force to replace it" in refused.stderr
+    assert out.read_text() == "keep me"
+    forced = ampcap(tmp_path, *base, "--to", did["bob"], "--out", str(out), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "chain" in json.loads(out.read_text())
+    rev_out = tmp_path / "rev.json"
+    rev_out.write_text("keep me")
+    rev = ampcap(tmp_path, "deleg", "revoke", "d1", "--identity", alice, "--state-dir", "none", "--out", str(rev_out))
+    assert rev.returncode == 1 and "already exists" in rev.stderr and rev_out.read_text() == "keep me"

@@ -97,10 +97,22 @@ async def test_delegation_errors_of_an_admitted_caller() -> None:
             good = evidence_body([grant(alice, bob.did)])
             reply = await raw.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "hi"}, "delegation": good})
             assert reply.envelope.typ == RESULT and reply.body["result"]["message"] == "hi"
-            # Outside the scope: 3004 with minimal detail.
+            # Outside the scope: 3004 with minimal detail, what the caller's own
+            # credential shows (issue 38 item 11), no DID.
             reply = await raw.invoke({"id": "org.ampcap.demo.noop:1.0.0", "params": {}, "delegation": good})
             assert reply.envelope.typ == ERROR and reply.body["code"] == 3004
-            assert reply.body["message"] == "delegation invalid"
+            assert reply.body["message"] == "delegation invalid: the capability is outside the delegated scope"
+            expired = evidence_body([grant(alice, bob.did, expires_at=now_ms() - 500)])
+            reply = await raw.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "x"}, "delegation": expired})
+            assert reply.body["code"] == 3004 and reply.body["message"] == "delegation invalid: chain[0] has expired"
+            # A signature: one sentence whatever failed (no hint whether the signer's DID exists).
+            forged = evidence_body([grant(alice, bob.did)])
+            cred = forged["chain"][0]["credential"]
+            forged["chain"][0]["credential"] = cred[:-1] + bytes([cred[-1] ^ 1])
+            reply = await raw.invoke({"id": f"{ECHO}:1.0.0", "params": {"message": "x"}, "delegation": forged})
+            assert reply.body["code"] == 3004
+            assert reply.body["message"] == "delegation invalid: a credential's signature cannot be verified"
+            assert alice.did not in reply.body["message"]
             # A.14: evidence only in ext (nothing in the body).
             env = raw.send(int(MessageType.CAP_INVOKE), {"id": f"{ECHO}:1.0.0", "params": {"message": "x"}},
                            ext={"delegation": good})

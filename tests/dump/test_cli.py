@@ -90,7 +90,7 @@ def test_text_output_shows_everything(tmp_path: Path, dump, rfc001_ring, rfc001)
     assert code == 0
     assert "STREAM_END" in out and "sig=valid(rfc)" in out and "time=valid" in out
     assert "(32 bytes)" in out  # long byte strings shortened with their length
-    assert "-- summary: 1 frames" in out and "errors: none" in out
+    assert "-- summary: 1 frames" in out and "problems found: none" in out and "error replies" not in out
     assert "\x1b[" not in out
     _, coloured = dump(["--keyring", str(rfc001_ring), "--now", str(T0), "--color", "always", str(f)])
     assert "\x1b[32m" in coloured
@@ -228,7 +228,7 @@ def test_rust_capture_under_rfc_profile_is_invalid(dump, demo_ring, captures, jr
     _, text = dump(["--hex", "--framing", "raw", "--keyring", str(demo_ring), "--now", str(now), "--color", "never",
                     str(captures / "conn1-c2s.hex")])
     assert "sig=invalid (verifies under rust-example)" in text
-    assert "errors: 1002 INVALID_SIGNATURE ×3" in text
+    assert "problems found: 1002 INVALID_SIGNATURE ×3" in text
 
 
 def test_rust_capture_without_secrets_stays_sealed(tmp_path: Path, dump, captures, jrecords) -> None:
@@ -406,3 +406,25 @@ def test_a_capture_file_that_fills_up_while_tapping_is_named(tmp_path: Path) -> 
     with pytest.raises(CommandError, match=f"^--write-pcap {target}: cannot write it: No space left on device$"):
         recorder.data(1, "c2s", b"x" * 100, 2.0)
     recorder.finish()  # already reported: closing says nothing more
+
+
+def test_summary_counts_error_replies_apart_from_problems(dump) -> None:
+    """Issue 38 item 10: traffic holding an ERROR reply (and a transport ERROR
+    frame) is not summarised as "errors: none"."""
+    import os
+
+    from ampcap.wire.envelope import seal
+    from ampcap.wire.identity import Identity
+    from ampcap.wire.registry import MessageType
+
+    ident = Identity.from_seed(b"\x07" * 32)
+    _, wire = seal(ident, typ=MessageType.ERROR, to=ident.did, now_ms=T0, entropy=os.urandom,
+                   body={"code": 3004, "category": "delegation", "message": "delegation invalid"})
+    message = encode_frame(FrameType.AMP_MESSAGE, wire)
+    code, out = dump(["--color", "never", "--now", str(T0), "-"], stdin=message)
+    assert code == 0, out
+    assert "problems found: none" in out and "errors: none" not in out
+    assert "error replies: 3004 DELEGATION_INVALID ×1" in out
+    frame = encode_frame(FrameType.ERROR, TransportError(code=1001, message="bad").to_payload())
+    code, out = dump(["--color", "never", "--now", str(T0), "-"], stdin=message + frame)
+    assert "error replies: 1001 INVALID_MESSAGE ×1, 3004 DELEGATION_INVALID ×1" in out

@@ -33,6 +33,8 @@ def ampcap_dump(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[b
     (RAW_FRAMED, [], "it looks like frames with a bare 4-byte length"),
     (MESSAGE, [], "it looks like one bare CBOR message without framing: read it with --framing none"),
     (b'{"hello": "world"}\n', [], "it looks like text, not AMP traffic"),
+    ("Grüße, café, 日本語 — ✓\n".encode() * 3, [], "it looks like text, not AMP traffic"),
+    (b"x" + "é".encode() * 300, [], "it looks like text, not AMP traffic"),  # a character cut at the 512-byte sniff
     (gzip.compress(RAW_FRAMED), [], "it looks like gzip-compressed data: decompress it first"),
     (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", [], "it looks like HTTP traffic, not AMP"),
     (bytes(range(200, 256)) * 20, [], "it looks like binary data that is not AMP traffic: neither RFC 002 frames"),

@@ -5,6 +5,7 @@ peer whose capabilities change, a peer with 1,000 capabilities)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -48,6 +49,19 @@ async def http_session(url: str, on_message: Any = None) -> AsyncIterator[Client
         async with ClientSession(read, write, message_handler=on_message) as session:
             await session.initialize()
             yield session
+
+
+def test_ampcap_mcp_http_on_a_busy_port_names_the_address(tmp_path: Path) -> None:
+    """Issue 38 item 12: it said only "Address already in use"."""
+    with serve_process(tmp_path) as served, socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "gw"))
+        done = subprocess.run([PYTHON, "-m", "ampcap.cli.main", "mcp", "--http", address, served.url],
+                              capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == f"ampcap mcp: cannot listen on {address} (MCP HTTP): Address already in use"
 
 
 @pytest.mark.trio

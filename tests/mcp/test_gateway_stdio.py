@@ -209,11 +209,14 @@ async def test_peer_restarted_with_new_capabilities_under_the_gateway(tmp_path: 
         peer.stop()
 
 
+DID = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
+
+
 def test_usage_errors_exit_2_before_anything_is_dialled(tmp_path: Path) -> None:
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path))
     for args, words in ((["ftp://x"], "ftp"), (["http://127.0.0.1:1", "--compat", "rust-example"], "raw TCP"), (["amp://127.0.0.1:1", "--range", "nope"], "NAME=RANGE"),
                         (["amp://127.0.0.1:1", "--range", "a.b=^1.0"], "--range a.b"),
-                        (["amp://127.0.0.1:1", "amp://127.0.0.1:2", "--peer-did", "did:key:z6Mk"], "once per URL"),
+                        (["amp://127.0.0.1:1", "amp://127.0.0.1:2", "--peer-did", DID], "given 1 time for 2 URLs: "),
                         (["amp://127.0.0.1:1", "--http", "nowhere"], "--http"),
                         (["amp://127.0.0.1:1", "--poll", "0"], "--poll")):
         done = subprocess.run([PYTHON, "-m", "ampcap.cli.main", "mcp", *args], capture_output=True, text=True,

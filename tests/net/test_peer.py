@@ -121,6 +121,14 @@ async def test_serve_and_invoke_over_loopback() -> None:
                 await remote.invoke("org.example.greet", version="1.0.0", params={"name": "A", "typo": 1})
             assert info.value.code == 4004
 
+            # A malformed version or range is the caller's ValueError (docs/python-api.md),
+            # not the peer's 4001 (issue 38 item 12).
+            for bad in ({"range": "^1.0.0"}, {"range": "1.x"}, {"version": "1.0"}):
+                with pytest.raises(ValueError, match="range|version"):
+                    await remote.invoke("org.example.greet", params={}, **bad)
+            with pytest.raises(ValueError, match="range='~1.0.0'"):
+                await remote.query("org.example.greet", range="~1.0.0")
+
             page = await remote.query("org.example.greet")
             assert [d.id for d in page] == ["org.example.greet:1.1.0", "org.example.greet:1.0.0"]
             assert page.capabilities[1].notes == "Greets somebody."

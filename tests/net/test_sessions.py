@@ -59,6 +59,8 @@ async def test_a_session_pins_a_version_and_closes_at_the_end() -> None:
                 with pytest.raises(AmpError) as exc:  # another version of a pinned name: 4003
                     await s.invoke(ECHO, version="1.1.0", params={"message": "b"})
                 assert exc.value.code == 4003
+                with pytest.raises(ValueError, match="version='1.1'"):  # malformed: the caller's mistake
+                    await s.invoke(ECHO, version="1.1", params={"message": "b"})
                 assert server.daemon.sessions.record(s.session_id).checkpoint is not None
             assert server.daemon.sessions.sessions[s.session_id].status is SessionState.CLOSED
 

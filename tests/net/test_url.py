@@ -110,3 +110,13 @@ def test_endpoints_are_ordered_amps_then_wss_then_https() -> None:
 
     urls = parse_endpoints("https://a,ws://b,amp://c,wss://d,amps://e")
     assert [u.host for u in urls] == ["c", "e", "b", "d", "a"]  # same class: the given order
+
+
+def test_a_url_without_scheme_names_every_scheme() -> None:
+    """Issue 38 item 12: the hint listed only amp(s):// though http(s):// and ws(s):// work too."""
+    with pytest.raises(UrlError) as info:
+        parse_url("example.com:7700")
+    message = str(info.value)
+    assert "amp://example.com:7700" in message
+    for scheme in ("amps://", "https://", "http://", "wss://", "ws://"):
+        assert scheme in message

@@ -74,6 +74,46 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"
 
 
+_JSON_TYPES = ("string", "number", "integer", "object", "array", "boolean", "null")
+
+
+def _compile_problem(schema: Any, exc: Exception) -> str:
+    """Why a schema does not compile, naming what is wrong where we can: the
+    compilers say only "Unknown type" (fastjsonschema) or quote their
+    meta-schema (jsonschema), neither names the type or where it is."""
+    found = _unknown_type(schema, "", 0)
+    if found is not None:
+        where, value = found
+        return (f"{where.lstrip('.')} is {value!r:.60}, which is not a JSON Schema type "
+                f"(one of {', '.join(_JSON_TYPES)})")
+    return str(exc).split("\n", 1)[0]
+
+
+def _unknown_type(node: Any, where: str, depth: int) -> tuple[str, Any] | None:
+    """The first ``type`` keyword (path, value) naming no JSON type."""
+    if depth > 64:  # schemas nest as deep as the file allows; this is only a hint
+        return None
+    if isinstance(node, dict):
+        kind = node.get("type")
+        if kind is not None:
+            kinds = kind if isinstance(kind, list) else [kind]
+            for one in kinds:
+                if not isinstance(one, str) or one not in _JSON_TYPES:
+                    return f"{where}.type", one
+        for key, value in node.items():
+            if key in ("const", "enum", "default", "examples"):
+                continue  # values, not schemas: a "type" key in them is data
+            found = _unknown_type(value, f"{where}.{key}", depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found = _unknown_type(value, f"{where}[{i}]", depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
 def _join(root: str, parts: list[Any] | tuple[Any, ...]) -> str:
     out = root
     for p in parts:
@@ -106,7 +146,7 @@ def _fast(schema: Any, what: str) -> Callable[[Any, str], None]:
     try:
         fn = fastjsonschema.compile(schema, handlers=_NO_NETWORK, use_default=False)
     except Exception as exc:  # any failure of a foreign schema: unusable
-        raise AmpError(UNAVAILABLE, _shorten(f"{what} does not compile: {exc}")) from None
+        raise AmpError(UNAVAILABLE, _shorten(f"{what} does not compile: {_compile_problem(schema, exc)}")) from None
     value_error = fastjsonschema.JsonSchemaValueException
 
     def check(value: Any, root: str) -> None:
@@ -220,7 +260,7 @@ def _modern(schema: Any, what: str) -> Callable[[Any, str], None]:
         jsonschema.Draft202012Validator.check_schema(schema)
         validator = _draft202012()(schema)
     except Exception as exc:
-        raise AmpError(UNAVAILABLE, _shorten(f"{what} does not compile: {exc}")) from None
+        raise AmpError(UNAVAILABLE, _shorten(f"{what} does not compile: {_compile_problem(schema, exc)}")) from None
 
     def check(value: Any, root: str) -> None:
         try:

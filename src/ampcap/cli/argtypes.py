@@ -45,9 +45,20 @@ def seconds(*, unlimited: bool = False) -> Callable[[str], float]:
 
 
 def did(text: str) -> str:
-    """A ``type=`` for an option naming a DID."""
+    """A ``type=`` for an option naming a DID. A did:key is its key, so one
+    whose key does not decode names nobody: refused here rather than
+    accepted into a credential no one can ever use."""
     if not is_did(text):
         raise ArgumentTypeError(f"{text!r} is not a DID (did:METHOD:ID, e.g. did:key:z6Mk… or did:web:example.com)")
+    if text.startswith("did:key:"):
+        from ..errors import AmpError
+        from ..wire.didkey import ed25519_from_did_key
+
+        try:
+            ed25519_from_did_key(text)
+        except AmpError:
+            raise ArgumentTypeError(f"{text[:80]!r} is not a valid did:key (no Ed25519 key decodes from it): "
+                                    "copy the DID `ampcap id` prints") from None
     return text
 
 

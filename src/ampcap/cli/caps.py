@@ -13,6 +13,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..display import counted
 from .errors import local_file_error
 
 if TYPE_CHECKING:  # the manifest machinery (jsonschema…) loads only when a command runs
@@ -151,8 +152,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{len(found)} problem{'s' if len(found) != 1 else ''} found", file=sys.stdout)
             return 1
     names = {c.name for c in manifest.capabilities}
-    servers = f", {len(manifest.mcp_servers)} MCP servers" if manifest.mcp_servers else ""
-    print(f"OK {manifest.source}: {len(manifest.capabilities)} capabilities, {len(names)} names, "
+    servers = f", {counted(len(manifest.mcp_servers), 'MCP server')}" if manifest.mcp_servers else ""
+    print(f"OK {manifest.source}: {counted(len(manifest.capabilities), 'capability', 'capabilities')}, "
+          f"{counted(len(names), 'name')}, "
           f"bundle {manifest.bundle.bundle_id}{servers}")
     return 0
 

@@ -66,9 +66,13 @@ def register(subparsers: Any) -> None:
     common.add_argument("--compat", choices=("rust-example",), default=None,
                         help="talk like the public Rust example (raw framing + its Sig_Input variant)")
 
-    q = subparsers.add_parser("query", parents=[common], help="CAP_QUERY: list a capability's versions",
-                              description="Ask a daemon which versions of a capability it offers (CAP_QUERY).")
-    q.add_argument("name", metavar="NAME", help="capability name, alias or legacy type")
+    q = subparsers.add_parser("query", parents=[common],
+                              help="CAP_QUERY: list a capability's versions, or every capability ('*')",
+                              description="Ask a daemon which versions of a capability it offers (CAP_QUERY). "
+                                          "NAME '*' (quote it from the shell) lists every capability the daemon "
+                                          "lets you see, paged as usual: an ampcap extension, answered by ampcap "
+                                          "peers; others may answer 4002.")
+    q.add_argument("name", metavar="NAME", help="capability name, alias or legacy type; '*': every capability")
     q.add_argument("--range", default=None, metavar="R", type=semver_range,
                    help="version range, e.g. '>=1.0.0 <2.0.0'")
     q.add_argument("--limit", type=int, default=None, metavar="N",

@@ -33,11 +33,15 @@ _MAX_DURATION_MS = 366 * 86_400_000
 
 
 def duration_ms(text: str) -> int:
-    """``90s``, ``30m``, ``1h``, ``7d`` (or plain seconds) → milliseconds."""
+    """``90s``, ``30m``, ``1h``, ``7d`` → milliseconds. The unit is required:
+    a bare ``1`` once meant one second where people meant an hour or a day."""
     match = re.fullmatch(r"(\d{1,9})([smhd]?)", text.strip())
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 90s, 30m, 1h, 7d)")
-    value = int(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if not match.group(2):
+        raise argparse.ArgumentTypeError(f"{text!r} has no unit: say {match.group(1)}s, {match.group(1)}m, "
+                                         f"{match.group(1)}h or {match.group(1)}d")
+    value = int(match.group(1)) * _UNITS[match.group(2)]
     if not 0 < value <= _MAX_DURATION_MS:
         raise argparse.ArgumentTypeError(f"{text!r}: a duration must be more than 0 and at most 366 days")
     return value
@@ -68,7 +72,7 @@ def register(subparsers: Any) -> None:
     g.add_argument("--action", action="append", default=None, metavar="A", help="an allowed action (e.g. invoke)")
     g.add_argument("--resource", action="append", default=None, metavar="R", help="an allowed resource id")
     g.add_argument("--expires", type=duration_ms, default=duration_ms("1h"), metavar="DURATION",
-                   help="validity from now: 90s, 30m, 1h (default), 7d")
+                   help="validity from now, with its unit (s, m, h, d): 90s, 30m, 1h (default), 7d")
     g.add_argument("--aud", action="append", default=None, type=did, metavar="DID",
                    help="only this verifier may accept it (repeatable)")
     g.add_argument("--allow-subdelegation", action="store_true", help="let the delegate delegate further")
@@ -79,6 +83,7 @@ def register(subparsers: Any) -> None:
     g.add_argument("--id", default=None, metavar="ID", help="the delegation_id (default: a random one)")
     g.add_argument("--identity", type=Path, default=None, metavar="FILE", help=ident_help)
     g.add_argument("--out", "-o", type=Path, default=None, metavar="FILE", help="write here instead of stdout")
+    g.add_argument("--force", action="store_true", help="overwrite an existing --out file (as `keygen --force`)")
     g.add_argument("--state-dir", type=state_dir, default=argparse.SUPPRESS, metavar="DIR|none", help=state_help)
     g.set_defaults(func=run_grant)
 
@@ -92,6 +97,7 @@ def register(subparsers: Any) -> None:
     r.add_argument("--reason", default=None, help="a short reason, kept in the signed revocation")
     r.add_argument("--identity", type=Path, default=None, metavar="FILE", help=ident_help)
     r.add_argument("--out", "-o", type=Path, default=None, metavar="FILE", help="also write the revocation file")
+    r.add_argument("--force", action="store_true", help="overwrite an existing --out file (as `keygen --force`)")
     r.add_argument("--state-dir", type=state_dir, default=argparse.SUPPRESS, metavar="DIR|none", help=state_help)
     r.set_defaults(func=run_revoke)
 
@@ -170,7 +176,20 @@ def _delegation_store(state_dir: Path | None, identity_did: str, explicit: bool)
         return DelegationStore(StateStore.open(directory))
 
 
-def _write(document: dict[str, Any], out: Path | None) -> None:
+def _check_out(out: Path | None, force: bool) -> None:
+    """Refuse an --out that cannot be written, or that exists without
+    --force (as ``keygen`` does), before anything is signed or recorded."""
+    if out is None:
+        return
+    from ..files.write import output_path_problem
+
+    if (problem := output_path_problem(str(out))) is not None:
+        raise CommandError(f"{out}: {problem}")
+    if not force and (out.exists() or out.is_symlink()):
+        raise CommandError(f"{out} already exists; pass --force to replace it")
+
+
+def _write(document: dict[str, Any], out: Path | None, force: bool = False) -> None:
     text = json.dumps(document, indent=2) + "\n"
     if out is None:
         sys.stdout.write(text)
@@ -178,7 +197,9 @@ def _write(document: dict[str, Any], out: Path | None) -> None:
     from ..files.write import write_whole
 
     try:
-        write_whole(out, text.encode())
+        write_whole(out, text.encode(), replace=force)
+    except FileExistsError:  # made since _check_out looked
+        raise CommandError(f"{out} already exists; pass --force to replace it") from None
     except OSError as exc:
         raise CommandError(f"{out}: cannot write: {exc.strerror or exc}") from None
 
@@ -194,6 +215,7 @@ def run_grant(args: argparse.Namespace) -> int:
     if not (args.capability or args.action or args.resource):
         raise UsageError("give at least one of --capability, --action, --resource (RFC 005 §4.2)")
     explicit_state = hasattr(args, "state_dir")
+    _check_out(args.out, args.force)
     parent: list[Any] = []
     if args.parent is not None:
         from ..files.delegation import load_chain
@@ -225,7 +247,7 @@ def run_grant(args: argparse.Namespace) -> int:
     if store is not None:
         with local_file_errors():
             store.record_credential(cred, now)
-    _write(chain_document(chain), args.out)
+    _write(chain_document(chain), args.out, args.force)
     print(f"ampcap: granted {delegation_id} to {args.to} until "
           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(cred.expires_at / 1000))}"
           + (f" (written to {args.out})" if args.out else ""), file=sys.stderr)
@@ -237,6 +259,7 @@ def run_revoke(args: argparse.Namespace) -> int:
     from ..deleg.document import revocation_document
 
     explicit_state = hasattr(args, "state_dir")
+    _check_out(args.out, args.force)
     identity = _identity(args.identity)
     if not args.delegation_id or len(args.delegation_id) > 512:
         raise UsageError("ID must be a delegation_id of 1 to 512 characters")
@@ -248,7 +271,7 @@ def run_revoke(args: argparse.Namespace) -> int:
         with local_file_errors():
             store.record_revocation(rev, _now())
     if args.out is not None:
-        _write(revocation_document(rev), args.out)
+        _write(revocation_document(rev), args.out, args.force)
     where = [str(store.store.path or "memory")] if store is not None else []
     where += [str(args.out)] if args.out is not None else []
     print(f"ampcap: revoked {printable(args.delegation_id)} (recorded in {', '.join(where)})", file=sys.stderr)

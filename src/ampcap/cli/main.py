@@ -15,6 +15,7 @@ import os
 import select
 import sys
 from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 from .. import __version__
 from ..display import printable
@@ -58,11 +59,23 @@ def _command_module(argv: Sequence[str]) -> str | None:
     return None
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a mistake reported as one line (the README's promise):
+    the error and where the usage is, not argparse's usage block, which
+    for invoke or deleg grant is eight lines above the one that matters.
+    Subcommand parsers are this class too (add_subparsers takes the
+    parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        _report(f"{self.prog}: error: {message} (see {self.prog} --help)")
+        raise SystemExit(EXIT_USAGE)
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``ampcap`` parser: every subcommand's, or, given the command line
     about to be parsed, only the one it names (a one-shot call does not pay
     for building, or importing, the others)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ampcap",
         description="Capability messaging for AMP: a peer daemon, a packet dump and an interop harness.",
     )

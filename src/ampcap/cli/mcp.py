@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..display import counted
 from ..files.identity import default_identity_path
 from ..peer.config import RELAY_DID
 from .argtypes import seconds, did
@@ -99,7 +100,8 @@ def run_mcp(args: argparse.Namespace) -> int:
         if args.compat and any(e.binding != "amps" for e in endpoints):
             raise UsageError("--compat rust-example speaks raw TCP framing: give amp:// or amps:// URLs")
     if args.peer_did and len(args.peer_did) != len(args.urls):
-        raise UsageError(f"--peer-did is given {len(args.peer_did)} times for {len(args.urls)} URLs: give it "
+        raise UsageError(f"--peer-did is given {counted(len(args.peer_did), 'time')} for "
+                         f"{counted(len(args.urls), 'URL')}: give it "
                          "once per URL, in the same order, or not at all")
     if args.to is not None and len(args.urls) != 1:
         raise UsageError("--to addresses one agent through one relay URL: give exactly one URL with it")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..display import json_safe, printable
-from ..wire.registry import error_info
+from ..wire.registry import MessageType, error_info
 from ..wire.transport import GoAway, HandshakeRequest, HandshakeResponse, TransportError
 from .diag import diag, to_json_value
 from .records import Record
@@ -209,6 +209,18 @@ def _code_name(code: int) -> str:
 # --------------------------------------------------------------- summary
 
 
+def _carried_error_code(rec: Record) -> int | None:
+    """The code of an ERROR message (RFC 001 §4.3, body ``code``) or a
+    transport ERROR frame (RFC 002), None for anything else."""
+    if isinstance(rec.control, TransportError):
+        return rec.control.code
+    if rec.typ == MessageType.ERROR and isinstance(rec.body, dict):
+        code = rec.body.get("code")
+        if isinstance(code, int) and not isinstance(code, bool) and 0 <= code < 1 << 32:
+            return code
+    return None
+
+
 def percentile(values: list[float], p: float) -> float:
     """Nearest-rank percentile (p in 0..100) of a non-empty list."""
     ordered = sorted(values)
@@ -224,7 +236,11 @@ class Summary:
     """Counts accumulated while records stream past."""
 
     by_type: Counter[str] = field(default_factory=Counter)
-    by_error: Counter[int] = field(default_factory=Counter)
+    by_error: Counter[int] = field(default_factory=Counter)  # what the dump found wrong
+    # Codes the traffic itself carries: ERROR messages and transport ERROR
+    # frames. A capture can be flawless and still hold a refusal; the summary
+    # must not say "errors: none" about it.
+    by_reply_error: Counter[int] = field(default_factory=Counter)
     flags: int = 0
     records: int = 0
     # 8 bytes per answered invoke (a list of floats takes 32): the
@@ -241,6 +257,9 @@ class Summary:
         self.by_type[name] += 1
         for f in rec.errors:  # our own findings' codes: a small set
             self.by_error[f.code] += 1
+        code = _carried_error_code(rec)
+        if code is not None and (code in self.by_reply_error or len(self.by_reply_error) < _MAX_KINDS):
+            self.by_reply_error[code] += 1  # codes are the sender's choice: the table stays small
         self.flags += len(rec.flags)
 
     def render(self, style: Style = Style()) -> str:
@@ -249,10 +268,13 @@ class Summary:
         if self.by_type:
             lines.append("   types:  " + ", ".join(f"{name} {n}" for name, n in sorted(self.by_type.items())))
         if self.by_error:
-            lines.append("   errors: " + ", ".join(f"{code} {_code_name(code)} ×{n}"
-                                                 for code, n in sorted(self.by_error.items())))
+            lines.append("   problems found: " + ", ".join(f"{code} {_code_name(code)} ×{n}"
+                                                         for code, n in sorted(self.by_error.items())))
         else:
-            lines.append("   errors: none")
+            lines.append("   problems found: none")
+        if self.by_reply_error:
+            lines.append("   error replies: " + ", ".join(f"{code} {_code_name(code)} ×{n}"
+                                                        for code, n in sorted(self.by_reply_error.items())))
         if self.flags:
             lines.append(style.warn(f"   correlation flags: {self.flags}"))
         if lat:

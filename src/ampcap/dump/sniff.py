@@ -18,7 +18,6 @@ __all__ = ["describe_undecodable", "SNIFF_BYTES"]
 SNIFF_BYTES = 512  # how much of the input's start is kept to describe it
 
 _HEX = frozenset(string.hexdigits.encode() + string.whitespace.encode())
-_TEXT = frozenset(range(0x20, 0x7F)) | frozenset(b"\t\n\r")
 _MAGICS = (
     (b"\x1f\x8b", "gzip-compressed data: decompress it first (zcat FILE | ampcap dump -)"),
     (b"PK\x03\x04", "a zip archive, not AMP traffic"),
@@ -41,6 +40,20 @@ def _rfc002_framed(head: bytes) -> bool:
     """A 4-byte length, an AMP_MESSAGE type byte, then a CBOR map."""
     return len(head) >= 6 and head[4] == 0x01 and _is_cbor_map_head(head[5]) \
         and 1 < int.from_bytes(head[:4], "big") <= 16 << 20
+
+
+def _is_text(head: bytes) -> bool:
+    """Printable text in UTF-8 (not only ASCII: "café", "日本語" are text too).
+    ``head`` is a cut of the input, so a character split at its end is allowed."""
+    for cut in range(4):  # a UTF-8 character is at most 4 bytes: drop a partial one at the end
+        try:
+            text = head[:len(head) - cut].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(head) - 4:
+                return False  # invalid before the end: not a cut, not UTF-8
+            continue
+        return all(ch.isprintable() or ch in "\t\n\r" for ch in text)
+    return False
 
 
 def describe_undecodable(head: bytes, *, framing: Framing | None, hex_given: bool = False) -> str:
@@ -66,7 +79,7 @@ def describe_undecodable(head: bytes, *, framing: Framing | None, hex_given: boo
     other = other_protocol(head)
     if other is not None:
         return source + f"{other} traffic, not AMP"
-    if all(b in _TEXT for b in head):
+    if _is_text(head):
         return source + ("text, not AMP traffic (AMP frames are binary: give raw bytes, hex text with --hex, "
                          "or a pcap/pcapng capture)")
     read_as = {Framing.RFC002: "RFC 002 frames", Framing.RAW: "raw-framed messages", None: "one bare message"}

@@ -78,9 +78,24 @@ def check_manifest(path: str | os.PathLike[str], *,
     except tomllib.TOMLDecodeError as exc:
         # tomllib ends its message with "(at line L, column C)".
         m = re.search(r"at line (\d+)", str(exc))
-        return None, [ManifestProblem(source, f"TOML syntax: {exc}", line=int(m.group(1)) if m else None)]
+        return None, [ManifestProblem(source, f"TOML syntax: {exc}{_not_toml_hint(p, text)}",
+                                      line=int(m.group(1)) if m else None)]
     return manifest_problems(data, source=source, text=text, files=DiskFiles(p.parent),
                              check_bindings=check_bindings)
+
+
+def _not_toml_hint(path: Path, text: str) -> str:
+    """What to add to a TOML syntax error when the file looks like another
+    format: a JSON (or YAML) file gets "Invalid statement" at line 1 from
+    tomllib, which does not say that manifests are TOML."""
+    suffix = path.suffix.lower()
+    head = text.lstrip()[:2]
+    # "[{", "[\"" and "[]" open a JSON array; "[name]" is a TOML table.
+    if suffix == ".json" or head[:1] == "{" or head in ("[{", '["', "[]"):
+        return " (manifests are TOML, docs/manifest.md; this looks like JSON)"
+    if suffix in (".yaml", ".yml"):
+        return " (manifests are TOML, docs/manifest.md; this looks like YAML)"
+    return ""
 
 
 def load_manifest(path: str | os.PathLike[str], *, check_bindings: bool = False) -> Manifest:

@@ -140,7 +140,30 @@ async def serve_http(server: GatewayServer, host: str = "127.0.0.1", port: int =
     config.accesslog = None
     config.errorlog = None  # our logging says what matters; Hypercorn's own lines would go to stderr raw
 
-    async with trio.open_nursery() as nursery:
-        bound: list[str] = await nursery.start(functools.partial(serve, app, config,  # type: ignore[arg-type]
-                                                                 shutdown_trigger=shutdown))
-        task_status.started(bound[0].rstrip("/") + MCP_PATH)
+    started = False
+    try:
+        async with trio.open_nursery() as nursery:
+            bound: list[str] = await nursery.start(functools.partial(serve, app, config,  # type: ignore[arg-type]
+                                                                     shutdown_trigger=shutdown))
+            started = True
+            task_status.started(bound[0].rstrip("/") + MCP_PATH)
+    except BaseExceptionGroup as group:
+        # Hypercorn's bind error comes out nested in nursery groups, as "Address
+        # already in use" without the address; say which address could not be had.
+        failed = None if started else _lone(group)
+        if not isinstance(failed, OSError):
+            raise
+        from ..net.url import format_hostport
+
+        raise OSError(failed.errno, f"cannot listen on {format_hostport(host, port)} (MCP HTTP): "
+                                    f"{failed.strerror or failed}") from None
+
+
+def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception nested groups hold, or None if they hold several."""
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        if len(leaf.exceptions) != 1:
+            return None
+        leaf = leaf.exceptions[0]
+    return leaf

@@ -5,9 +5,10 @@ The executor calls in here for a CAP_INVOKE whose signed body carries
 
 * :func:`decide` is step 3: the chain verifier (``deleg/chain.py``) decides
   for the requested capability, and a refusal leaves with minimal detail
-  for the caller (RFC 005 §8, RFC 004 §7.2: "delegation invalid", or the
-  one denial every refused caller gets, R10) while the audit keeps the
-  reason;
+  for the caller (RFC 005 §8, RFC 004 §7.2: "delegation invalid" and what
+  the caller's own credential already shows, :func:`caller_message`, or
+  the one denial every refused caller gets, R10) while the audit keeps the
+  whole reason;
 * :func:`check_negotiated` is the part of step 6 a scope naming capability
   ids adds: the version negotiation chose must be one the scope names (a
   pinned version was already checked at step 3);
@@ -33,9 +34,35 @@ from ..display import shown
 from ..errors import AmpError
 from ..wire.envelope import Envelope
 
-__all__ = ["Audit", "audit_line", "DelegationDenied", "decide", "check_negotiated"]
+__all__ = ["Audit", "audit_line", "DelegationDenied", "decide", "check_negotiated", "caller_message"]
 
 UNAUTHORIZED, DELEGATION_INVALID = 3001, 3004
+
+# What a refused delegate is told. Minimal detail (RFC 005 §8, RFC 004
+# §7.2) is read here as: nothing the caller could not work out from the
+# chain it sent and the request it made (`ampcap deleg show` does exactly
+# that), and nothing about others. So the steps that judge only those
+# bytes (continuity, validity times and aud, subdelegation, narrowing, the
+# target) pass their own reason, which names links by position and no DID;
+# revocation says "revoked", which DELEG_QUERY tells anyone. A signature
+# step is one fixed sentence whatever went wrong: "key cannot be resolved"
+# against "does not verify" would tell whether a delegator's DID exists
+# (§8's privacy guidance). Parse errors are one sentence too (their text
+# may quote the peer's bytes back).
+_FIXED = {Step.PARSE: "a credential in the chain cannot be read",
+          Step.SIGNATURES: "a credential's signature cannot be verified"}
+_OWN_REASON = frozenset({Step.CONTINUITY, Step.VALIDITY, Step.REVOCATION, Step.SUBDELEGATION,
+                         Step.NARROWING, Step.TARGET})
+
+
+def caller_message(decision: Decision) -> str:
+    """The 3004 message for the delegate refused by ``decision``."""
+    err = decision.error
+    if decision.step in _FIXED:
+        return f"delegation invalid: {_FIXED[decision.step]}"
+    if err is not None and decision.step in _OWN_REASON:
+        return f"delegation invalid: {shown(err.message, 200)}"
+    return "delegation invalid"
 
 
 class Audit(msgspec.Struct, frozen=True):
@@ -92,7 +119,7 @@ def decide(verifier: ChainVerifier | None, env: Envelope, evidence_owner: Any, r
         err = decision.error
         # §8 / RFC 004 §7.2: minimal detail towards the caller (the audit keeps the reason).
         if err.code == DELEGATION_INVALID:
-            err = AmpError(DELEGATION_INVALID, "delegation invalid")
+            err = AmpError(DELEGATION_INVALID, caller_message(decision))
         elif err.code == UNAUTHORIZED:
             err = denied()
         raise DelegationDenied(err, decision)
@@ -114,4 +141,4 @@ def check_negotiated(decision: Decision, name: str, capability_id: str) -> None:
                                                 action=asked.action, resource=asked.resource))
     except AmpError as err:
         refused = replace_struct(decision, allowed=False, error=err, step=Step.TARGET)
-        raise DelegationDenied(AmpError(DELEGATION_INVALID, "delegation invalid"), refused) from None
+        raise DelegationDenied(AmpError(DELEGATION_INVALID, caller_message(refused)), refused) from None

@@ -25,6 +25,7 @@ import trio
 from ...caps.descriptor import Descriptor
 from ...caps.names import OssaRef, is_full_id, parse_ossa_uri
 from ...caps.order import ORDERS, Order
+from ...caps.semver import Range, Version
 from ...errors import AmpError
 from ...peer.invoker import RetryPolicy, Target
 from ...session.record import ThreadMode
@@ -106,6 +107,7 @@ class Remote:
             raise ValueError(f"order must be one of {', '.join(map(repr, ORDERS))}, not {order!r}")
         flt: dict[str, Any] = {"capability": name}
         if range is not None:
+            _checked(Range, range, "range")
             flt["version"] = range
         answer = await self._daemon.calls.query(self._link, flt, limit=limit, cursor=cursor, order=order,
                                                 timeout_ms=_ms(timeout), to=self._to)
@@ -259,11 +261,24 @@ def _target(capability: str, version: str | None, range: str | None, negotiate: 
             raise ValueError("pass a full id 'name:version', or version=/range=/negotiate=")
         return capability
     if version is not None:
+        _checked(Version, version, "version")
         return (capability, version)
     if range is not None:
+        _checked(Range, range, "range")
         return (capability, {"range": range})
     assert negotiate is not None
     return (capability, negotiate.to_wire())
+
+
+def _checked(kind: type[Version] | type[Range], text: Any, what: str) -> None:
+    """A malformed version or range is the caller's mistake: ``ValueError``
+    here (docs/python-api.md), not the peer's 4001 after a round trip."""
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be a string, not {type(text).__name__}")
+    try:
+        kind.parse(text)
+    except AmpError as exc:
+        raise ValueError(f"{what}={text!r}: {exc.message}") from None
 
 
 def _uri(capability: str) -> OssaRef | None:

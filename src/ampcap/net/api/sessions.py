@@ -97,6 +97,13 @@ class Session:
                      timeout: float = 60.0, on_progress: Callable[[int | None, str | None], Any] | None = None,
                      on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None) -> Any:
         """A session-scoped CAP_INVOKE; a pinned ``capability`` runs its pinned version."""
+        if version is not None:  # the caller's mistake: ValueError, not the peer's 4001 (docs/python-api.md)
+            from ..caps.semver import Version
+
+            try:
+                Version.parse(version)
+            except AmpError as exc:
+                raise ValueError(f"version={version!r}: {exc.message}") from None
         body = self.client.invoke_body(capability, {} if params is None else params, version=version)
         target: Any = body["id"] if "id" in body else (body["capability"], body["version"])
         timeout_ms = max(1, int(timeout * 1000))

@@ -68,10 +68,10 @@ def parse_url(text: str) -> AmpUrl:
     """Parse ``amp(s)://host[:port]``, ``http(s)://…`` or ``ws(s)://…``;
     :class:`UrlError` otherwise."""
     if not isinstance(text, str) or not text.strip():
-        raise UrlError("empty URL; expected amp://host:port or amps://host:port")
+        raise UrlError(f"empty URL; expected amp://host:port or another AMP endpoint URL ({_USE})")
     text = text.strip()
     if "://" not in text:
-        raise UrlError(f"{text!r} has no scheme; expected amp://host:port or amps://host:port")
+        raise UrlError(f"{text!r} has no scheme; write it as amp://{text} or with another scheme ({_USE})")
     try:
         parts = urlsplit(text)
     except ValueError as exc:  # an unclosed bracket, or brackets around something not IPv6
