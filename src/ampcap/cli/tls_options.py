@@ -1,7 +1,7 @@
 """``--ca-file`` and ``--insecure``: how a command that dials ``amps://``
 checks the server's certificate.
 
-By default the system trust store verifies it (``net.tls.client_context``).
+By default the system trust store verifies it (``net.transport.tls.client_context``).
 A daemon started with a self-signed certificate (``ampcap serve --tls-cert``)
 is reached with ``--ca-file`` naming that certificate, or, for development
 only, with ``--insecure``. Both apply to ``amps://`` URLs only: given for a

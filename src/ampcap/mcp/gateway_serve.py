@@ -153,7 +153,7 @@ async def serve_http(server: GatewayServer, host: str = "127.0.0.1", port: int =
         failed = None if started else _lone(group)
         if not isinstance(failed, OSError):
             raise
-        from ..net.url import format_hostport
+        from ..net.transport.url import format_hostport
 
         raise OSError(failed.errno, f"cannot listen on {format_hostport(host, port)} (MCP HTTP): "
                                     f"{failed.strerror or failed}") from None
