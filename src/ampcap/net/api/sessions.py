@@ -98,7 +98,7 @@ class Session:
                      on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None) -> Any:
         """A session-scoped CAP_INVOKE; a pinned ``capability`` runs its pinned version."""
         if version is not None:  # the caller's mistake: ValueError, not the peer's 4001 (docs/python-api.md)
-            from ..caps.semver import Version
+            from ...caps.semver import Version
 
             try:
                 Version.parse(version)
