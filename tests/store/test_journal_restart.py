@@ -320,7 +320,7 @@ async def test_a_state_database_from_the_previous_version_opens_and_restores(tmp
         assert cut.envelope.body["error"]["code"] == 5002 and cut.envelope.enc is None
         db = sqlite3.connect(state / "state.sqlite3")
         try:
-            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (2,)
+            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (3,)
             assert {r[1] for r in db.execute("PRAGMA table_info(invoke_journal)")} >= {"encrypted", "thread_id"}
         finally:
             db.close()
