@@ -72,9 +72,12 @@ class PostgresCluster:
         self.root, self.bindir, self.prefix, self.port = root, bindir, prefix, port
         self.data, self.socket_dir = root / "data", root / "sock"
         self._names = itertools.count(1)
+        self._options = ""
 
     @classmethod
-    def start(cls) -> PostgresCluster:
+    def start(cls, *, fsync: bool = False) -> PostgresCluster:
+        """``fsync`` off (the tests' default) trades crash safety of this
+        throw-away cluster for speed; benchmarks turn it on."""
         bindir = postgres_bin()
         if bindir is None:
             raise FileNotFoundError("no PostgreSQL binaries (initdb, pg_ctl)")
@@ -90,14 +93,23 @@ class PostgresCluster:
                     shutil.chown(sub, user, pwd.getpwnam(user).pw_gid)
             cluster._pg("initdb", "-D", str(cluster.data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8",
                         "--no-instructions", "--locale=C")
-            options = (f"-k {cluster.socket_dir} -p {cluster.port} -c listen_addresses=127.0.0.1 "
-                       "-c fsync=off -c synchronous_commit=on -c full_page_writes=off -c max_connections=200")
-            cluster._pg("pg_ctl", "-D", str(cluster.data), "-o", options, "-l", str(cluster.data / "log"),
-                        "-w", "-t", "60", "start")
+            cluster._options = (f"-k {cluster.socket_dir} -p {cluster.port} -c listen_addresses=127.0.0.1 "
+                       f"-c fsync={'on' if fsync else 'off'} -c full_page_writes={'on' if fsync else 'off'} "
+                       "-c max_connections=200")
+            cluster.resume()
         except BaseException:
             cluster.stop()
             raise
         return cluster
+
+    def pause(self) -> None:
+        """Stop the server (fast: connections are cut), keeping its data."""
+        self._pg("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def resume(self) -> None:
+        """Start the server (again) on the same socket and port."""
+        self._pg("pg_ctl", "-D", str(self.data), "-o", self._options, "-l", str(self.data / "log"), "-w", "-t", "60",
+                 "start")
 
     def _pg(self, tool: str, *args: str) -> None:
         done = subprocess.run([*self.prefix, str(self.bindir / tool), *args], capture_output=True, text=True,

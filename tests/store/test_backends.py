@@ -18,7 +18,8 @@ from ampcap.errors import AmpError
 from ampcap.peer.dedupe import InvokeKey, Terminal
 from ampcap.peer.journal import JournalRecord, JournalState
 from ampcap.store import StateStore, open_store
-from ampcap.store.journal import ClaimStatus, StoreJournal
+from ampcap.peer.journal import ClaimStatus
+from ampcap.store.journal import StoreJournal
 from ampcap.store.owner import StoreBusy
 from ampcap.store.postgres import translate
 from ampcap.store.sessions import SqliteSessions
@@ -212,3 +213,18 @@ def test_the_in_memory_store_is_sqlite_and_never_busy() -> None:
     assert store.backend == "sqlite" and not store.durable
     store.take_ownership(None)
     store.take_ownership(None)
+
+
+def test_a_postgresql_restart_fails_one_statement_then_the_store_reconnects(pg_cluster, postgres_url: str) -> None:
+    journal = StoreJournal(open_store(postgres_url))
+    journal.write([_running(1)])
+    pg_cluster.pause()
+    try:
+        with pytest.raises(journal.store.errors):
+            journal.find(_running(1).key, T0)
+    finally:
+        pg_cluster.resume()
+    # The next statement finds a new connection: nothing was lost, writes go on.
+    assert journal.find(_running(1).key, T0) == _running(1)
+    journal.write([_done(_running(1))])
+    assert journal.find(_running(1).key, T0) == _done(_running(1))

@@ -49,8 +49,8 @@ from ..wire.registry import MessageType
 from .dedupe import InvokeKey, Terminal
 from .outbound import Outbound
 
-__all__ = ["JournalState", "JournalRecord", "Persist", "InvokeJournal", "InvokeRecords", "INTERRUPTED",
-           "after_restart", "interrupted"]
+__all__ = ["JournalState", "JournalRecord", "Persist", "InvokeJournal", "InvokeRecords", "InvokeClaims", "ClaimStatus",
+           "Claim", "INTERRUPTED", "after_restart", "interrupted"]
 
 UNAVAILABLE = 5002
 INTERRUPTED = "interrupted by a restart; retry with a new id"
@@ -112,6 +112,50 @@ class InvokeJournal(InvokeRecords, Protocol):
 
     def prune(self, now_ms: int) -> int:
         """Drop records expired at ``now_ms``; return how many."""
+        ...
+
+
+class ClaimStatus(enum.Enum):
+    """What claiming an invoke in a shared store found (R25)."""
+
+    CLAIMED = "claimed"  # the row is ours now (new, or already ours): run it
+    DONE = "done"  # finished already, by any worker: answer with its terminal bytes
+    HELD = "held"  # RUNNING under another worker's live lease: PROCESSING, then wait for DONE
+    ABANDONED = "abandoned"  # RUNNING, its worker's lease ran out: interrupted (5002 unless idempotent)
+    CONFLICT = "conflict"  # same key, different fingerprint: not a retry (4001)
+
+
+class Claim(msgspec.Struct, frozen=True):
+    status: ClaimStatus
+    record: JournalRecord | None = None  # the row as found (None for a fresh claim)
+
+
+class InvokeClaims(Protocol):
+    """A journal several workers share (``ampcap.store.journal.StoreJournal``).
+
+    ``owner`` is a worker's id, ``lease_until`` when its claims lapse unless
+    renewed (Unix ms). Every method is one store transaction. The worker
+    group's edge calls them around the executor's actions: a claim in place
+    of the RUNNING row, :meth:`complete_rows` in place of the DONE one."""
+
+    def claim(self, record: JournalRecord, owner: str, lease_until: int, now_ms: int) -> Claim:
+        """Claim ``record``'s invoke (RUNNING) for ``owner``; or say what holds it."""
+        ...
+
+    def take_over(self, key: InvokeKey, owner: str, lease_until: int, now_ms: int) -> bool:
+        """Claim an ABANDONED invoke (to run an idempotent one again); one taker wins."""
+        ...
+
+    def close_abandoned(self, record: JournalRecord, now_ms: int) -> bool:
+        """Write an ABANDONED invoke's 5002 (``record``, DONE) unless its row changed hands."""
+        ...
+
+    def renew(self, owner: str, lease_until: int) -> int:
+        """Extend every lease ``owner`` holds; how many it holds."""
+        ...
+
+    def wait_for(self, keys: Iterable[InvokeKey], now_ms: int) -> list[JournalRecord]:
+        """The DONE records among ``keys`` (what HELD claims wait for)."""
         ...
 
 

@@ -25,14 +25,13 @@ short like an invoke a restart interrupted. docs/scaling.md has the design.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
 from ..peer.dedupe import InvokeKey, Terminal
-from ..peer.journal import JournalRecord, JournalState
+from ..peer.journal import Claim, ClaimStatus, JournalRecord, JournalState
 from .database import StateStore, Transaction
 
 __all__ = ["SqliteJournal", "StoreJournal", "ClaimStatus", "Claim", "VERSION", "DONE_CHANNEL"]
@@ -83,19 +82,6 @@ _CLAIM = f"INSERT INTO invoke_journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 
          "ON CONFLICT (sender, msg_id) DO NOTHING"
 DONE_CHANNEL = "ampcap_invoke_done"
 """PostgreSQL NOTIFY channel a completion is announced on (payload: sender, space, msg_id hex)."""
-
-
-class ClaimStatus(enum.Enum):
-    CLAIMED = "claimed"  # the row is ours now (new, or our own, or taken over): run it
-    DONE = "done"  # finished already: answer with its terminal bytes
-    HELD = "held"  # RUNNING under another owner's live lease: PROCESSING, then wait for DONE
-    ABANDONED = "abandoned"  # RUNNING, its owner's lease ran out: interrupted (5002 unless idempotent)
-    CONFLICT = "conflict"  # same key, different fingerprint: not a retry (4001)
-
-
-class Claim(msgspec.Struct, frozen=True):
-    status: ClaimStatus
-    record: JournalRecord | None = None  # the row as found (all but CLAIMED of a new row)
 
 
 def _record(row: tuple[Any, ...]) -> JournalRecord:
