@@ -139,7 +139,8 @@ class PostgresStore(StateStore):
             yield _Tx(self)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        rows: list[tuple[Any, ...]] = self._live().execute(self._sql(sql), params).fetchall()
+        cursor = self._live().execute(self._sql(sql), params)
+        rows: list[tuple[Any, ...]] = cursor.fetchall() if cursor.description is not None else []
         return rows
 
     def notify(self, db: Any, channel: str, payload: str) -> None:
