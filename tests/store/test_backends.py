@@ -6,6 +6,7 @@ tests/pg.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -94,11 +95,47 @@ def test_journal_rows_find_running_and_prune(store_target: str) -> None:
 
 
 def test_sessions_round_trip_on_both_backends(store_target: str) -> None:
+    from ampcap.session.record import Checkpoint, SessionRecord, SessionState, ThreadMode
+
     store = open_store(store_target)
     sessions = SqliteSessions(store)
-    assert sessions.load(T0) == []
-    sessions.write([])  # nothing to write is not an error
+    record = SessionRecord(session_id=bytes(16), owner="did:key:zA", participants=("did:key:zA", "did:key:zB"),
+                           status=SessionState.SUSPENDED, created_at=1, expires_at=T0 + 9, last_activity_at=2,
+                           thread_mode=ThreadMode.INDEPENDENT, suspended_at=3,
+                           checkpoint=Checkpoint(last_seen_msg_id=bytes(16), last_activity_at=2),
+                           pinned={"org.x.y": "org.x.y:1.0.0"}, last_terminal=bytes(16))
+    sessions.write([record])
+    sessions.write([dataclasses.replace(record, last_activity_at=5)])  # the upsert replaces it
     assert store.query("SELECT version FROM schema_versions WHERE component = 'sessions'") == [(2,)]
+    store.close()
+    assert SqliteSessions(open_store(store_target)).load(T0) == [dataclasses.replace(record, last_activity_at=5)]
+
+
+def test_delegation_state_is_shared_between_connections(store_target: str) -> None:
+    """A revocation one process records is seen by another (the revisions
+    counter replaced SQLite's PRAGMA data_version); the earliest time wins."""
+    from ampcap.deleg.credential import issue, revoke
+    from ampcap.store.delegation import DelegationStore
+    from ampcap.wire.identity import Identity
+
+    alice = Identity.from_seed(bytes([7]) * 32)
+    one, two = DelegationStore(open_store(store_target)), DelegationStore(open_store(store_target))
+    credential = issue(alice, delegation_id="d1", delegate="did:key:zBob", issued_at=T0, expires_at=T0 + 60_000,
+                       capabilities=["org.x.y"])
+    assert one.record_credential(credential, T0) and not two.record_credential(credential, T0)
+    assert [c.delegation_id for c in two.credentials_with_id("d1", 10)] == ["d1"]
+    assert one.record_revocation(revoke(alice, delegation_id="d1", revoked_at=T0 + 500), T0 + 1)
+    assert two.revoked_at(alice.did, "d1") is None
+    two.refresh()
+    assert two.revoked_at(alice.did, "d1") == T0 + 500
+    # A later copy recorded by the other process cannot postpone it; an earlier one brings it forward.
+    two.record_revocation(revoke(alice, delegation_id="d1", revoked_at=T0 + 900), T0 + 2)
+    one.refresh()
+    assert one.revoked_at(alice.did, "d1") == T0 + 500
+    two.record_revocation(revoke(alice, delegation_id="d1", revoked_at=T0 + 100), T0 + 3)
+    one.refresh()
+    assert one.revoked_at(alice.did, "d1") == T0 + 100
+    assert one.store.query("SELECT seq FROM deleg_revocation_log ORDER BY seq") == [(1,), (2,), (3,)]
 
 
 def test_claims_between_two_connections(store_target: str) -> None:
