@@ -28,6 +28,10 @@ def pytest_configure(config: pytest.Config) -> None:
     _run_tmp = Path(tempfile.mkdtemp(prefix="ampcap-test-run-"))
     tmp = _run_tmp / "tmp"
     tmp.mkdir()
+    # Traversable (not listable) by others: the private PostgreSQL cluster of
+    # tests/pg.py runs as its own user, with its directories inside.
+    for directory in (_run_tmp, tmp):
+        directory.chmod(0o711)
     os.environ["TMPDIR"] = str(tmp)
     tempfile.tempdir = str(tmp)
     # `ampcap serve` keeps durable state by default (R19) under
@@ -63,3 +67,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         tempfile.tempdir = None
         shutil.rmtree(_run_tmp, ignore_errors=True)
         _run_tmp = None
+
+
+# The private PostgreSQL cluster and the two-backend store fixtures (tests/pg.py).
+import sys as _sys  # noqa: E402
+from pathlib import Path as _Path  # noqa: E402
+
+_sys.path.insert(0, str(_Path(__file__).parent))
+from pg import pg_cluster, postgres_url, store_target  # noqa: E402,F401

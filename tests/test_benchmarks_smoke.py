@@ -116,3 +116,8 @@ def test_bench_http_quick() -> None:
 def test_bench_sessions_quick() -> None:
     out = run_tool("bench_sessions.py", "--quick")
     assert "session/plain 64" in out and "state-dir/none 64" in out
+
+
+def test_bench_store_quick() -> None:
+    out = run_tool("bench_store.py", "--quick")
+    assert "SQLite (process)" in out and "commit 64 rows" in out and "claim + complete" in out

@@ -257,7 +257,10 @@ def test_a_version_1_database_opens_migrated_and_its_records_restore(tmp_path: P
 
     store = StateStore.open(tmp_path)
     journal = SqliteJournal(store)
-    assert store.query("SELECT version FROM schema_versions WHERE component = 'journal'") == [(2,)]
+    assert store.query("SELECT version FROM schema_versions WHERE component = 'journal'") == [(3,)]
+    # Version 3 rebuilt the table in portable SQL (no WITHOUT ROWID), rows kept.
+    [(sql,)] = store.query("SELECT sql FROM sqlite_master WHERE name = 'invoke_journal'")
+    assert "WITHOUT ROWID" not in sql and "lease_until" in sql
     loaded = {r.state: r for r in journal.load(T0)}
     assert loaded[JournalState.DONE] == done and loaded[JournalState.RUNNING] == running
     assert not loaded[JournalState.RUNNING].encrypted and loaded[JournalState.RUNNING].thread_id is None

@@ -126,6 +126,37 @@ async def test_an_idempotent_capability_runs_again_after_the_restart(tmp_path: P
         assert ex.terminals[0].envelope.body == {"status": "success", "result": {"slept_ms": 5_000}}
 
 
+@pytest.mark.trio
+async def test_a_retry_past_the_cache_and_a_restart_is_answered_from_the_store(tmp_path: Path) -> None:
+    """The store is the record: with memory holding 4 finished invokes, the
+    first of 12 is retried after the other 11, then after kill -9: the same
+    bytes both times, read back from the journal (not 4001 "can no longer tell")."""
+    state = tmp_path / "state"
+    ident = Identity.generate(os.urandom)
+    args = ("--state-dir", str(state), "--invoke-cache", "4")
+    with serve_process(tmp_path, *args) as first:
+        probe = await _probe(first.url, ident)
+        try:
+            sealed = [probe.seal(MessageType.CAP_INVOKE, {"id": "org.ampcap.demo.echo:1.0.0",
+                                                          "params": {"message": f"n{n}"}}, to=probe.peer_did)
+                      for n in range(12)]
+            terminals = []
+            for env, wire in sealed:
+                await probe.send_bytes(probe.frame(wire))
+                terminals.append((await probe.collect(env, RESULT, interim_types=INTERIM)).terminals)
+        finally:
+            await probe.aclose()
+        assert all(len(t) == 1 and t[0].envelope.body["status"] == "success" for t in terminals)
+        env, wire = sealed[0]
+        again = await _exchange(first.url, ident, wire, env)
+        assert [t.raw for t in again] == [terminals[0][0].raw]
+        _kill(first)
+    with serve_process(tmp_path, *args) as second:
+        for n in (0, 5, 11):
+            env, wire = sealed[n]
+            assert [t.raw for t in await _exchange(second.url, ident, wire, env)] == [terminals[n][0].raw]
+
+
 def test_state_dir_none_and_bad_values(tmp_path: Path) -> None:
     import subprocess
 
@@ -320,7 +351,7 @@ async def test_a_state_database_from_the_previous_version_opens_and_restores(tmp
         assert cut.envelope.body["error"]["code"] == 5002 and cut.envelope.enc is None
         db = sqlite3.connect(state / "state.sqlite3")
         try:
-            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (2,)
+            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (3,)
             assert {r[1] for r in db.execute("PRAGMA table_info(invoke_journal)")} >= {"encrypted", "thread_id"}
         finally:
             db.close()

@@ -114,6 +114,9 @@ def register(subparsers: Any) -> None:
                    help="running invokes per connection (default 64; beyond: 5004)")
     p.add_argument("--max-connections", type=int, default=10_000, metavar="N",
                    help="open connections (default 10000)")
+    p.add_argument("--invoke-cache", type=int, default=100_000, metavar="N",
+                   help="finished invokes kept in memory for retries (default 100000); with a state store, "
+                        "a retry memory forgot is answered from the store")
     p.add_argument("--durability", choices=("process", "power"), default="process",
                    help="what a committed write survives: 'process' (default) a crash of the daemon, "
                         "'power' also a power loss or kernel crash (each commit waits for fsync)")
@@ -225,7 +228,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         raise UsageError("--tls-cert and --tls-key go together")
     if args.compat == "rust-example" and args.framing == "rfc002":
         raise UsageError("--compat rust-example frames raw (bare 4-byte lengths): drop --framing rfc002")
-    for name in ("max_in_flight", "max_in_flight_per_connection", "max_connections"):
+    for name in ("max_in_flight", "max_in_flight_per_connection", "max_connections", "invoke_cache"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
     manifests = _manifests(args)  # files before the identity: a mistake in them creates no key file
@@ -251,7 +254,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     if args.compat == "rust-example":
         connection = rust_example_config(connection)
     config = DaemonConfig(
-        connection=connection, executor=ExecutorConfig(ack_on_receipt=args.ack),
+        connection=connection, executor=ExecutorConfig(ack_on_receipt=args.ack, cache_entries=args.invoke_cache),
         max_in_flight=args.max_in_flight, max_in_flight_per_connection=args.max_in_flight_per_connection,
         max_connections=fit_to_descriptors(args.max_connections), drain_timeout_s=args.drain_timeout,
         profile=connection.profile, revocation_publisher=args.revocation_publisher,

@@ -66,8 +66,8 @@ from ..deleg.chain import ChainVerifier, Decision
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
-from ..wire.envelope import BODY_MAX_DEPTH, Envelope, decode_envelope
-from ..wire.receive import Inbound
+from ..wire.envelope import BODY_MAX_DEPTH, Envelope, decode_envelope, id_timestamp
+from ..wire.receive import ID_TS_TOLERANCE_MS, MAX_CLOCK_SKEW_MS, Inbound
 from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
 from .actions import Action, Cancel, Execute, Job
@@ -76,8 +76,9 @@ from .admission import has_ext_delegation as _has_ext_delegation
 from .caller_checks import DENIED, CallerChecks
 from .caller_checks import denied as _denied
 from .delegated import Audit, DelegationDenied, audit_line, check_negotiated, decide
-from .dedupe import CacheStatus, InvokeCache, InvokeKey, Terminal
-from .journal import INTERRUPTED, JournalRecord, JournalState, Persist, after_restart
+from .dedupe import CacheStatus, InvokeCache, InvokeKey, Lookup, Terminal
+from .journal import (INTERRUPTED, InvokeRecords, JournalRecord, JournalState, Persist, after_restart,
+                      interrupted)
 from .questions import Questions, question_body
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
@@ -174,12 +175,22 @@ class Executor:
                  params: ParamsChecker, seal: Callable[[Outbound, int], Outbound],
                  policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
                  config: ExecutorConfig = ExecutorConfig(), delegation: ChainVerifier | None = None,
-                 journal: bool = False) -> None:
+                 journal: bool = False, records: InvokeRecords | None = None) -> None:
         """``seal`` signs a terminal reply the way its connection would
         (:class:`~ampcap.peer.sealing.Sealer`): the result carries its wire
         bytes, kept for retries (R8). ``journal``: emit :class:`Persist`
-        actions carrying those bytes (ruling R19; see peer/journal.py)."""
+        actions carrying those bytes (ruling R19; see peer/journal.py).
+        ``records``: the journal, asked when the cache cannot place an invoke
+        (the store is the record; memory only caches it)."""
         self.journal = journal
+        self.records = records
+        # Ids up to this timestamp may belong to invokes seen before the start
+        # (set by preload), until the last of those messages expires: only
+        # they, and what the cache evicted, are looked up in the journal.
+        self._recall_until: int | None = None
+        self._recall_stop = 0
+        self._idempotent: Callable[[str], bool] = lambda capability_id: False
+        self._registry = registry
         self.delegation = delegation  # None: every body.delegation is refused 3004
         self._resolver = resolver
         self._params = params
@@ -212,6 +223,13 @@ class Executor:
         env = inbound.envelope
         key = InvokeKey(env.sender, env.id)
         seen = self._cache.lookup(key, inbound.fingerprint, now_ms)
+        closing: list[Action] = []
+        if self.records is not None and ((self._recall_until is not None and self._may_predate(key, now_ms))
+                                          if seen.status is CacheStatus.NEW else seen.status in _RECALL):
+            try:
+                seen, closing = self._recall(key, inbound.fingerprint, seen, now_ms)
+            except AmpError as unplaced:  # the store cannot be read, or the invoke runs elsewhere: retry later
+                return [Send(conn, error_reply(env, unplaced, encrypt=inbound.decrypted))]
         if seen.status is CacheStatus.CONFLICT or (seen.status is CacheStatus.NEW
                                                    and inbound.replay is ReplayStatus.CONFLICT):
             # R8: not a retry. Reveal nothing about the cached invocation. (The
@@ -222,7 +240,7 @@ class Executor:
                     Log(logging.WARNING, f"id reuse by {shown(env.sender)}", "id reuse")]
         if seen.status is CacheStatus.DONE:
             assert seen.terminal is not None
-            return [Send(conn, _as_sent(seen.terminal))]
+            return [*closing, Send(conn, _as_sent(seen.terminal))]
         if seen.status is CacheStatus.EXPIRED:
             # R8: never re-signed as a new message (a second terminal reply to
             # a client that deduplicates by id), and the first one is dead.
@@ -363,8 +381,14 @@ class Executor:
             # Sealed once here: the cache keeps these bytes, and a retry gets
             # exactly the message sent now (R8).
             out = self._seal(out, now_ms)
-            self._cache.remember(InvokeKey(env.sender, env.id), inbound.fingerprint, _terminal(out),
-                                 expires_at=env.ts + env.ttl, now_ms=now_ms)
+            key, kept = InvokeKey(env.sender, env.id), _terminal(out)
+            self._cache.remember(key, inbound.fingerprint, kept, expires_at=env.ts + env.ttl, now_ms=now_ms)
+            if self.journal:  # the store is the record: a retry after memory forgot gets these bytes
+                # The capability field names what was asked (the rejection resolved nothing).
+                record = JournalRecord(key=key, fingerprint=inbound.fingerprint, capability_id="",
+                                       state=JournalState.DONE, expires_at=env.ts + env.ttl, terminal=kept,
+                                       encrypted=inbound.decrypted, thread_id=env.thread_id)
+                return [Persist((record,)), Send(conn, out), note]
         return [Send(conn, out), note]
 
     # ----------------------------------------------------------- executing
@@ -504,8 +528,65 @@ class Executor:
         """Has this very invoke been seen (running, done, or a conflict)? Then
         the cache answers it, before any newer check could refuse it."""
         env = inbound.envelope
-        return self._cache.lookup(InvokeKey(env.sender, env.id), inbound.fingerprint, now_ms).status \
-            is not CacheStatus.NEW
+        key = InvokeKey(env.sender, env.id)
+        status = self._cache.lookup(key, inbound.fingerprint, now_ms).status
+        if status is CacheStatus.NEW and self.records is not None and self._may_predate(key, now_ms):
+            try:
+                found = self.records.find(key, now_ms)
+            except Exception:
+                return False  # handle() answers it (5002)
+            return found is not None
+        return status is not CacheStatus.NEW
+
+    # ------------------------------------------------------------ recall
+
+    def _may_predate(self, key: InvokeKey, now_ms: int) -> bool:
+        """Could ``key`` name an invoke seen before this executor started?"""
+        until = self._recall_until
+        if until is None:
+            return False
+        if now_ms > self._recall_stop:  # every message from before the start has expired
+            self._recall_until = None
+            return False
+        return id_timestamp(key.msg_id) <= until
+
+    def _recall(self, key: InvokeKey, fingerprint: bytes, seen: Lookup,
+                now_ms: int) -> tuple[Lookup, list[Action]]:
+        """What the journal knows of an invoke the cache could not place
+        (NEW but possibly older than the start, UNCERTAIN after evictions,
+        FORGOTTEN for memory), as the cache would have said it, and the
+        actions to put first (a 5002 closing an abandoned invoke, to persist).
+        AmpError 5002 when the store cannot be read or another process runs it."""
+        assert self.records is not None
+        try:
+            record = self.records.find(key, now_ms)
+        except Exception:
+            raise AmpError(UNAVAILABLE, "the state store cannot be read; retry later") from None
+        if record is None:
+            # The store never had it, or no longer does. A FORGOTTEN entry was
+            # finished here: it must not run again (4001).
+            return (seen if seen.status is CacheStatus.FORGOTTEN else _NEW_LOOKUP), []
+        if record.fingerprint != fingerprint:
+            return _CONFLICT_LOOKUP, []
+        if record.state is JournalState.DONE:
+            assert record.terminal is not None
+            if now_ms > record.terminal.expires_at:
+                return _EXPIRED_LOOKUP, []
+            return Lookup(CacheStatus.DONE, record.terminal), []
+        # RUNNING, and not in this executor's memory (it never evicts its own running invokes).
+        if record.owner is not None and record.lease_until >= now_ms:
+            raise AmpError(UNAVAILABLE, "this invoke is running in another process of this daemon; retry later "
+                                        "for its result")
+        if self._idempotent(record.capability_id):
+            return _NEW_LOOKUP, []  # interrupted; it may run again (its new RUNNING row replaces this one)
+        # Interrupted by a restart, or its owner died (its lease ran out): R19's 5002, sealed once.
+        closed, warning = interrupted(record, now_ms, lambda out, now: _terminal(self._seal(out, now)))
+        assert closed.terminal is not None
+        self._cache.remember(key, fingerprint, closed.terminal, expires_at=closed.expires_at, now_ms=now_ms)
+        actions: list[Action] = [Persist((closed,))]
+        if warning is not None:
+            actions.append(Log(logging.WARNING, warning, "journal"))
+        return Lookup(CacheStatus.DONE, closed.terminal), actions
 
     @property
     def running(self) -> int:
@@ -538,8 +619,8 @@ class Executor:
 
     # ----------------------------------------------------------- restart
 
-    def preload(self, records: list[JournalRecord], now_ms: int,
-                idempotent: Callable[[str], bool]) -> tuple[list[JournalRecord], list[Log]]:
+    def preload(self, records: list[JournalRecord], now_ms: int, idempotent: Callable[[str], bool], *,
+                remembered_until: int | None = None) -> tuple[list[JournalRecord], list[Log]]:
         """Restore what the journal kept across a restart (R19). DONE records
         answer their retries with the same bytes; a RUNNING one was cut
         short by the restart: unless ``idempotent(capability_id)`` (then a
@@ -547,7 +628,18 @@ class Executor:
         once here, which the returned records (to write) keep for the next
         restart too (:func:`~ampcap.peer.journal.after_restart` decides, and
         says which 5002 could not be encrypted). Returns those records and
-        the lines to log."""
+        the lines to log.
+
+        With ``records`` handed to the executor, ``records`` here are only
+        the journal's RUNNING ones, and ``remembered_until`` the latest
+        expiry among its rows: until then, an invoke whose id is no newer
+        than this start is looked up in the journal when the cache does not
+        know it (a retry of an invoke seen in an earlier life)."""
+        self._idempotent = idempotent
+        if remembered_until is not None and remembered_until >= now_ms:
+            # A message seen before now has ts <= now + skew and an id within tolerance of its ts.
+            self._recall_until = now_ms + MAX_CLOCK_SKEW_MS + ID_TS_TOLERANCE_MS
+            self._recall_stop = remembered_until
         kept, closed, warnings = after_restart(records, now_ms, idempotent,
                                                lambda out, now: _terminal(self._seal(out, now)))
         notes = [Log(logging.WARNING, line, "journal") for line in warnings]
@@ -561,6 +653,11 @@ class Executor:
     def _reply(job: Job, typ: int, body: dict[str, Any], encoded: bytes | None = None) -> Outbound:
         return Outbound(typ=typ, body=body, reply_to=job.key.msg_id, thread_id=job.thread_id, to=job.key.sender,
                         body_cbor=encoded, encrypt=job.encrypted)
+
+
+_RECALL = (CacheStatus.UNCERTAIN, CacheStatus.FORGOTTEN)  # and NEW, when it may predate the start
+_NEW_LOOKUP, _CONFLICT_LOOKUP = Lookup(CacheStatus.NEW), Lookup(CacheStatus.CONFLICT)
+_EXPIRED_LOOKUP = Lookup(CacheStatus.EXPIRED)
 
 
 def _terminal(out: Outbound) -> Terminal:

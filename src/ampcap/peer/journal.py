@@ -18,8 +18,13 @@ injected :class:`~ampcap.peer.sealing.Sealer`): a
 expiry. A retry after a restart gets those very bytes (R8), authcrypted
 replies included (their nonce is random: re-sealing could never repeat them).
 
-At start-up the edge hands the records back (:meth:`Executor.preload`): DONE
-ones fill the cache; a RUNNING one was interrupted by the restart, and its
+The journal is the record, memory a bounded cache in front of it (R25): at
+start-up the edge hands back only the RUNNING records
+(:meth:`Executor.preload`), and an invoke the cache cannot place (it may have
+been seen before the restart, or evicted since) is looked up through the
+synchronous :class:`InvokeRecords` the executor is handed: one primary-key
+read (~10 µs on SQLite), asked only on such misses, never for a plain new
+invoke. A RUNNING one was interrupted by the restart, and its
 retry is answered 5002 ("interrupted by a restart; retry with a new id")
 unless its capability is ``idempotent = true``, which runs it again. That
 5002 is the reply the job would have got: so a record keeps what a reply
@@ -44,7 +49,8 @@ from ..wire.registry import MessageType
 from .dedupe import InvokeKey, Terminal
 from .outbound import Outbound
 
-__all__ = ["JournalState", "JournalRecord", "Persist", "InvokeJournal", "INTERRUPTED", "after_restart"]
+__all__ = ["JournalState", "JournalRecord", "Persist", "InvokeJournal", "InvokeRecords", "InvokeClaims", "ClaimStatus",
+           "Claim", "INTERRUPTED", "after_restart", "interrupted"]
 
 UNAVAILABLE = 5002
 INTERRUPTED = "interrupted by a restart; retry with a new id"
@@ -68,6 +74,10 @@ class JournalRecord(msgspec.Struct, frozen=True, kw_only=True):
     # restart seals in place of the terminal reply a RUNNING record never got.
     encrypted: bool = False  # the invoke came authcrypted: so does that 5002
     thread_id: bytes | None = None
+    # The claim (R25): which worker runs a RUNNING invoke, and until when its
+    # lease holds; None/0 for a process that owns its store alone.
+    owner: str | None = None
+    lease_until: int = 0
 
     def __post_init__(self) -> None:
         if (self.state is JournalState.DONE) != (self.terminal is not None):
@@ -80,11 +90,20 @@ class Persist(msgspec.Struct, frozen=True):
     records: tuple[JournalRecord, ...]
 
 
-class InvokeJournal(Protocol):
-    """What the edge implements (``ampcap.store.journal.SqliteJournal``)."""
+class InvokeRecords(Protocol):
+    """The executor's view of the journal on a cache miss (``ampcap.store.journal.StoreJournal``)."""
 
-    def load(self, now_ms: int) -> list[JournalRecord]:
-        """Every record not yet expired at ``now_ms`` (expired ones may be dropped)."""
+    def find(self, key: InvokeKey, now_ms: int) -> JournalRecord | None:
+        """``key``'s record unless it expired at ``now_ms``. May raise when
+        the store cannot be read (the executor answers 5002: retry)."""
+        ...
+
+
+class InvokeJournal(InvokeRecords, Protocol):
+    """What the edge implements (``ampcap.store.journal.StoreJournal``)."""
+
+    def load_running(self, now_ms: int) -> list[JournalRecord]:
+        """The RUNNING records not yet expired at ``now_ms`` (what a restart interrupted)."""
         ...
 
     def write(self, records: Iterable[JournalRecord]) -> None:
@@ -93,6 +112,50 @@ class InvokeJournal(Protocol):
 
     def prune(self, now_ms: int) -> int:
         """Drop records expired at ``now_ms``; return how many."""
+        ...
+
+
+class ClaimStatus(enum.Enum):
+    """What claiming an invoke in a shared store found (R25)."""
+
+    CLAIMED = "claimed"  # the row is ours now (new, or already ours): run it
+    DONE = "done"  # finished already, by any worker: answer with its terminal bytes
+    HELD = "held"  # RUNNING under another worker's live lease: PROCESSING, then wait for DONE
+    ABANDONED = "abandoned"  # RUNNING, its worker's lease ran out: interrupted (5002 unless idempotent)
+    CONFLICT = "conflict"  # same key, different fingerprint: not a retry (4001)
+
+
+class Claim(msgspec.Struct, frozen=True):
+    status: ClaimStatus
+    record: JournalRecord | None = None  # the row as found (None for a fresh claim)
+
+
+class InvokeClaims(Protocol):
+    """A journal several workers share (``ampcap.store.journal.StoreJournal``).
+
+    ``owner`` is a worker's id, ``lease_until`` when its claims lapse unless
+    renewed (Unix ms). Every method is one store transaction. The worker
+    group's edge calls them around the executor's actions: a claim in place
+    of the RUNNING row, :meth:`complete_rows` in place of the DONE one."""
+
+    def claim(self, record: JournalRecord, owner: str, lease_until: int, now_ms: int) -> Claim:
+        """Claim ``record``'s invoke (RUNNING) for ``owner``; or say what holds it."""
+        ...
+
+    def take_over(self, key: InvokeKey, owner: str, lease_until: int, now_ms: int) -> bool:
+        """Claim an ABANDONED invoke (to run an idempotent one again); one taker wins."""
+        ...
+
+    def close_abandoned(self, record: JournalRecord, now_ms: int) -> bool:
+        """Write an ABANDONED invoke's 5002 (``record``, DONE) unless its row changed hands."""
+        ...
+
+    def renew(self, owner: str, lease_until: int) -> int:
+        """Extend every lease ``owner`` holds; how many it holds."""
+        ...
+
+    def wait_for(self, keys: Iterable[InvokeKey], now_ms: int) -> list[JournalRecord]:
+        """The DONE records among ``keys`` (what HELD claims wait for)."""
         ...
 
 
@@ -124,20 +187,31 @@ def after_restart(records: Iterable[JournalRecord], now_ms: int, idempotent: Cal
         if record.state is JournalState.RUNNING:
             if idempotent(record.capability_id):
                 continue  # unknown to the cache: its retry runs again
-            body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
-            out = Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
-                           thread_id=record.thread_id, to=record.key.sender, body_cbor=dumps(body),
-                           encrypt=record.encrypted)
-            try:
-                terminal = seal(out, now_ms)
-            except Exception as exc:  # the resolver's 3001, or no resolver at all
-                if not record.encrypted:
-                    raise
-                why = exc.message if isinstance(exc, AmpError) else str(exc)
-                warnings.append(f"interrupted invoke {record.key.msg_id.hex()} from {shown(record.key.sender)}: "
-                                f"its 5002 goes unencrypted ({shown(why, MESSAGE_LIMIT)})")
-                terminal = seal(msgspec.structs.replace(out, encrypt=False), now_ms)
-            record = msgspec.structs.replace(record, state=JournalState.DONE, terminal=terminal)
+            record, warning = interrupted(record, now_ms, seal)
+            if warning is not None:
+                warnings.append(warning)
             closed.append(record)
         kept.append(record)
     return kept, closed, warnings
+
+
+def interrupted(record: JournalRecord, now_ms: int, seal: Callable[[Outbound, int], Terminal]
+                ) -> tuple[JournalRecord, str | None]:
+    """``record`` (RUNNING, cut short by a restart or by its owner's death)
+    closed with CAP_RESULT 5002, sealed once by ``seal``; and a warning when
+    that 5002 could not be encrypted (see :func:`after_restart`)."""
+    warning = None
+    body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
+    out = Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
+                   thread_id=record.thread_id, to=record.key.sender, body_cbor=dumps(body),
+                   encrypt=record.encrypted)
+    try:
+        terminal = seal(out, now_ms)
+    except Exception as exc:  # the resolver's 3001, or no resolver at all
+        if not record.encrypted:
+            raise
+        why = exc.message if isinstance(exc, AmpError) else str(exc)
+        warning = (f"interrupted invoke {record.key.msg_id.hex()} from {shown(record.key.sender)}: "
+                   f"its 5002 goes unencrypted ({shown(why, MESSAGE_LIMIT)})")
+        terminal = seal(msgspec.structs.replace(out, encrypt=False), now_ms)
+    return msgspec.structs.replace(record, state=JournalState.DONE, terminal=terminal, owner=None), warning

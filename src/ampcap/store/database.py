@@ -11,6 +11,13 @@ table remembers which version of them the file holds, so a newer ampcap
 migrates it (the component's ``migrations``, in the same transaction) and an
 older one refuses a file it does not understand instead of misreading it.
 
+Two backends sit behind one surface (:class:`StateStore`): this module's
+SQLite file, the embedded default, and PostgreSQL (``store/postgres.py``,
+psycopg 3) for several processes or machines of one identity (R25).
+:func:`open_store` picks one from ``--state-dir``/``--state-url``. Components
+write portable SQL (``?`` placeholders, ``TEXT``/``BLOB``/``INTEGER`` columns,
+``ON CONFLICT`` upserts, no SQLite-only syntax): docs/scaling.md lists the rules.
+
 Durability modes (what a committed write survives):
 
 - ``Durability.PROCESS`` (``synchronous=NORMAL``): a crash of the daemon
@@ -19,6 +26,10 @@ Durability modes (what a committed write survives):
   crash may lose the last commits (never corrupt the file).
 - ``Durability.POWER`` (``synchronous=FULL``): also a power loss or kernel
   crash; each commit waits for ``fsync``.
+
+On PostgreSQL the server decides what survives a power loss; ``PROCESS``
+sets ``synchronous_commit = off`` for the daemon's connection (a server crash
+may lose the last commits, as a power loss may here), ``POWER`` keeps it on.
 """
 
 from __future__ import annotations
@@ -28,14 +39,15 @@ import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import AmpError
 
-__all__ = ["Durability", "StateStore", "default_state_dir", "parse_state_dir", "DATABASE_NAME"]
+__all__ = ["Durability", "StateStore", "SqliteStore", "Transaction", "Result", "default_state_dir", "parse_state_dir",
+           "open_store", "is_store_url", "DATABASE_NAME"]
 
 DATABASE_NAME = "state.sqlite3"
 
@@ -65,21 +77,131 @@ def parse_state_dir(value: str) -> Path | None:
     return None if value == "none" else Path(value)
 
 
+class Result(Protocol):
+    """What :meth:`Transaction.execute` returns (a DB-API cursor on both backends)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Transaction(Protocol):
+    """What :meth:`StateStore.transaction` yields: statements in portable SQL."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> Result: ...
+
+    def executemany(self, sql: str, rows: Any, /) -> Any: ...
+
+
 class StateStore:
-    """The database one daemon writes. Not shared between threads: the
-    daemon's event loop is its only writer (``check_same_thread`` guards it).
+    """The database one daemon writes (its event loop is the only user of a
+    store object; other processes open their own). Backends implement
+    :meth:`transaction`, :meth:`query`, :meth:`close` and the owner lock
+    (:meth:`take_ownership`, see ``store/owner.py``); schema history is
+    shared here.
 
-    ``StateStore.open(None)`` is an in-memory database with the same tables,
-    so the components never branch on whether state is durable."""
+    ``StateStore.open(None)`` is an in-memory SQLite database with the same
+    tables, so the components never branch on whether state is durable."""
 
-    def __init__(self, connection: sqlite3.Connection, path: Path | None, durability: Durability) -> None:
-        self._db = connection
-        self.path = path
+    backend = "abstract"
+    errors: tuple[type[Exception], ...] = ()
+    """The exceptions a failed statement raises on this backend."""
+    where = "memory"
+    """What to name in messages: a file path, or a URL without its password."""
+
+    def __init__(self, durability: Durability) -> None:
         self.durability = durability
-        self._owner = threading.get_ident()
+        self.path: Path | None = None
 
     @classmethod
     def open(cls, directory: Path | None, *, durability: Durability = Durability.PROCESS) -> StateStore:
+        """The SQLite store under ``directory`` (None: in memory)."""
+        return SqliteStore.open_dir(directory, durability=durability)
+
+    @property
+    def durable(self) -> bool:
+        return True
+
+    def ensure_schema(self, component: str, version: int, statements: Sequence[str],
+                      migrations: Mapping[int, Sequence[str]] | None = None) -> int:
+        """Create ``component``'s tables (idempotent ``CREATE … IF NOT EXISTS``
+        statements, the newest shape) and record ``version``; returns the
+        version the store held before (0 for new).
+
+        A store holding an older version is brought up to date first:
+        ``migrations[k]`` are the statements that turn version ``k`` into
+        ``k + 1`` (``ALTER TABLE … ADD COLUMN`` with a default, typically),
+        run in order in the same transaction as the rest, so a crash leaves
+        the store either untouched or migrated, never half. One history
+        serves both backends: the statements are portable SQL. A store
+        written by a newer version is refused: its rows may mean something
+        this code would misread."""
+        with self.transaction() as db:
+            # Under the schema lock: two processes opening one store cannot both migrate it.
+            self._lock_schema(db)
+            row = db.execute("SELECT version FROM schema_versions WHERE component = ?", (component,)).fetchone()
+            found = 0 if row is None else int(row[0])
+            if found > version:
+                raise AmpError(5002, f"state database {self.where}: {component} tables are version {found}, "
+                                     f"this ampcap understands up to {version}; use a newer ampcap or another "
+                                     f"state store")
+            if 0 < found < version:
+                for step in range(found, version):
+                    if migrations is None or step not in migrations:
+                        raise AmpError(5002, f"state database {self.where}: {component} tables are version "
+                                             f"{found}, and this ampcap cannot migrate them from version {step}; "
+                                             f"use another state store")
+                    for statement in migrations[step]:
+                        db.execute(statement)
+            for statement in statements:
+                db.execute(statement)
+            db.execute("INSERT INTO schema_versions (component, version) VALUES (?, ?) "
+                       "ON CONFLICT (component) DO UPDATE SET version = excluded.version", (component, version))
+        return found
+
+    def _lock_schema(self, db: Transaction) -> None:
+        """Serialise schema changes between processes (SQLite's BEGIN IMMEDIATE already does)."""
+
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """One atomic batch: everything inside commits together or not at all."""
+        raise NotImplementedError
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def notify(self, db: Transaction, channel: str, payload: str) -> None:
+        """Tell other processes on this store, when ``db`` commits, that
+        ``channel`` has news (PostgreSQL NOTIFY). SQLite has no such thing:
+        its readers poll, which on one host costs a cheap read."""
+
+    def take_ownership(self, group: str | None) -> Any:
+        """The owner lock (``store/owner.py``): held while this process uses
+        the store; refused with :class:`~ampcap.store.owner.StoreBusy` when an
+        uncoordinated process holds it."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class SqliteStore(StateStore):
+    """One SQLite file in WAL mode (stdlib ``sqlite3``), or an in-memory database."""
+
+    backend = "sqlite"
+    errors = (sqlite3.Error,)
+
+    def __init__(self, connection: sqlite3.Connection, path: Path | None, durability: Durability) -> None:
+        super().__init__(durability)
+        self._db = connection
+        self.path = path
+        self.where = str(path) if path is not None else "memory"
+        self._owner = threading.get_ident()
+
+    @classmethod
+    def open_dir(cls, directory: Path | None, *, durability: Durability = Durability.PROCESS) -> SqliteStore:
         if directory is None:
             db = sqlite3.connect(":memory:", isolation_level=None)
             store = cls(db, None, durability)
@@ -108,45 +230,8 @@ class StateStore:
     def durable(self) -> bool:
         return self.path is not None
 
-    def ensure_schema(self, component: str, version: int, statements: Sequence[str],
-                      migrations: Mapping[int, Sequence[str]] | None = None) -> int:
-        """Create ``component``'s tables (idempotent ``CREATE … IF NOT EXISTS``
-        statements, the newest shape) and record ``version``; returns the
-        version the file held before (0 for new).
-
-        A file holding an older version is brought up to date first:
-        ``migrations[k]`` are the statements that turn version ``k`` into
-        ``k + 1`` (``ALTER TABLE … ADD COLUMN`` with a default, typically),
-        run in order in the same transaction as the rest, so a crash leaves
-        the file either untouched or migrated, never half. A file written by
-        a newer version is refused: its rows may mean something this code
-        would misread."""
-        with self.transaction():
-            # Read under the write lock: two daemons opening one file cannot both migrate it.
-            row = self._db.execute("SELECT version FROM schema_versions WHERE component = ?",
-                                   (component,)).fetchone()
-            found = 0 if row is None else int(row[0])
-            if found > version:
-                raise AmpError(5002, f"state database {self.path}: {component} tables are version {found}, "
-                                     f"this ampcap understands up to {version}; use a newer ampcap or another "
-                                     f"--state-dir")
-            if 0 < found < version:
-                for step in range(found, version):
-                    if migrations is None or step not in migrations:
-                        raise AmpError(5002, f"state database {self.path}: {component} tables are version "
-                                             f"{found}, and this ampcap cannot migrate them from version {step}; "
-                                             f"use another --state-dir")
-                    for statement in migrations[step]:
-                        self._db.execute(statement)
-            for statement in statements:
-                self._db.execute(statement)
-            self._db.execute("INSERT OR REPLACE INTO schema_versions (component, version) VALUES (?, ?)",
-                             (component, version))
-        return found
-
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic batch: everything inside commits together or not at all."""
+    def transaction(self) -> Iterator[Transaction]:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
@@ -158,5 +243,31 @@ class StateStore:
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._db.execute(sql, params).fetchall()
 
+    def data_version(self) -> int:
+        """SQLite's count of commits by *other* connections (a cheap change probe)."""
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def take_ownership(self, group: str | None) -> Any:
+        from .owner import FileOwnership
+
+        return FileOwnership.take(self.path.parent if self.path is not None else None, group)
+
     def close(self) -> None:
         self._db.close()
+
+
+def is_store_url(value: str) -> bool:
+    """Is ``value`` a PostgreSQL URL (``--state-url``) rather than a directory?"""
+    return value.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(target: str | Path | None, *, durability: Durability = Durability.PROCESS) -> StateStore:
+    """The store for ``target``: a ``postgresql://`` URL (psycopg 3, imported
+    only then), a directory (SQLite), or None / ``"none"`` (in memory)."""
+    if isinstance(target, str):
+        if is_store_url(target):
+            from .postgres import PostgresStore
+
+            return PostgresStore.connect(target, durability=durability)
+        target = parse_state_dir(target)
+    return SqliteStore.open_dir(target, durability=durability)

@@ -11,15 +11,16 @@ delegated invoke asks about each link; they are few and small.
 
 from __future__ import annotations
 
-import sqlite3
-
 from ..deleg.credential import Credential, Revocation, parse_credential
 from ..errors import AmpError
 from .database import StateStore
 
 __all__ = ["DelegationStore", "COMPONENT", "VERSION"]
 
-COMPONENT, VERSION = "delegation", 1
+# Version 2: portable SQL (R25, PostgreSQL): the revocation log's sequence and
+# the change probe other processes' revocations are seen by are counter rows
+# (they were AUTOINCREMENT and SQLite's PRAGMA data_version).
+COMPONENT, VERSION = "delegation", 2
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS deleg_credentials (
@@ -31,15 +32,23 @@ _SCHEMA = (
         delegator TEXT NOT NULL, delegation_id TEXT NOT NULL, revoked_at INTEGER NOT NULL,
         revocation BLOB NOT NULL, PRIMARY KEY (delegator, delegation_id))""",
     """CREATE TABLE IF NOT EXISTS deleg_revocation_log (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT, delegator TEXT NOT NULL, delegation_id TEXT NOT NULL,
+        seq INTEGER PRIMARY KEY, delegator TEXT NOT NULL, delegation_id TEXT NOT NULL,
         revoked_at INTEGER NOT NULL, revocation BLOB NOT NULL, received_at INTEGER NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS deleg_counters (name TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+    "INSERT INTO deleg_counters (name, n) VALUES ('revocation_log', 0) ON CONFLICT (name) DO NOTHING",
+    "INSERT INTO deleg_counters (name, n) VALUES ('revisions', 0) ON CONFLICT (name) DO NOTHING",
 )
+_MIGRATIONS = {
+    1: ("CREATE TABLE IF NOT EXISTS deleg_counters (name TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+        "INSERT INTO deleg_counters (name, n) SELECT 'revocation_log', COALESCE(MAX(seq), 0) "
+        "FROM deleg_revocation_log"),
+}
 
 
 class DelegationStore:
     def __init__(self, store: StateStore) -> None:
         self.store = store
-        store.ensure_schema(COMPONENT, VERSION, _SCHEMA)
+        store.ensure_schema(COMPONENT, VERSION, _SCHEMA, _MIGRATIONS)
         self._revoked: dict[tuple[str, str], int] = {}
         self._seen_version = -1
         self._checked_at: int | None = None
@@ -56,10 +65,10 @@ class DelegationStore:
             if self._checked_at is not None and 0 <= now_ms - self._checked_at < self.POLL_MS:
                 return
             self._checked_at = now_ms
-        # PRAGMA data_version changes when *another* connection commits (the
-        # CLI's `ampcap deleg revoke` on this daemon's state directory): only
-        # then is the mirror read again. Our own writes update it directly.
-        version = int(self.store.query("PRAGMA data_version")[0][0])
+        # The revisions counter moves with every revocation any process
+        # commits (the CLI's `ampcap deleg revoke` on this daemon's store,
+        # another worker): only then is the mirror read again.
+        version = int(self.store.query("SELECT n FROM deleg_counters WHERE name = 'revisions'")[0][0])
         if version != self._seen_version:
             self._seen_version = version
             self._revoked = {(d, i): int(at) for d, i, at in
@@ -75,14 +84,19 @@ class DelegationStore:
         old = self._revoked.get(key)
         try:
             with self.store.transaction() as db:
-                db.execute("INSERT INTO deleg_revocation_log (delegator, delegation_id, revoked_at, revocation, "
-                           "received_at) VALUES (?, ?, ?, ?, ?)",
-                           (*key, revocation.revoked_at, revocation.raw, received_at))
-                if old is None or revocation.revoked_at < old:
-                    # The earliest time wins: a later copy cannot postpone a revocation.
-                    db.execute("INSERT OR REPLACE INTO deleg_revocations VALUES (?, ?, ?, ?)",
-                               (*key, revocation.revoked_at, revocation.raw))
-        except sqlite3.Error as exc:
+                db.execute("UPDATE deleg_counters SET n = n + 1 WHERE name IN ('revocation_log', 'revisions')")
+                seq = db.execute("SELECT n FROM deleg_counters WHERE name = 'revocation_log'").fetchone()[0]
+                db.execute("INSERT INTO deleg_revocation_log (seq, delegator, delegation_id, revoked_at, "
+                           "revocation, received_at) VALUES (?, ?, ?, ?, ?, ?)",
+                           (seq, *key, revocation.revoked_at, revocation.raw, received_at))
+                # The earliest time wins: a later copy cannot postpone a revocation
+                # (decided in the statement too: another process may have written one).
+                db.execute("INSERT INTO deleg_revocations (delegator, delegation_id, revoked_at, revocation) "
+                           "VALUES (?, ?, ?, ?) ON CONFLICT (delegator, delegation_id) DO UPDATE SET "
+                           "revoked_at = excluded.revoked_at, revocation = excluded.revocation "
+                           "WHERE excluded.revoked_at < deleg_revocations.revoked_at",
+                           (*key, revocation.revoked_at, revocation.raw))
+        except self.store.errors as exc:
             raise AmpError(5002, f"state database: {exc}") from None
         if old is None or revocation.revoked_at < old:
             self._revoked[key] = revocation.revoked_at
@@ -93,12 +107,14 @@ class DelegationStore:
     def record_credential(self, credential: Credential, received_at: int) -> bool:
         try:
             with self.store.transaction() as db:
-                cur = db.execute("INSERT OR IGNORE INTO deleg_credentials VALUES (?, ?, ?, ?, ?, ?, ?)",
+                cur = db.execute("INSERT INTO deleg_credentials (delegator, delegation_id, delegate, issued_at, "
+                                 "expires_at, credential, received_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                                 "ON CONFLICT (delegator, delegation_id) DO NOTHING",
                                  (credential.delegator, credential.delegation_id, credential.delegate,
                                   credential.issued_at, credential.expires_at, credential.raw, received_at))
-        except sqlite3.Error as exc:
+        except self.store.errors as exc:
             raise AmpError(5002, f"state database: {exc}") from None
-        return cur.rowcount == 1
+        return bool(cur.rowcount == 1)
 
     def credentials_with_id(self, delegation_id: str, limit: int) -> list[Credential]:
         rows = self.store.query("SELECT credential FROM deleg_credentials WHERE delegation_id = ? "

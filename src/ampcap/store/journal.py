@@ -1,34 +1,49 @@
-"""The executor's invoke journal over the state database (component ``journal``).
+"""The executor's invoke journal over the state store (component ``journal``).
 
-Implements :class:`ampcap.peer.journal.InvokeJournal`. One row per accepted
-invoke, keyed ``(sender, msg_id)`` (RFC 001's idempotency key): the body
-fingerprint a retry must match, the capability (is it idempotent?), the
-state, when the row may go, whether the invoke came authcrypted and its
-``thread_id`` (a restart's 5002 is encrypted and threaded like any reply to
-it), and, once DONE, the terminal message as the
-executor sealed it (its signed, unframed bytes and their ``ts + ttl``): a
-retry after a restart gets those very bytes, which is what R8 and R19 ask
-(an authcrypted reply could not be sealed again to the same bytes).
+Implements :class:`ampcap.peer.journal.InvokeJournal` and the executor's
+lookup (:class:`ampcap.peer.journal.InvokeRecords`). One row per invoke,
+keyed ``(sender, msg_id)`` (RFC 001's idempotency key): the body fingerprint
+a retry must match, the capability (is it idempotent?), the state, when the
+row may go, whether the invoke came authcrypted and its ``thread_id`` (a
+restart's 5002 is encrypted and threaded like any reply to it), and, once
+DONE, the terminal message as the executor sealed it (its signed, unframed
+bytes and their ``ts + ttl``): a retry after a restart, or after memory
+forgot it, gets those very bytes, which is what R8 and R19 ask (an
+authcrypted reply could not be sealed again to the same bytes).
+
+The store is the record (R25): memory only caches it. Start-up reads the
+RUNNING rows (what a restart must close), never the whole table; a retry
+memory cannot place is looked up here (:meth:`SqliteJournal.find`, one
+primary-key read).
+
+Claims (R25): a RUNNING row also names its ``owner`` (a worker's id) and the
+``lease_until`` its owner keeps pushing forward while it lives
+(:meth:`claim`, :meth:`renew`). A duplicate meeting a live claim of another
+owner waits for the DONE row; a RUNNING row whose lease ran out was cut
+short like an invoke a restart interrupted. docs/scaling.md has the design.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
+from typing import Any
+
+import msgspec
 
 from ..peer.dedupe import InvokeKey, Terminal
-from ..peer.journal import JournalRecord, JournalState
-from .database import StateStore
+from ..peer.journal import Claim, ClaimStatus, JournalRecord, JournalState
+from .database import StateStore, Transaction
 
-__all__ = ["SqliteJournal", "VERSION"]
+__all__ = ["SqliteJournal", "StoreJournal", "ClaimStatus", "Claim", "VERSION", "DONE_CHANNEL"]
 
 # Version 2 added ``encrypted`` and ``thread_id``: what the 5002 that closes
 # an interrupted invoke at restart copies from it (peer/journal.py). A
 # version-1 row lacks them: it reads as a plain invoke without a thread, which
-# is how version 1 answered it.
-VERSION = 2
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS invoke_journal (
+# is how version 1 answered it. Version 3 added the claim (``owner``,
+# ``lease_until``) and dropped SQLite's WITHOUT ROWID (the table is rebuilt:
+# the same rows in portable SQL, so one schema history serves PostgreSQL too).
+VERSION = 3
+_TABLE = """CREATE TABLE IF NOT EXISTS {name} (
         sender TEXT NOT NULL,
         msg_id BLOB NOT NULL,
         fingerprint BLOB NOT NULL,
@@ -39,41 +54,97 @@ _SCHEMA = (
         wire_expires_at INTEGER,
         encrypted INTEGER NOT NULL DEFAULT 0,
         thread_id BLOB,
+        owner TEXT,
+        lease_until INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (sender, msg_id)
-    ) WITHOUT ROWID""",
+    )"""
+_SCHEMA = (
+    _TABLE.format(name="invoke_journal"),
     "CREATE INDEX IF NOT EXISTS invoke_journal_expiry ON invoke_journal (expires_at)",
+    "CREATE INDEX IF NOT EXISTS invoke_journal_running ON invoke_journal (state, lease_until)",
 )
+_V2 = "sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at, encrypted, thread_id"
 _MIGRATIONS = {
     1: ("ALTER TABLE invoke_journal ADD COLUMN encrypted INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE invoke_journal ADD COLUMN thread_id BLOB"),
+    2: (_TABLE.format(name="invoke_journal_v3"),
+        f"INSERT INTO invoke_journal_v3 ({_V2}) SELECT {_V2} FROM invoke_journal",
+        "DROP TABLE invoke_journal",
+        "ALTER TABLE invoke_journal_v3 RENAME TO invoke_journal"),
 }
-_COLUMNS = "sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at, encrypted, thread_id"
-_UPSERT = f"INSERT OR REPLACE INTO invoke_journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_COLUMNS = _V2 + ", owner, lease_until"
+_UPSERT = (f"INSERT INTO invoke_journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+           "ON CONFLICT (sender, msg_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
+           "capability = excluded.capability, state = excluded.state, expires_at = excluded.expires_at, "
+           "wire = excluded.wire, wire_expires_at = excluded.wire_expires_at, encrypted = excluded.encrypted, "
+           "thread_id = excluded.thread_id, owner = excluded.owner, lease_until = excluded.lease_until")
+_CLAIM = f"INSERT INTO invoke_journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " \
+         "ON CONFLICT (sender, msg_id) DO NOTHING"
+DONE_CHANNEL = "ampcap_invoke_done"
+"""PostgreSQL NOTIFY channel a completion is announced on (payload: sender, space, msg_id hex)."""
 
 
-class SqliteJournal:
+def _record(row: tuple[Any, ...]) -> JournalRecord:
+    (sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at, encrypted, thread_id,
+     owner, lease_until) = row
+    terminal = Terminal(bytes(wire), wire_expires_at) if wire is not None else None
+    return JournalRecord(key=InvokeKey(sender, bytes(msg_id)), fingerprint=bytes(fingerprint),
+                         capability_id=capability, state=JournalState(state), expires_at=expires_at,
+                         terminal=terminal, encrypted=bool(encrypted),
+                         thread_id=bytes(thread_id) if thread_id is not None else None,
+                         owner=owner, lease_until=int(lease_until))
+
+
+def _row(r: JournalRecord) -> tuple[Any, ...]:
+    return (r.key.sender, r.key.msg_id, r.fingerprint, r.capability_id, r.state.value, r.expires_at,
+            *((r.terminal.wire, r.terminal.expires_at) if r.terminal is not None else (None, None)),
+            int(r.encrypted), r.thread_id, r.owner, r.lease_until)
+
+
+class StoreJournal:
+    """The journal on either backend (the name ``SqliteJournal`` stays for the SQLite-era callers)."""
+
     def __init__(self, store: StateStore) -> None:
         self.store = store
         store.ensure_schema("journal", VERSION, _SCHEMA, _MIGRATIONS)
 
-    def load(self, now_ms: int) -> list[JournalRecord]:
-        self.prune(now_ms)
-        records = []
-        for (sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at, encrypted,
-             thread_id) in self.store.query(f"SELECT {_COLUMNS} FROM invoke_journal"):
-            terminal = Terminal(bytes(wire), wire_expires_at) if wire is not None else None
-            records.append(JournalRecord(key=InvokeKey(sender, bytes(msg_id)), fingerprint=bytes(fingerprint),
-                                         capability_id=capability, state=JournalState(state),
-                                         expires_at=expires_at, terminal=terminal, encrypted=bool(encrypted),
-                                         thread_id=bytes(thread_id) if thread_id is not None else None))
-        return records
+    # ------------------------------------------------------------ records
 
-    def write_rows(self, db: sqlite3.Connection, records: Iterable[JournalRecord]) -> None:
+    def load(self, now_ms: int) -> list[JournalRecord]:
+        """Every live row: for tools and tests only; a daemon never loads the table."""
+        self.prune(now_ms)
+        return [_record(row) for row in self.store.query(f"SELECT {_COLUMNS} FROM invoke_journal")]
+
+    def load_running(self, now_ms: int, *, lease_expired_before: int | None = None) -> list[JournalRecord]:
+        """The RUNNING rows a start-up must close (R19): all of them for a
+        process that owns the store alone (a restart interrupted every one),
+        only those whose lease ran out before ``lease_expired_before`` for a
+        worker joining a live group (the others are its peers' work)."""
+        self.prune(now_ms)
+        if lease_expired_before is None:
+            rows = self.store.query(f"SELECT {_COLUMNS} FROM invoke_journal WHERE state = 'running'")
+        else:
+            rows = self.store.query(f"SELECT {_COLUMNS} FROM invoke_journal WHERE state = 'running' "
+                                    "AND lease_until < ?", (lease_expired_before,))
+        return [_record(row) for row in rows]
+
+    def latest_expiry(self) -> int | None:
+        """When the last row expires (None: empty): how long a retry of an
+        earlier life's invoke may still arrive."""
+        rows = self.store.query("SELECT MAX(expires_at) FROM invoke_journal")
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def find(self, key: InvokeKey, now_ms: int) -> JournalRecord | None:
+        """The row of ``key``, unless it expired (InvokeRecords, for the executor)."""
+        rows = self.store.query(f"SELECT {_COLUMNS} FROM invoke_journal WHERE sender = ? AND msg_id = ? "
+                                "AND expires_at >= ?", (key.sender, key.msg_id, now_ms))
+        return _record(rows[0]) if rows else None
+
+    def write_rows(self, db: Transaction, records: Iterable[JournalRecord]) -> None:
         """Within a transaction the caller holds (the daemon's batch)."""
-        db.executemany(_UPSERT, [(r.key.sender, r.key.msg_id, r.fingerprint, r.capability_id, r.state.value,
-                                  r.expires_at, *((r.terminal.wire, r.terminal.expires_at) if r.terminal is not None
-                                                  else (None, None)), int(r.encrypted), r.thread_id)
-                                 for r in records])
+        rows = [_row(r) for r in records]
+        if rows:
+            db.executemany(_UPSERT, rows)
 
     def write(self, records: Iterable[JournalRecord]) -> None:
         with self.store.transaction() as db:
@@ -81,4 +152,97 @@ class SqliteJournal:
 
     def prune(self, now_ms: int) -> int:
         with self.store.transaction() as db:
-            return db.execute("DELETE FROM invoke_journal WHERE expires_at < ?", (now_ms,)).rowcount
+            count: int = db.execute("DELETE FROM invoke_journal WHERE expires_at < ?", (now_ms,)).rowcount
+        return count
+
+    # ------------------------------------------------------------- claims
+
+    def claim(self, record: JournalRecord, owner: str, lease_until: int, now_ms: int) -> Claim:
+        """Claim ``record``'s invoke (a RUNNING record) for ``owner`` until
+        ``lease_until``, in one transaction: a new key is inserted; our own
+        RUNNING row (a retry) stays ours; any other row is reported as it is."""
+        mine = msgspec.structs.replace(record, state=JournalState.RUNNING, terminal=None, owner=owner,
+                                       lease_until=lease_until)
+        with self.store.transaction() as db:
+            if db.execute(_CLAIM, _row(mine)).rowcount == 1:
+                return Claim(ClaimStatus.CLAIMED)
+            row = db.execute(f"SELECT {_COLUMNS} FROM invoke_journal WHERE sender = ? AND msg_id = ?",
+                             (record.key.sender, record.key.msg_id)).fetchone()
+        if row is None:  # pruned between the two statements: it expired, and so has the message
+            return self.claim(record, owner, lease_until, now_ms)
+        found = _record(row)
+        if found.fingerprint != record.fingerprint:
+            return Claim(ClaimStatus.CONFLICT, found)
+        if found.state is JournalState.DONE:
+            return Claim(ClaimStatus.DONE, found)
+        if found.owner == owner:
+            return Claim(ClaimStatus.CLAIMED, found)
+        if found.lease_until >= now_ms:
+            return Claim(ClaimStatus.HELD, found)
+        return Claim(ClaimStatus.ABANDONED, found)
+
+    def take_over(self, key: InvokeKey, owner: str, lease_until: int, now_ms: int) -> bool:
+        """Claim an ABANDONED row (an idempotent invoke to run again): only one
+        of the processes that found it abandoned wins."""
+        with self.store.transaction() as db:
+            won: int = db.execute("UPDATE invoke_journal SET owner = ?, lease_until = ? WHERE sender = ? "
+                                  "AND msg_id = ? AND state = 'running' AND (owner IS NULL OR owner = ? "
+                                  "OR lease_until < ?)",
+                                  (owner, lease_until, key.sender, key.msg_id, owner, now_ms)).rowcount
+        return won == 1
+
+    def close_abandoned(self, record: JournalRecord, now_ms: int) -> bool:
+        """Write ``record`` (DONE: the 5002 of an ABANDONED invoke) unless the
+        row has changed hands meanwhile (its owner came back, or another
+        process closed it first: then read it again)."""
+        assert record.terminal is not None
+        with self.store.transaction() as db:
+            closed: int = db.execute(
+                "UPDATE invoke_journal SET state = 'done', wire = ?, wire_expires_at = ?, expires_at = ?, "
+                "owner = NULL WHERE sender = ? AND msg_id = ? AND state = 'running' AND lease_until < ?",
+                (record.terminal.wire, record.terminal.expires_at, record.expires_at, record.key.sender,
+                 record.key.msg_id, now_ms)).rowcount
+            if closed:
+                self.store.notify(db, DONE_CHANNEL, record.key.sender + " " + record.key.msg_id.hex())
+        return closed == 1
+
+    def complete_rows(self, db: Transaction, records: Iterable[JournalRecord], owner: str) -> list[InvokeKey]:
+        """Write DONE ``records`` of ``owner``'s claims within the caller's
+        transaction, each only while the claim is still ``owner``'s; returns
+        the keys whose claim was lost (their lease ran out and another
+        process closed or took them: the store's row is the answer). Other
+        processes waiting on a key are told (NOTIFY on PostgreSQL)."""
+        lost = []
+        for r in records:
+            assert r.terminal is not None
+            n = db.execute("UPDATE invoke_journal SET state = 'done', wire = ?, wire_expires_at = ?, "
+                           "expires_at = ?, owner = NULL WHERE sender = ? AND msg_id = ? AND owner = ?",
+                           (r.terminal.wire, r.terminal.expires_at, r.expires_at, r.key.sender, r.key.msg_id,
+                            owner)).rowcount
+            if n != 1:
+                lost.append(r.key)
+            else:
+                self.store.notify(db, DONE_CHANNEL, r.key.sender + " " + r.key.msg_id.hex())
+        return lost
+
+    def renew(self, owner: str, lease_until: int) -> int:
+        """Push ``owner``'s leases forward (every RUNNING row it holds, in one
+        statement); returns how many it still holds."""
+        with self.store.transaction() as db:
+            count: int = db.execute("UPDATE invoke_journal SET lease_until = ? WHERE owner = ? AND state = 'running'",
+                                    (lease_until, owner)).rowcount
+        return count
+
+    def wait_for(self, keys: Iterable[InvokeKey], now_ms: int) -> list[JournalRecord]:
+        """The DONE rows among ``keys`` (a worker polling for the claims it
+        answered HELD; on PostgreSQL a NOTIFY on :data:`DONE_CHANNEL` says
+        when to look)."""
+        done = []
+        for key in keys:
+            found = self.find(key, now_ms)
+            if found is not None and found.state is JournalState.DONE:
+                done.append(found)
+        return done
+
+
+SqliteJournal = StoreJournal

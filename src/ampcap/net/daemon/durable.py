@@ -61,19 +61,24 @@ class DurableState:
         self._kick = trio.Event()
         now = clock.wall_ms()
         self._pruned_ms = now
-        records = self.journal.load(now)
+        # The store is the record (R25): only the RUNNING rows are read here
+        # (a restart interrupted them); the executor asks the journal for any
+        # other invoke its cache cannot place.
+        records = self.journal.load_running(now)
+        executor.records = self.journal
         closed, notes = executor.preload(records, now,
-                                         lambda cid: bool(getattr(catalog.get(cid), "idempotent", False)))
+                                         lambda cid: bool(getattr(catalog.get(cid), "idempotent", False)),
+                                         remembered_until=self.journal.latest_expiry())
         self.journal.write(closed)
         for note in notes:
             throttle.log(log, note.topic or "journal", note.level, clock.monotonic_ms(), "%s", note.message)
         if records:
-            log.info("journal: %d invokes restored from %s (%d interrupted by the restart)", len(records),
-                     store.path, len(closed))
+            log.info("journal: %d invokes interrupted by the restart in %s (%d closed with 5002)", len(records),
+                     store.where, len(closed))
         kept = self.session_store.load(now)
         self.session_store.write(sessions.preload(kept, now))
         if kept:
-            log.info("sessions: %d restored from %s (%d live)", len(kept), store.path,
+            log.info("sessions: %d restored from %s (%d live)", len(kept), store.where,
                      sum(1 for r in sessions.sessions.values() if r.live))
 
     def hold(self, actions: list[Any]) -> None:

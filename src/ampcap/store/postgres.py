@@ -1,0 +1,156 @@
+"""The PostgreSQL backend of :class:`~ampcap.store.database.StateStore` (psycopg 3).
+
+Several processes and machines of one identity share one database (R25);
+components run unchanged because they write portable SQL, which this module
+adapts as it goes (once per distinct statement, then cached):
+
+* ``?`` placeholders become ``%s`` (components never write ``%``);
+* in ``CREATE``/``ALTER TABLE`` statements ``INTEGER`` becomes ``BIGINT``
+  (a component's integers are 64-bit on both backends: SQLite's always are)
+  and ``BLOB`` becomes ``BYTEA``.
+
+psycopg is imported only when a ``postgresql://`` URL is opened: the SQLite
+default never pays for it. The connection runs in autocommit mode, so a
+:meth:`PostgresStore.query` outside a transaction sees the latest commits and
+holds no snapshot; :meth:`PostgresStore.transaction` is one explicit
+transaction (READ COMMITTED: a claim's conditional ``UPDATE`` re-reads the
+row it waits for, which is what makes it a claim).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import AmpError
+from .database import Durability, StateStore
+
+__all__ = ["PostgresStore", "translate", "advisory_key"]
+
+_DDL = re.compile(r"^\s*(CREATE\s+TABLE|ALTER\s+TABLE)", re.IGNORECASE)
+_INTEGER = re.compile(r"\bINTEGER\b", re.IGNORECASE)
+_BLOB = re.compile(r"\bBLOB\b", re.IGNORECASE)
+_SCHEMA_LOCK = 0x616D70636170_01  # "ampcap" + 1: the schema migration lock's advisory key
+
+
+def translate(sql: str) -> str:
+    """Portable SQL (the store contract) as PostgreSQL reads it."""
+    if "%" in sql:
+        raise ValueError("portable SQL has no '%' (the PostgreSQL backend uses it for placeholders)")
+    if _DDL.match(sql):
+        sql = _BLOB.sub("BYTEA", _INTEGER.sub("BIGINT", sql))
+    return sql.replace("?", "%s")
+
+
+def advisory_key(name: str) -> int:
+    """A PostgreSQL advisory lock key (signed 64-bit) for ``name``."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+def _shown_url(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    return urlunsplit(parts._replace(netloc=netloc[0].split(":", 1)[0] + ":***@" + netloc[1]))
+
+
+class _Tx:
+    """A transaction's statements, translated (see :func:`translate`)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._conn = store._conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(self._store._sql(sql), params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        rows = list(rows)
+        cursor = self._conn.cursor()
+        if rows:
+            cursor.executemany(self._store._sql(sql), rows)
+        return cursor
+
+
+class PostgresStore(StateStore):
+    backend = "postgresql"
+
+    def __init__(self, url: str, durability: Durability) -> None:
+        super().__init__(durability)
+        import psycopg
+
+        self.errors = (psycopg.Error,)
+        self.url = url
+        self.where = _shown_url(url)
+        self._psycopg = psycopg
+        self._statements: dict[str, str] = {}
+        self._conn: Any = None
+        self._connect()
+
+    @classmethod
+    def connect(cls, url: str, *, durability: Durability = Durability.PROCESS) -> PostgresStore:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise AmpError(5002, "a postgresql:// state store needs psycopg 3: pip install 'ampcap[postgres]'") \
+                from None
+        return cls(url, durability)
+
+    def _connect(self) -> None:
+        psycopg = self._psycopg
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+            if self.durability is Durability.PROCESS:
+                conn.execute("SET synchronous_commit = off")
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, "
+                         "version BIGINT NOT NULL)")
+        except psycopg.Error as exc:
+            raise AmpError(5002, f"state database {self.where}: {str(exc).strip() or type(exc).__name__}") \
+                from None
+        self._conn = conn
+
+    def _sql(self, sql: str) -> str:
+        done = self._statements.get(sql)
+        if done is None:
+            done = self._statements[sql] = translate(sql)
+        return done
+
+    def _live(self) -> Any:
+        """The connection, opened again if the server dropped it (a restart of
+        PostgreSQL: the statement that met the break failed, the next one
+        reconnects)."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._connect()
+        return self._conn
+
+    def _lock_schema(self, db: Any) -> None:
+        db.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Tx]:
+        conn = self._live()
+        with conn.transaction():
+            yield _Tx(self)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cursor = self._live().execute(self._sql(sql), params)
+        rows: list[tuple[Any, ...]] = cursor.fetchall() if cursor.description is not None else []
+        return rows
+
+    def notify(self, db: Any, channel: str, payload: str) -> None:
+        db.execute("SELECT pg_notify(?, ?)", (channel, payload))
+
+    def take_ownership(self, group: str | None) -> Any:
+        from .owner import AdvisoryOwnership
+
+        return AdvisoryOwnership.take(self, group)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
