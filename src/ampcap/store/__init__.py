@@ -11,8 +11,8 @@ SQLite (a file, the default) or PostgreSQL (``open_store("postgresql://…")``).
 
 from __future__ import annotations
 
-from .database import (Durability, SqliteStore, StateStore, default_state_dir, is_store_url, open_store,
-                       parse_state_dir)
+from .database import Durability, SqliteStore, StateStore, default_state_dir, parse_state_dir
+from .opening import is_store_url, open_store
 
 __all__ = ["Durability", "StateStore", "SqliteStore", "open_store", "is_store_url", "default_state_dir",
            "parse_state_dir"]

@@ -14,7 +14,7 @@ older one refuses a file it does not understand instead of misreading it.
 Two backends sit behind one surface (:class:`StateStore`): this module's
 SQLite file, the embedded default, and PostgreSQL (``store/postgres.py``,
 psycopg 3) for several processes or machines of one identity (R25).
-:func:`open_store` picks one from ``--state-dir``/``--state-url``. Components
+:func:`~ampcap.store.opening.open_store` picks one from ``--state-dir``/``--state-url``. Components
 write portable SQL (``?`` placeholders, ``TEXT``/``BLOB``/``INTEGER`` columns,
 ``ON CONFLICT`` upserts, no SQLite-only syntax): docs/scaling.md lists the rules.
 
@@ -47,7 +47,7 @@ from typing import Any, Protocol
 from ..errors import AmpError
 
 __all__ = ["Durability", "StateStore", "SqliteStore", "Transaction", "Result", "default_state_dir", "parse_state_dir",
-           "open_store", "is_store_url", "DATABASE_NAME"]
+           "DATABASE_NAME"]
 
 DATABASE_NAME = "state.sqlite3"
 
@@ -254,20 +254,3 @@ class SqliteStore(StateStore):
 
     def close(self) -> None:
         self._db.close()
-
-
-def is_store_url(value: str) -> bool:
-    """Is ``value`` a PostgreSQL URL (``--state-url``) rather than a directory?"""
-    return value.startswith(("postgresql://", "postgres://"))
-
-
-def open_store(target: str | Path | None, *, durability: Durability = Durability.PROCESS) -> StateStore:
-    """The store for ``target``: a ``postgresql://`` URL (psycopg 3, imported
-    only then), a directory (SQLite), or None / ``"none"`` (in memory)."""
-    if isinstance(target, str):
-        if is_store_url(target):
-            from .postgres import PostgresStore
-
-            return PostgresStore.connect(target, durability=durability)
-        target = parse_state_dir(target)
-    return SqliteStore.open_dir(target, durability=durability)

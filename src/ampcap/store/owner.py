@@ -39,6 +39,11 @@ from ..errors import AmpError
 __all__ = ["StoreBusy", "FileOwnership", "AdvisoryOwnership", "group_hash", "new_group_token"]
 
 
+def advisory_key(name: str) -> int:
+    """A PostgreSQL advisory lock key (signed 64-bit) for ``name``."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
 class StoreBusy(AmpError):
     """Another process, not of this group, uses the store."""
 
@@ -128,7 +133,6 @@ class AdvisoryOwnership:
 
     @classmethod
     def take(cls, store: Any, token: str | None) -> AdvisoryOwnership:
-        from .postgres import advisory_key
 
         mine = group_hash(token if token is not None else new_group_token())
         store.ensure_schema("owner", 1, ("CREATE TABLE IF NOT EXISTS store_owner (id INTEGER PRIMARY KEY, "
@@ -149,7 +153,6 @@ class AdvisoryOwnership:
         return cls(store, mine)
 
     def release(self) -> None:
-        from .postgres import advisory_key
 
         if self._store is not None:
             try:

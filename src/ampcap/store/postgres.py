@@ -19,7 +19,6 @@ row it waits for, which is what makes it a claim).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..errors import AmpError
 from .database import Durability, StateStore
 
-__all__ = ["PostgresStore", "translate", "advisory_key"]
+__all__ = ["PostgresStore", "translate"]
 
 _DDL = re.compile(r"^\s*(CREATE\s+TABLE|ALTER\s+TABLE)", re.IGNORECASE)
 _INTEGER = re.compile(r"\bINTEGER\b", re.IGNORECASE)
@@ -44,11 +43,6 @@ def translate(sql: str) -> str:
     if _DDL.match(sql):
         sql = _BLOB.sub("BYTEA", _INTEGER.sub("BIGINT", sql))
     return sql.replace("?", "%s")
-
-
-def advisory_key(name: str) -> int:
-    """A PostgreSQL advisory lock key (signed 64-bit) for ``name``."""
-    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big", signed=True)
 
 
 def _shown_url(url: str) -> str:
