@@ -84,14 +84,17 @@ class Custody:
             return None
         return copy
 
-    def _roll_back(self, copy: QueuedCopy, now: int, code: int | None, detail: str) -> list[Action]:
-        """TRANSFER_PENDING -> ROLLED_BACK -> LOCAL_QUEUED; retry per §5.6.7."""
+    def _roll_back(self, copy: QueuedCopy, now: int, code: int | None, detail: str, *,
+                   final: bool = False) -> list[Action]:
+        """TRANSFER_PENDING -> ROLLED_BACK -> LOCAL_QUEUED; retry per §5.6.7
+        unless ``final`` (a policy refusal that a retry cannot change)."""
         assert copy.transfer is not None
         state = advance(TRANSFER_TABLE, copy.transfer.state, TransferEvent.TIMEOUT_OR_INVALID)
         state = advance(TRANSFER_TABLE, state, TransferEvent.RESUME_LOCAL)
         config = self.core.config
-        retry = handoff_retry_at(now, copy.transfer.attempts, copy.expires_at, base_ms=config.handoff_backoff_ms,
-                                 cap_ms=config.handoff_backoff_cap_ms, max_attempts=config.handoff_max_attempts)
+        retry = None if final else handoff_retry_at(
+            now, copy.transfer.attempts, copy.expires_at, base_ms=config.handoff_backoff_ms,
+            cap_ms=config.handoff_backoff_cap_ms, max_attempts=config.handoff_max_attempts)
         self.core.queue.set_transfer(copy.seq, copy.recipient, TransferInfo(
             mode=copy.transfer.mode, downstream=copy.transfer.downstream, state=state,
             # No retry left: the attempt count says so, and the entry stays local.
@@ -111,7 +114,9 @@ class Custody:
         except AmpError as exc:
             return self._roll_back(copy, now, exc.code, exc.message)
         if not answer.accepted:
-            return self._roll_back(copy, now, answer.error_code, answer.error_message or "refused")
+            # 2003 (loop, hop limit, policy) will not change on a retry.
+            return self._roll_back(copy, now, answer.error_code, answer.error_message or "refused",
+                                   final=answer.error_code == RELAY_REJECTED)
         try:
             receipt = verify_transfer_receipt(answer.receipt, self.core.resolver, msg_id=copy.msg_id,
                                               from_did=copy.from_did, recipient_did=recipient,
