@@ -174,7 +174,8 @@ class StoreRelayQueue:
             db.execute("UPDATE relay_counter SET n = n + 1 WHERE name = 'seq'")
             seq = int(db.execute("SELECT n FROM relay_counter WHERE name = 'seq'").fetchone()[0])
             db.execute("INSERT INTO relay_record (seq, msg_id, from_did, raw, accepted_at, expires_at, status, "
-                       "relay_path, hop_limit, upstream, upstream_mode) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                       "relay_path, hop_limit, upstream, upstream_mode) "
+                       "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
                        (seq, record.msg_id, record.from_did, record.raw, record.accepted_at, record.expires_at,
                         json.dumps(list(record.relay_path)), record.hop_limit, record.upstream,
                         record.transfer_mode))
@@ -221,7 +222,8 @@ class StoreRelayQueue:
             if claimed != 1:
                 return None
             db.execute("UPDATE relay_record SET status = 'dispatching' WHERE seq = ? AND status = 'queued'", (seq,))
-            row = db.execute(f"SELECT {_ENTRY} {_FROM} WHERE e.seq = ? AND e.recipient = ?", (seq, recipient)).fetchone()
+            row = db.execute(f"SELECT {_ENTRY} {_FROM} WHERE e.seq = ? AND e.recipient = ?",
+                             (seq, recipient)).fetchone()
         return _copy(row)
 
     def release(self, seq: int, recipient: str, owner: str, next_attempt_at: int, error: int | None) -> bool:
