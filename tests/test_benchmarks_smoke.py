@@ -116,3 +116,8 @@ def test_bench_http_quick() -> None:
 def test_bench_sessions_quick() -> None:
     out = run_tool("bench_sessions.py", "--quick")
     assert "session/plain 64" in out and "state-dir/none 64" in out
+
+
+def test_bench_relay_quick() -> None:
+    out = run_tool("bench_relay.py", "--quick")
+    assert "sign+verify (reference)" in out and "disk per queued message" in out and "poll p50" in out

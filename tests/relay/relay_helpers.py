@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass, field
 from typing import Any
 
 from ampcap.relay import RelayConfig, RelayCore, RelayRoutes
@@ -45,10 +44,3 @@ def recipient_ack(recipient: Identity, original_sender: str, msg_id: bytes, *, n
                   ttl=60_000, reply_to=msg_id)
     return raw
 
-
-@dataclass
-class Actions:
-    items: list[Any] = field(default_factory=list)
-
-    def of(self, kind: type) -> list[Any]:
-        return [a for a in self.items if isinstance(a, kind)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ampcap.errors import AmpError
-from ampcap.relay import Accepted, Committed, Finalized
+from ampcap.relay import Accepted, Finalized
 from ampcap.wire.envelope import seal
 from ampcap.wire.httpmap import decode_poll
 from ampcap.wire.registry import MessageType
