@@ -46,8 +46,8 @@ ALICE, BOB, RELAY = (Identity.from_seed(bytes([n]) * 32) for n in (1, 2, 100))
 
 def _relay(directory: Path, **config: object) -> RelayCore:
     queue = StoreRelayQueue(StateStore.open(directory))
-    core = RelayCore(RelayConfig(relay_did=RELAY.did, max_queued_per_recipient=10**9, **config),  # type: ignore[arg-type]
-                     RELAY, queue, DidKeyResolver(), entropy=os.urandom, random=random.Random(1).random)
+    settings = RelayConfig(relay_did=RELAY.did, max_queued_per_recipient=10**9, **config)  # type: ignore[arg-type]
+    core = RelayCore(settings, RELAY, queue, DidKeyResolver(), entropy=os.urandom, random=random.Random(1).random)
     core.register(BOB.did, NOW)
     return core
 

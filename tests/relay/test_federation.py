@@ -302,3 +302,18 @@ def test_malformed_wrappers_are_1001_and_versions_1004(pair) -> None:
     for body, code in cases:
         answer, _ = b.receive_forward(body, principal=A_ID.did, now=NOW)
         assert _answer(answer)["error_code"] == code, body
+
+
+def test_handoff_for_a_recipient_the_downstream_does_not_serve_is_2001(pair) -> None:
+    _, b = pair()
+    stranger = ident(9)
+    _, raw = message(ALICE, stranger.did)
+    body, _ = b.receive_forward(_wrapper(raw, recipient=stranger.did), principal=A_ID.did, now=NOW)
+    assert _answer(body)["error_code"] == 2001
+
+
+def test_the_timer_covers_handoff_deadlines(pair) -> None:
+    a, _ = pair(lease_ms=600_000)
+    _, raw = message(ALICE, BOB.did, ttl=3_600_000)
+    a.submit(raw, principal=ALICE.did, now=NOW)
+    assert a.next_deadline(NOW) == NOW + 5_001  # the accept timeout, not the lease renewal

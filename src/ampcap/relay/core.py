@@ -187,18 +187,14 @@ class RelayCore:
                                     reply_to=env.id, now=now)
             result.actions += self._commit(env, sender, now, result)
         recipients = tuple(dict.fromkeys(split_did_url(r)[0] for r in env.recipients))
-        local: list[str] = []
         routed: list[str] = []
         for r in recipients:
-            if r in self.online or self.queue.is_registered(r):
-                local.append(r)
-            elif self.routes.route_for(r) is not None:
-                routed.append(r)
-            elif self.config.accept_unregistered:
-                local.append(r)
-            else:
+            where = self.destination(r)
+            if where is None:
                 return self._refuse(result, 2001, f"{r} is not registered with this relay and no route leads "
                                     "to it", to=sender, reply_to=env.id, now=now)
+            if where == "routed":
+                routed.append(r)
         if env.ttl == 0:
             return self._immediate(result, env, raw, sender, recipients, now)
         record = NewRecord(msg_id=env.id, raw=raw, from_did=sender, recipients=recipients, accepted_at=now,
@@ -223,6 +219,15 @@ class RelayCore:
             result.actions.append(Reply(to=sender, raw=relay_ack(self.identity, to=sender, reply_to=env.id, now=now,
                                                                  entropy=self.entropy, ttl=self.config.reply_ttl_ms)))
         return result
+
+    def destination(self, recipient: str) -> str | None:
+        """``"local"`` (registered, online, or taken for anyone), ``"routed"``
+        (a route sends it on), or None (2001)."""
+        if recipient in self.online or self.queue.is_registered(recipient):
+            return "local"
+        if self.routes.route_for(recipient) is not None:
+            return "routed"
+        return "local" if self.config.accept_unregistered else None
 
     def _immediate(self, result: Ingress, env: Envelope, raw: bytes, sender: str, recipients: Sequence[str],
                    now: int) -> Ingress:
@@ -315,6 +320,9 @@ class RelayCore:
         expiry = self.queue.next_expiry()
         if expiry is not None:
             candidates.append(expiry + 1)
+        transfer = self.queue.next_transfer_deadline(self.config.handoff_max_attempts)
+        if transfer is not None:
+            candidates.append(transfer + 1)  # overdue means past the deadline
         for did in self.online:
             due = self.queue.next_due(did)
             if due is not None:

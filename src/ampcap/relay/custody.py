@@ -217,6 +217,9 @@ class Custody:
         problem = core.time_problem(env, now)
         if problem is not None:
             return self._refusal(1003, problem), []
+        where = core.destination(req.recipient_did)
+        if where is None:
+            return self._refusal(2001, f"{req.recipient_did} is not registered here and no route leads to it"), []
         if env.ttl == 0 or env.ttl > core.config.max_ttl_ms:
             return self._refusal(RELAY_REJECTED, "ttl outside what this relay queues"), []
         if len(req.message) > core.config.max_message_bytes:
@@ -244,7 +247,7 @@ class Custody:
             claimed = core._claim(queued.seq, r, now)
             if claimed is not None:
                 actions.append(Deliver(recipient=r, raw=req.message, seq=queued.seq))
-        elif core.routes.route_for(r) is not None and not core.queue.is_registered(r):
+        elif where == "routed":
             actions += self.start(queued.seq, r, now)
         return encode_forward_answer(ForwardAnswer(accepted=True, receipt=receipt)), actions
 

@@ -105,6 +105,9 @@ class RelayQueue(Protocol):
         """Entries routed to a downstream relay, handed back (rolled back),
         with handoff attempts left and their retry time reached."""
 
+    def next_transfer_deadline(self, max_attempts: int) -> int | None:
+        """The earliest handoff deadline or handoff retry time."""
+
     def find_transfer(self, msg_id: bytes, from_did: str, recipient: str, downstream: str) -> QueuedCopy | None: ...
 
     def remove(self, seq: int, recipient: str) -> bool:

@@ -134,6 +134,14 @@ class Expired:
     upstream_mode: str | None
 
 
+class _Nothing(Exception):
+    """Leave the transaction without writing (it rolls back), with this result."""
+
+    def __init__(self, result: Enqueued) -> None:
+        super().__init__("nothing queued")
+        self.result = result
+
+
 class StoreRelayQueue:
     def __init__(self, store: StateStore) -> None:
         self.store = store
@@ -152,41 +160,54 @@ class StoreRelayQueue:
     # ------------------------------------------------------------ ingress
 
     def enqueue(self, record: NewRecord, *, quota: int) -> Enqueued:
-        queued: list[str] = []
+        try:
+            with self.store.transaction() as db:
+                return self._enqueue(db, record, quota)
+        except _Nothing as nothing:  # rolled back: a refused message leaves nothing behind
+            return nothing.result
+
+    def _enqueue(self, db: Any, record: NewRecord, quota: int) -> Enqueued:
+        fresh: list[str] = []
         duplicates: list[str] = []
         over: list[str] = []
-        with self.store.transaction() as db:
-            for recipient in dict.fromkeys(record.recipients):
-                row = db.execute("SELECT expires_at FROM relay_dedupe WHERE msg_id = ? AND recipient = ? AND "
-                                 "from_did = ?", (record.msg_id, recipient, record.from_did)).fetchone()
-                if row is not None and row[0] >= record.accepted_at:
-                    duplicates.append(recipient)
-                    continue
-                # Bounded count: the quota, not the queue's size, bounds its cost.
-                live = db.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM relay_entry WHERE recipient = ? AND state "
-                                  f"IN {_LIVE} LIMIT ?) AS q", (recipient, quota)).fetchone()[0]
-                if live >= quota:
-                    over.append(recipient)
-                    continue
-                queued.append(recipient)
-            if over or not queued:  # all or nothing: a refused message leaves no entry behind
-                return Enqueued(None, () if over else (), tuple(duplicates), tuple(over))
-            db.execute("UPDATE relay_counter SET n = n + 1 WHERE name = 'seq'")
-            seq = int(db.execute("SELECT n FROM relay_counter WHERE name = 'seq'").fetchone()[0])
-            db.execute("INSERT INTO relay_record (seq, msg_id, from_did, raw, accepted_at, expires_at, status, "
-                       "relay_path, hop_limit, upstream, upstream_mode) "
-                       "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
-                       (seq, record.msg_id, record.from_did, record.raw, record.accepted_at, record.expires_at,
-                        json.dumps(list(record.relay_path)), record.hop_limit, record.upstream,
-                        record.transfer_mode))
-            db.executemany("INSERT INTO relay_entry (seq, recipient, state) VALUES (?, ?, 'pending')",
-                           [(seq, r) for r in queued])
-            db.executemany("INSERT INTO relay_dedupe (msg_id, recipient, from_did, expires_at, seq, receipt) "
-                           "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id, recipient, from_did) DO UPDATE SET "
-                           "expires_at = excluded.expires_at, seq = excluded.seq, receipt = excluded.receipt",
-                           [(record.msg_id, r, record.from_did, record.expires_at, seq, record.receipt)
-                            for r in queued])
-        return Enqueued(seq, tuple(queued), tuple(duplicates), tuple(over))
+        for recipient in dict.fromkeys(record.recipients):
+            row = db.execute("SELECT expires_at FROM relay_dedupe WHERE msg_id = ? AND recipient = ? AND "
+                             "from_did = ?", (record.msg_id, recipient, record.from_did)).fetchone()
+            if row is not None and row[0] >= record.accepted_at:
+                duplicates.append(recipient)
+                continue
+            # Bounded count: the quota, not the queue's size, bounds its cost.
+            live = db.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM relay_entry WHERE recipient = ? AND state "
+                              f"IN {_LIVE} LIMIT ?) AS q", (recipient, quota)).fetchone()[0]
+            (over if live >= quota else fresh).append(recipient)
+        if over:  # all or nothing
+            raise _Nothing(Enqueued(None, (), tuple(duplicates), tuple(over)))
+        if not fresh:
+            return Enqueued(None, (), tuple(duplicates), ())
+        db.execute("UPDATE relay_counter SET n = n + 1 WHERE name = 'seq'")
+        seq = int(db.execute("SELECT n FROM relay_counter WHERE name = 'seq'").fetchone()[0])
+        queued: list[str] = []
+        for recipient in fresh:
+            # The key is taken atomically: a live key held by another process
+            # (which inserted it after our read) updates nothing, rowcount 0.
+            taken = db.execute(
+                "INSERT INTO relay_dedupe (msg_id, recipient, from_did, expires_at, seq, receipt) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id, recipient, from_did) DO UPDATE SET "
+                "expires_at = excluded.expires_at, seq = excluded.seq, receipt = excluded.receipt "
+                "WHERE relay_dedupe.expires_at < ?",
+                (record.msg_id, recipient, record.from_did, record.expires_at, seq, record.receipt,
+                 record.accepted_at)).rowcount
+            (queued if taken == 1 else duplicates).append(recipient)
+        if not queued:
+            raise _Nothing(Enqueued(None, (), tuple(duplicates), ()))
+        db.execute("INSERT INTO relay_record (seq, msg_id, from_did, raw, accepted_at, expires_at, status, "
+                   "relay_path, hop_limit, upstream, upstream_mode) "
+                   "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                   (seq, record.msg_id, record.from_did, record.raw, record.accepted_at, record.expires_at,
+                    json.dumps(list(record.relay_path)), record.hop_limit, record.upstream, record.transfer_mode))
+        db.executemany("INSERT INTO relay_entry (seq, recipient, state) VALUES (?, ?, 'pending')",
+                       [(seq, r) for r in queued])
+        return Enqueued(seq, tuple(queued), tuple(duplicates), ())
 
     def prior_receipt(self, from_did: str, msg_id: bytes, recipient: str, now: int) -> bytes | None:
         rows = self.store.query("SELECT receipt FROM relay_dedupe WHERE msg_id = ? AND recipient = ? AND from_did = ? "
@@ -339,6 +360,13 @@ class StoreRelayQueue:
                                 f"AND e.t_attempts < ? AND e.t_deadline <= ? AND e.state IN {_LIVE} AND "
                                 f"r.expires_at >= ? ORDER BY e.t_deadline LIMIT ?", (max_attempts, now, now, limit))
         return [_copy(row) for row in rows]
+
+    def next_transfer_deadline(self, max_attempts: int) -> int | None:
+        rows = self.store.query("SELECT MIN(t_deadline) FROM relay_entry WHERE t_state = 'transfer_pending'")
+        retry = self.store.query("SELECT MIN(t_deadline) FROM relay_entry WHERE t_state = 'local_queued' AND "
+                                 "t_mode IS NOT NULL AND t_attempts < ?", (max_attempts,))
+        found = [r[0][0] for r in (rows, retry) if r and r[0][0] is not None]
+        return min(found) if found else None
 
     def find_transfer(self, msg_id: bytes, from_did: str, recipient: str, downstream: str) -> QueuedCopy | None:
         row = self.store.query("SELECT seq FROM relay_dedupe WHERE msg_id = ? AND recipient = ? AND from_did = ?",
