@@ -167,3 +167,31 @@ def test_error_reply_is_signed_by_the_relay(store) -> None:
     env = decode_envelope(reply.raw)
     assert env.sender == relay.config.relay_did and verifying_profile(env, DidKeyResolver()) is not None
     assert loads(reply.raw)["body"]["code"] == 2001
+
+
+def test_the_core_holds_no_message_in_memory(tmp_path) -> None:
+    """Records stay on disk: queueing 1,000 messages of 8 kB (8 MB) grows
+    Python's heap by far less than the messages' size."""
+    import gc
+    import tracemalloc
+
+    from ampcap.store.database import StateStore
+
+    store = StateStore.open(tmp_path)
+    try:
+        relay = make_relay(store, ack_on_accept=False)
+        relay.register(BOB.did, NOW)
+        batch = [message(ALICE, BOB.did, text="x" * 8000)[1] for _ in range(1000)]
+        relay.submit(batch[0], principal=ALICE.did, now=NOW)  # warm caches
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for raw in batch[1:]:
+            assert relay.submit(raw, principal=ALICE.did, now=NOW).refusal is None
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert grown < 1_000_000, grown
+        assert len(relay.poll(BOB.did, None, 500, NOW).messages) == 500
+    finally:
+        store.close()
