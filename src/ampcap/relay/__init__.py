@@ -7,7 +7,8 @@ queue rows, actions), :mod:`.queue` (what the store implements),
 pushes and expiry), :mod:`.custody` (§5.6 handoffs, both sides),
 :mod:`.federation` (wrappers, receipts, loop rule, downstream selection),
 :mod:`.delivery` (endpoint priority, backoff), :mod:`.replies` (the relay's
-signed ERROR and ACK), :mod:`.routes` (the routes file).
+signed ERROR and ACK), :mod:`.routes` (the routes file), :mod:`.webhook`
+(the RFC 002 §6.3 delivery, built and checked).
 
 Design note for phase B (the ``ampcap relay`` process and the agent side)
 ---------------------------------------------------------------------------
@@ -36,7 +37,8 @@ performs the actions it returns, in order. Events in:
 * The timer: ``tick(now)`` at ``next_deadline(now)`` (and after any event).
 
 Actions out: :class:`~.model.Deliver` (send ``raw`` on ``recipient``'s live
-link, else its webhook with the §6.3 wrapper; a ``seq`` of None is a TTL=0
+link, amps before wss (``delivery.order_endpoints``), else its webhook with
+``webhook.build_webhook``; a ``seq`` of None is a TTL=0
 message), :class:`~.model.Reply`, :class:`~.model.Forward` (POST
 ``wrapper`` to ``url``, bearer token for the downstream DID),
 :class:`~.model.ReportCommit` (POST ``report`` to ``url``), and the audit
