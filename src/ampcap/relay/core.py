@@ -120,8 +120,8 @@ class RelayCore:
         """A push did not reach ``recipient`` (link dropped, webhook refused):
         back to pending, due again after backoff, never past expiry."""
         copy = self.queue.get(seq, recipient)
-        if copy is None:
-            return []
+        if copy is None or copy.state is not RecipientState.INFLIGHT:
+            return []  # committed, expired or released meanwhile: nothing to retry
         advance(RECIPIENT_TABLE, copy.state, RecipientEvent.ATTEMPT_FAILED)
         at = next_attempt_at(now, max(copy.attempts, 1), copy.expires_at, base_ms=self.config.backoff_base_ms,
                              cap_ms=self.config.backoff_cap_ms, jitter_ms=self.config.jitter_ms, random=self.random)

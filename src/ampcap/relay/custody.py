@@ -69,6 +69,8 @@ class Custody:
             return [Audit(event="no-eligible-downstream", seq=seq, recipient=recipient)]
         chosen = candidates[0]
         state = TransferState.LOCAL_QUEUED if copy.transfer is None else copy.transfer.state
+        if (state, TransferEvent.HANDOFF_STARTED) not in TRANSFER_TABLE:
+            return []  # already handed off, or in custody elsewhere
         state = advance(TRANSFER_TABLE, state, TransferEvent.HANDOFF_STARTED)
         core.queue.set_transfer(seq, recipient, TransferInfo(
             mode=route.mode, downstream=chosen.did, state=state, attempts=attempts + 1,
