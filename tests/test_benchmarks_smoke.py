@@ -121,3 +121,8 @@ def test_bench_sessions_quick() -> None:
 def test_bench_store_quick() -> None:
     out = run_tool("bench_store.py", "--quick")
     assert "SQLite (process)" in out and "commit 64 rows" in out and "claim + complete" in out
+
+
+def test_bench_relay_quick() -> None:
+    out = run_tool("bench_relay.py", "--quick")
+    assert "sign+verify (reference)" in out and "disk per queued message" in out and "poll p50" in out
