@@ -24,13 +24,15 @@ ALLOWED = {
     "dump": {"dump", "deleg", "caps", "schema", "wire"} | _COMMON,
     # RFC 006 sessions: sans-I/O beside peer/, driven by events like the executor.
     "session": {"session", "peer", "deleg", "caps", "schema", "wire"} | _COMMON,
+    # RFC 007 payments (R26): the payee's engine and the settlement adapters, beside session/.
+    "pay": {"pay", "caps", "schema", "wire"} | _COMMON,
     "files": {"files", "peer", "deleg", "caps", "schema", "wire"} | _COMMON,
     # The durable state store (R19) is the edge beside files/: it implements the
     # narrow state protocols of the core packages over SQLite, and no core package
     # imports it.
-    "store": {"store", "files", "peer", "caps", "schema", "wire", "deleg", "session"} | _COMMON,
+    "store": {"store", "files", "peer", "caps", "schema", "wire", "deleg", "session", "pay"} | _COMMON,
 }
-SANS_IO = ("wire", "schema", "caps", "deleg", "peer", "session", "dump")
+SANS_IO = ("wire", "schema", "caps", "deleg", "peer", "session", "dump", "pay")
 FORBIDDEN_LIBRARIES = {"trio", "socket", "asyncio", "selectors"}  # (threading.local is no I/O)
 
 
