@@ -4,7 +4,7 @@ here runs unchanged on both."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -25,10 +25,23 @@ T0 = 1_800_000_000_000
 
 
 @pytest.fixture
-def store() -> Iterator[StateStore]:
-    db = StateStore.open(None)
-    yield db
-    db.close()
+def open_store() -> Iterator[Callable[[], StateStore]]:
+    """A factory of fresh, empty stores (property tests need one per example);
+    every store it made is closed at the end."""
+    made: list[StateStore] = []
+
+    def fresh() -> StateStore:
+        made.append(StateStore.open(None))
+        return made[-1]
+
+    yield fresh
+    for db in made:
+        db.close()
+
+
+@pytest.fixture
+def store(open_store: Callable[[], StateStore]) -> StateStore:
+    return open_store()
 
 
 def money(amount: int, asset: str = USD, network: str = NET) -> dict[str, Any]:

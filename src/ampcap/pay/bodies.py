@@ -166,11 +166,15 @@ def _id16(body: Mapping[str, Any], key: str, path: str) -> bytes:
     return value
 
 
-def _money(body: Mapping[str, Any], path: str, *, required: bool = True) -> Money | None:
+def _required_text(body: Mapping[str, Any], key: str, path: str) -> str:
+    value = _text(body, key, path)
+    assert value is not None  # required: _text raised otherwise
+    return value
+
+
+def _money(body: Mapping[str, Any], path: str) -> Money:
     if "money" not in body:
-        if required:
-            raise AmpError(MALFORMED, "missing required field 'money'", path=_at(path, "money"))
-        return None
+        raise AmpError(MALFORMED, "missing required field 'money'", path=_at(path, "money"))
     return parse_money(body["money"], _at(path, "money"))
 
 
@@ -205,17 +209,17 @@ def parse_request(body: Any, *, path: str = "params") -> PaymentRequest:
         raise AmpError(UNKNOWN_OPERATION, f"unknown payment op {str(op)[:64]!r}", path=_at(path, "op"))
     base: dict[str, Any] = {"payment_id": payment_id, "session": _session(body, path)}
     if op == "quote_request":
-        return QuoteRequest(**base, payee=_text(body, "payee", path), money=_money(body, path),
+        return QuoteRequest(**base, payee=_required_text(body, "payee", path), money=_money(body, path),
                             service_ref=_text(body, "service_ref", path, required=False))
     if op == "authorize":
-        return Authorize(**base, quote_id=_id16(body, "quote_id", path), payer=_text(body, "payer", path),
-                         payee=_text(body, "payee", path), money=_money(body, path))
+        return Authorize(**base, quote_id=_id16(body, "quote_id", path), payer=_required_text(body, "payer", path),
+                         payee=_required_text(body, "payee", path), money=_money(body, path))
     if op == "capture":
         return Capture(**base, quote_id=_id16(body, "quote_id", path), money=_money(body, path))
     if op == "cancel":
         return Cancel(**base, reason=_text(body, "reason", path, required=False))
     if op == "refund":
-        return Refund(**base, money=_money(body, path, required=False),
+        return Refund(**base, money=_money(body, path) if "money" in body else None,
                       reason=_text(body, "reason", path, required=False))
     return StatusQuery(**base)
 

@@ -35,7 +35,7 @@ from .codes import (BAD_REQUEST, INSUFFICIENT_FUNDS, INTERNAL, INVALID_TRANSITIO
                     Rejected)
 from .lifecycle import Event, State, advance
 from .money import Money
-from .settlement import Account, InsufficientFunds, SettlementAdapter, SettlementUnavailable
+from .settlement import InsufficientFunds, Movement, SettlementAdapter, SettlementUnavailable
 from .state import OpRecord, PaymentRecord, PaymentState, PaymentView, Plan
 
 __all__ = ["Payee", "QuotePolicy", "handle", "DEFAULT_QUOTE_TTL_MS", "MAX_ATTEMPTS"]
@@ -115,7 +115,7 @@ class Payee:
 
     def _answer(self, request: PaymentRequest, sender: str, digest: bytes, result: dict[str, Any], *,
                 read: PaymentRecord | None, record: PaymentRecord, transitions: tuple[State, ...] = (),
-                movements: tuple[Any, ...] = ()) -> Plan:
+                movements: tuple[Movement, ...] = ()) -> Plan:
         op = OpRecord(payment_id=request.payment_id, op=request.op, sender=sender, digest=digest,
                       result=dumps(result))
         return Plan(decision=Answered(result), record=_next_version(record, read), operation=op,
@@ -131,6 +131,8 @@ class Payee:
             money = self.price(request) if self.price is not None else request.money
         except AmpError as exc:
             return _reject(exc.code, exc.message, exc.path)
+        if money.amount_minor == 0:
+            return _reject(BAD_REQUEST, "a payment needs an amount above zero", "params.money.amount_minor")
         if not self.adapter.supports(money):
             return _reject(UNSUPPORTED_ASSET, f"{money.asset} on {money.network} is not accepted here",
                            "params.money")
@@ -202,7 +204,7 @@ class Payee:
     def _cancel(self, request: Cancel, record: PaymentRecord, sender: str, now_ms: int, digest: bytes) -> Plan:
         if record.state not in (State.QUOTED, State.AUTHORIZED):
             return _reject(INVALID_TRANSITION, f"cancel is not valid in state {record.state.value!r}")
-        movements = ()
+        movements: tuple[Movement, ...] = ()
         if record.state is State.AUTHORIZED:
             movements = self.adapter.release(record.payment_id, record.payer,
                                              record.money.with_amount(record.authorized)).movements

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import AmpError
 from ..pay.lifecycle import State
 from ..pay.money import MAX_AMOUNT, Money
 from ..pay.settlement import Account, Movement
@@ -161,7 +162,8 @@ class PaymentStore:
     @staticmethod
     def _move(db: Any, m: Movement) -> None:
         if m.amount <= 0 or m.source.asset != m.target.asset or m.source.network != m.target.network:
-            raise ValueError(f"malformed ledger movement {m.entry}")
+            # The engine never plans one; refuse rather than write it (5001: a bug, not the caller's).
+            raise AmpError(5001, f"malformed ledger movement {m.entry}")
         done = db.execute("INSERT INTO ledger_entries (entry, source, target, asset, network, amount) "
                           "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (entry) DO NOTHING",
                           (m.entry, m.source.owner, m.target.owner, m.source.asset, m.source.network, m.amount))
