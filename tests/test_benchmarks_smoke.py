@@ -116,3 +116,8 @@ def test_bench_http_quick() -> None:
 def test_bench_sessions_quick() -> None:
     out = run_tool("bench_sessions.py", "--quick")
     assert "session/plain 64" in out and "state-dir/none 64" in out
+
+
+def test_bench_payments_quick() -> None:
+    out = run_tool("bench_payments.py", "--quick")
+    assert "Ed25519 sign + verify" in out and "capture, replayed" in out and "WAL file" in out

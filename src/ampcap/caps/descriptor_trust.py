@@ -131,9 +131,24 @@ class DescriptorChecker:
         self.artifacts = artifacts
         self._max = max_cached
         self._cache: OrderedDict[tuple[str, bytes], Verdict | AmpError] = OrderedDict()
+        # In front of it, by object: a client checks the Descriptor its
+        # registry holds, the same object every invoke, so a repeat skips
+        # even the encoding and hashing. The entry keeps the object alive,
+        # so its id cannot be reused by another while the entry exists.
+        self._by_object: dict[int, tuple[Descriptor, Verdict]] = {}
 
     def check(self, descriptor: Descriptor, *, path: str = "") -> Verdict:
         """The verdict for ``descriptor``, or ``AmpError`` 3001 / 5002."""
+        known = self._by_object.get(id(descriptor))
+        if known is not None and known[0] is descriptor:
+            return known[1]
+        verdict = self._check(descriptor, path)
+        if len(self._by_object) >= self._max:
+            self._by_object.clear()
+        self._by_object[id(descriptor)] = (descriptor, verdict)
+        return verdict
+
+    def _check(self, descriptor: Descriptor, path: str) -> Verdict:
         key = (descriptor.id, hashlib.sha256(dumps(descriptor.to_wire())).digest())
         hit = self._cache.get(key)
         if hit is not None:
