@@ -5,6 +5,7 @@ here runs unchanged on both."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,6 +43,15 @@ def open_store() -> Iterator[Callable[[], StateStore]]:
 @pytest.fixture
 def store(open_store: Callable[[], StateStore]) -> StateStore:
     return open_store()
+
+
+@pytest.fixture
+def store_pair(tmp_path: Path) -> Iterator[tuple[StateStore, StateStore]]:
+    """Two connections to one database: two workers sharing state (R25)."""
+    first, second = StateStore.open(tmp_path), StateStore.open(tmp_path)
+    yield first, second
+    first.close()
+    second.close()
 
 
 def money(amount: int, asset: str = USD, network: str = NET) -> dict[str, Any]:

@@ -19,11 +19,8 @@ from .conftest import NET, PAYER, T0, World, pid
 
 
 @pytest.fixture
-def two_workers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    first, second = StateStore.open(tmp_path), StateStore.open(tmp_path)
-    yield World(first), World(second, funds=0)
-    first.close()
-    second.close()
+def two_workers(store_pair: tuple[StateStore, StateStore]) -> tuple[World, World]:
+    return World(store_pair[0]), World(store_pair[1], funds=0)
 
 
 def test_a_capture_racing_a_cancel_lets_exactly_one_win(two_workers: tuple[World, World]) -> None:

@@ -8,6 +8,7 @@
 - :mod:`.ledger`: the local ledger adapter (balances in the store);
 - :mod:`.state`: the payment record, plans, the store's protocol;
 - :mod:`.payee`: the payee's engine (§5.9 idempotency, §8 mapping);
+- :mod:`.payer`: the payer's bodies and checks (quote terms and expiry, settlement proofs);
 - :mod:`.workflow`: ``org.agentries.payment.workflow:1.0.0`` and its schemas;
 - :mod:`.codes`: the §8 codes and the three decisions (A.21).
 
