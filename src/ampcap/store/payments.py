@@ -56,6 +56,12 @@ _COLUMNS = ("payment_id, payer, payee, quote_id, amount, asset, network, quote_e
             "captured, refunded, reason_code, settlement, refund_settlement, session_id, service_ref, version, "
             "updated_at")
 
+_NAMES = [c.strip() for c in _COLUMNS.split(",")]
+_INSERT = (f"INSERT INTO pay_payments ({_COLUMNS}) VALUES ({', '.join('?' * len(_NAMES))}) "
+           "ON CONFLICT (payment_id) DO NOTHING")
+_UPDATE = (f"UPDATE pay_payments SET {', '.join(f'{n} = ?' for n in _NAMES[1:])} "
+           "WHERE payment_id = ? AND version = ?")
+
 
 class _Lost(Exception):
     """A condition of the plan no longer holds: roll back, re-plan."""
@@ -147,15 +153,11 @@ class PaymentStore:
 
     @staticmethod
     def _write_record(db: Any, record: PaymentRecord) -> None:
+        values = _values(record)
         if record.version == 1:
-            marks = ", ".join("?" * len(_values(record)))
-            done = db.execute(f"INSERT INTO pay_payments ({_COLUMNS}) VALUES ({marks}) "
-                              "ON CONFLICT (payment_id) DO NOTHING", _values(record))
+            done = db.execute(_INSERT, values)
         else:
-            names = [c.strip() for c in _COLUMNS.split(",")][1:]
-            sets = ", ".join(f"{n} = ?" for n in names)
-            done = db.execute(f"UPDATE pay_payments SET {sets} WHERE payment_id = ? AND version = ?",
-                              (*_values(record)[1:], record.payment_id, record.version - 1))
+            done = db.execute(_UPDATE, (*values[1:], record.payment_id, record.version - 1))
         if done.rowcount != 1:
             raise _Lost
 
