@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ampcap.pay.bodies import parse_request
-from ampcap.pay.codes import Answered, Rejected
+from ampcap.pay.codes import Answered, ExecutionFailed, Rejected
 from ampcap.pay.lifecycle import State
 from ampcap.pay.money import Money
 from ampcap.pay.payee import handle
@@ -93,3 +93,13 @@ def test_state_survives_reopening(tmp_path: Path) -> None:
     assert world2.capture(1, quote).result["status"] == "settled"
     assert world2.balances()[world2.payee_did] == 500
     again.close()
+
+
+def test_a_store_that_fails_mid_commit_is_an_execution_failure(store: StateStore) -> None:
+    world = World(store)
+    quote = world.quote(1).result
+    world.authorize(1, quote)
+    store.query("DROP TABLE ledger_entries")  # the next commit fails inside its transaction
+    decision = world.capture(1, quote)
+    assert isinstance(decision, ExecutionFailed) and decision.code == 5001
+    assert world.state.payment(pid(1)).state is State.AUTHORIZED  # rolled back

@@ -300,6 +300,8 @@ def handle(payee: Payee, params: Any, *, sender: str, now_ms: int, state: Paymen
             committed = state.apply(plan)
         except AmpError as exc:
             return ExecutionFailed(exc.code if exc.code >= 5000 else INTERNAL, exc.message), None
+        except Exception as exc:  # the store's own failure (a locked file, a lost server): rolled back
+            return ExecutionFailed(INTERNAL, f"payment state unavailable ({type(exc).__name__})"), None
         if committed:
             return plan.decision, plan
     return ExecutionFailed(INTERNAL, "the payment kept changing under this request; retry"), None
