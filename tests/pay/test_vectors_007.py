@@ -185,3 +185,10 @@ def test_a21_rejection_before_execution_vs_failure_during_it(world: World) -> No
     assert world.state.payment(pid(1)) == before  # nothing committed: a retry runs again
     world.payee.adapter = world.ledger
     assert world.capture(1, quote).result["status"] == "settled"
+
+
+def test_a6_the_envelope_session_alone_scopes_the_payment(world: World) -> None:
+    # §5.10: the envelope's body.session is the source of truth; params may omit it.
+    world.send({"pay_v": 1, "op": "quote_request", "payment_id": pid(1), "payee": world.payee_did,
+                "money": money(500)}, envelope_session=b"e" * 16)
+    assert world.state.payment(pid(1)).session_id == b"e" * 16

@@ -93,7 +93,8 @@ class Payee:
                 return Plan(decision=Answered(loads(prior.result), replayed=True))
         record = view.payment(request.payment_id)
         if isinstance(request, QuoteRequest):
-            return self._quote(request, record, sender, now_ms, digest, acting_for)
+            session = envelope_session or (request.session.session_id if request.session else None)
+            return self._quote(request, record, sender, now_ms, digest, acting_for, session)
         if record is None:
             return _reject(PAYMENT_NOT_FOUND, "no payment with this payment_id", "params.payment_id")
         if isinstance(request, StatusQuery):
@@ -122,7 +123,7 @@ class Payee:
                     movements=movements, transitions=transitions)
 
     def _quote(self, request: QuoteRequest, record: PaymentRecord | None, sender: str, now_ms: int,
-               digest: bytes, acting_for: str | None) -> Plan:
+               digest: bytes, acting_for: str | None, session_id: bytes | None) -> Plan:
         if request.payee != self.own_did:
             return _reject(BAD_REQUEST, "quote_request names another payee", "params.payee")
         if record is not None:
@@ -142,7 +143,7 @@ class Payee:
         expires = now_ms + self.quote_ttl_ms
         new = PaymentRecord(payment_id=request.payment_id, payer=payer, payee=self.own_did, quote_id=quote_id,
                             money=money, quote_expires_at=expires, state=State.QUOTED,
-                            session_id=request.session.session_id if request.session else None,
+                            session_id=session_id,
                             service_ref=request.service_ref, updated_at=now_ms)
         result = {**response_base(request), "quote_id": quote_id, "payee": self.own_did, "payer": payer,
                   "money": money.to_wire(), "quote_expires_at": expires}
