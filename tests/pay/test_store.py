@@ -13,7 +13,6 @@ from ampcap.pay.lifecycle import State
 from ampcap.pay.money import Money
 from ampcap.pay.payee import handle
 from ampcap.store.database import StateStore
-from ampcap.store.payments import PaymentStore
 
 from .conftest import NET, PAYER, T0, World, pid
 
