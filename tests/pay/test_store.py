@@ -102,3 +102,18 @@ def test_a_store_that_fails_mid_commit_is_an_execution_failure(store: StateStore
     decision = world.capture(1, quote)
     assert isinstance(decision, ExecutionFailed) and decision.code == 5001
     assert world.state.payment(pid(1)).state is State.AUTHORIZED  # rolled back
+
+
+def test_the_sql_follows_the_store_contract() -> None:
+    # Portable to the PostgreSQL backend: ? placeholders, no %, no SQLite-only forms.
+    import re
+
+    import ampcap.store.payments as component
+
+    text = Path(component.__file__).read_text()
+    sql = " ".join(re.findall(r'"((?:INSERT|UPDATE|SELECT|CREATE|DELETE)[^"]*)"', text)) + " ".join(component._SCHEMA)
+    assert sql and "%" not in sql
+    for banned in ("INSERT OR", "REPLACE INTO", "AUTOINCREMENT", "WITHOUT ROWID", "rowid", "PRAGMA"):
+        assert banned.lower() not in sql.lower(), banned
+    types = set(re.findall(r"\b(TEXT|BLOB|INTEGER|REAL|NUMERIC|BOOLEAN|VARCHAR|FLOAT)\b", " ".join(component._SCHEMA)))
+    assert types <= {"TEXT", "BLOB", "INTEGER"}
