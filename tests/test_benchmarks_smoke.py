@@ -126,3 +126,8 @@ def test_bench_store_quick() -> None:
 def test_bench_relay_quick() -> None:
     out = run_tool("bench_relay.py", "--quick")
     assert "sign+verify (reference)" in out and "disk per queued message" in out and "poll p50" in out
+
+
+def test_bench_payments_quick() -> None:
+    out = run_tool("bench_payments.py", "--quick")
+    assert "Ed25519 sign + verify" in out and "capture, replayed" in out and "WAL file" in out

@@ -26,13 +26,15 @@ ALLOWED = {
     "session": {"session", "peer", "deleg", "caps", "schema", "wire"} | _COMMON,
     # RFC 003 relay: sans-I/O beside peer/; receipts reuse deleg/'s COSE_Sign1.
     "relay": {"relay", "deleg", "wire"} | _COMMON,
+    # RFC 007 payments (R26): the payee's engine and the settlement adapters, beside session/.
+    "pay": {"pay", "caps", "schema", "wire"} | _COMMON,
     "files": {"files", "relay", "peer", "deleg", "caps", "schema", "wire"} | _COMMON,
     # The durable state store (R19) is the edge beside files/: it implements the
     # narrow state protocols of the core packages over SQLite, and no core package
     # imports it.
-    "store": {"store", "files", "peer", "caps", "schema", "wire", "deleg", "session", "relay"} | _COMMON,
+    "store": {"store", "files", "peer", "caps", "schema", "wire", "deleg", "session", "relay", "pay"} | _COMMON,
 }
-SANS_IO = ("wire", "schema", "caps", "deleg", "peer", "session", "dump", "relay")
+SANS_IO = ("wire", "schema", "caps", "deleg", "peer", "session", "dump", "relay", "pay")
 FORBIDDEN_LIBRARIES = {"trio", "socket", "asyncio", "selectors"}  # (threading.local is no I/O)
 
 

@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "SchemaBundle": "bundle", "SchemaStore": "bundle",
     "ParamsValidator": "params",
     "sign_descriptor": "descriptor_sig", "verify_descriptor": "descriptor_sig",
+    "DescriptorTrust": "descriptor_trust", "DescriptorChecker": "descriptor_trust",
     "Manifest": "manifest", "CapabilitySpec": "manifest", "ManifestError": "manifest",
     "manifest_from_data": "manifest", "manifest_problems": "manifest",
     "Binding": "binding.kinds",
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .demo import demo_manifest
     from .descriptor import Descriptor, SchemaRef, Stability
     from .descriptor_sig import sign_descriptor, verify_descriptor
+    from .descriptor_trust import DescriptorChecker, DescriptorTrust
     from .manifest import CapabilitySpec, Manifest, ManifestError, manifest_from_data, manifest_problems
     from .names import AliasTable, OssaRef, is_capability_name, parse_capability_id, parse_ossa_uri
     from .negotiate import Selection, select

@@ -54,7 +54,8 @@ from .bundle import SchemaBundle
 from .capability_table import MAX_SCHEMA_BYTES as MAX_SCHEMA_BYTES  # re-exported: it was defined here
 from .capability_table import CapabilityReader, Declared
 from .manifest_errors import Collector, ManifestError, ManifestProblem
-from .manifest_model import CapabilitySpec, Manifest, ManifestFiles, Policy, canonical_json, string_list
+from .manifest_model import (CapabilitySpec, DescriptorSigner, Manifest, ManifestFiles, Policy, canonical_json,
+                             string_list)
 
 __all__ = [
     "Policy",
@@ -63,12 +64,29 @@ __all__ = [
     "ManifestProblem",
     "ManifestError",
     "ManifestFiles",
+    "DescriptorSigner",
     "manifest_problems",
     "manifest_from_data",
     "canonical_json",
 ]
 
-_TOP_KEYS = frozenset({"bundle_id", "python_path", "capability", "mcp_server"})
+_TOP_KEYS = frozenset({"bundle_id", "python_path", "capability", "mcp_server", "descriptor_signer"})
+
+
+def _signer(raw: Any, out: Collector, files: ManifestFiles | None) -> DescriptorSigner | None:
+    """``descriptor_signer = "identity"`` or ``{ key_file = "path" }`` (relative to the manifest)."""
+    if raw is None:
+        return None
+    if raw == "identity":
+        return DescriptorSigner()
+    key_file = raw.get("key_file") if isinstance(raw, dict) and set(raw) == {"key_file"} else None
+    if not isinstance(key_file, str) or not key_file or "\x00" in key_file:
+        out.add('must be "identity" or { key_file = "path to an identity key file" }', key="descriptor_signer")
+        return None
+    if files is None:
+        out.add("key_file needs a manifest file to be relative to", key="descriptor_signer")
+        return None
+    return DescriptorSigner(files.base_dir / key_file)
 
 
 def _cross_checks(out: Collector, declared: list[Declared]) -> None:
@@ -106,8 +124,9 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
         out.add("a manifest must be a table")
         return None, out.problems
     for key in sorted(set(data) - _TOP_KEYS):
-        out.add("unknown top-level key (expected bundle_id, python_path, [[capability]] and [mcp_server.NAME] "
-                "tables)", key=key)
+        out.add("unknown top-level key (expected bundle_id, python_path, descriptor_signer, [[capability]] and "
+                "[mcp_server.NAME] tables)", key=key)
+    signer = _signer(data.get("descriptor_signer"), out, files)
     bundle_id = data.get("bundle_id", f"local.manifest.{Path(source).stem or 'inline'}")
     if not isinstance(bundle_id, str) or not bundle_id:
         out.add("must be a non-empty string", key="bundle_id")
@@ -143,7 +162,7 @@ def manifest_problems(data: Any, *, source: str, text: str | None = None, files:
         return None, sorted(out.problems, key=lambda p: p.line or 0)
     bundle = SchemaBundle(bundle_id, artifacts=artifacts, source=source)
     return Manifest(source=source, bundle=bundle, capabilities=tuple(s for _, s in specs),
-                    mcp_servers=MappingProxyType(servers)), []
+                    mcp_servers=MappingProxyType(servers), descriptor_signer=signer), []
 
 
 def manifest_from_data(data: Mapping[str, Any], *, source: str = "<data>", files: ManifestFiles | None = None,

@@ -24,7 +24,8 @@ from .descriptor import Descriptor
 from .binding.other_protocols import McpServer
 from .semver import Version
 
-__all__ = ["Policy", "ManifestFiles", "CapabilitySpec", "Manifest", "canonical_json", "string_list"]
+__all__ = ["Policy", "ManifestFiles", "CapabilitySpec", "Manifest", "DescriptorSigner", "canonical_json",
+           "string_list"]
 
 
 class Policy(enum.Enum):
@@ -97,6 +98,14 @@ class CapabilitySpec:
         return self.descriptor.aliases
 
 
+@dataclass(frozen=True, slots=True)
+class DescriptorSigner:
+    """``descriptor_signer`` (RFC 004 §5.2): who signs the descriptors.
+    ``key_file`` None means the daemon's own identity (``"identity"``)."""
+
+    key_file: Path | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Manifest:
     source: str
@@ -104,6 +113,9 @@ class Manifest:
     capabilities: tuple[CapabilitySpec, ...]
     # [mcp_server.NAME] tables (the bindings that use one carry it too).
     mcp_servers: Mapping[str, McpServer] = field(default_factory=lambda: MappingProxyType({}))
+    # Who should sign the descriptors, and (once caps.descriptor_signing did) who did.
+    descriptor_signer: DescriptorSigner | None = None
+    signed_by: str | None = None
 
     def schema_store(self) -> SchemaStore:
         """An offline store that resolves every schema this manifest declares."""

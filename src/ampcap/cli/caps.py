@@ -256,9 +256,30 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _detail(spec: CapabilitySpec) -> dict[str, Any]:
+def _signature(spec: CapabilitySpec, manifest: Manifest) -> str:
+    """The descriptor's RFC 004 §5.2 verdict, as a client requiring a
+    signature from the manifest's signer would reach it."""
+    from ..caps.descriptor_trust import DescriptorChecker, DescriptorTrust
+    from ..errors import AmpError
+
+    if spec.descriptor.descriptor_sig is None:
+        if manifest.descriptor_signer is not None:
+            return "signed by the daemon's identity when served (descriptor_signer = \"identity\")"
+        return "unsigned"
+    signer = manifest.signed_by or "?"
+    trust = DescriptorTrust(require_all=True, owners={spec.name: (signer,)})
+    try:
+        DescriptorChecker(trust, artifacts=manifest.schema_store()).check(spec.descriptor)
+    except AmpError as exc:
+        return f"refused ({exc.code}): {exc.message}"
+    return f"signed by {signer}, verifies"
+
+
+def _detail(spec: CapabilitySpec, manifest: Manifest | None = None) -> dict[str, Any]:
     d = spec.descriptor
     out = _row(spec)
+    if manifest is not None:
+        out["signature"] = _signature(spec, manifest)
     out.update(
         name=d.name,
         version=str(d.version),
@@ -283,11 +304,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     args.manifest = None if args.demo else args.operands[0]
     args.capability = args.operands[-1]
     manifest = _load(args)
+    if manifest.descriptor_signer is not None:
+        from ..files.manifest import sign_descriptors
+        from .errors import local_file_errors
+
+        with local_file_errors():
+            manifest = sign_descriptors(manifest)
     specs = manifest.find(args.capability)
     if not specs:
         print(f"ampcap caps show: no capability {args.capability!r} in {manifest.source}", file=sys.stderr)
         return 1
-    details = [_detail(s) for s in specs]
+    details = [_detail(s, manifest) for s in specs]
     if args.json:
         print(json.dumps(details if len(details) > 1 else details[0], indent=2))
         return 0
@@ -312,6 +339,7 @@ def _print_detail(info: dict[str, Any]) -> None:
         ("sunset_date", info["sunset_date"] or "-"),
         *(("binding", f"{b['kind']}: {b['target']}") for b in info["bindings"]),
         ("notes", info["notes"] or "-"),
+        *((("signature", info["signature"]),) if "signature" in info else ()),
     ]
     for which in ("input_schema", "output_schema"):
         ref = info[which]

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from ..caps.manifest import Manifest, ManifestError, ManifestProblem, manifest_problems
 from ..decoders import toml_loads
+from ..wire.identity import Identity
 from .read import read_file
 
-__all__ = ["DiskFiles", "check_manifest", "load_manifest", "MAX_MANIFEST_BYTES"]
+__all__ = ["DiskFiles", "check_manifest", "load_manifest", "sign_descriptors", "MAX_MANIFEST_BYTES"]
 
 MAX_MANIFEST_BYTES = 1 << 20
 
@@ -104,3 +105,21 @@ def load_manifest(path: str | os.PathLike[str], *, check_bindings: bool = False)
     if manifest is None:
         raise ManifestError(problems)
     return manifest
+
+
+def sign_descriptors(manifest: Manifest, identity: Identity | None = None) -> Manifest:
+    """The manifest with its descriptors signed as ``descriptor_signer`` asks:
+    by the key file it names (read here, 0600 like every identity file), or
+    by ``identity``, the daemon's own key, for ``"identity"``. Unchanged
+    when the manifest asks for nothing, or for ``"identity"`` and none is
+    given (``caps show`` says so). A key file that cannot be read is the
+    ``AmpError(1001)`` of :func:`ampcap.files.identity.load_identity`."""
+    from ..caps.descriptor_signing import sign_manifest
+    from .identity import load_identity
+
+    signer = manifest.descriptor_signer
+    if signer is None:
+        return manifest
+    if signer.key_file is not None:
+        return sign_manifest(manifest, load_identity(signer.key_file))
+    return manifest if identity is None else sign_manifest(manifest, identity)
