@@ -107,12 +107,12 @@ class RelayCore:
     def _push_due(self, did: str, now: int, batch: int) -> list[Action]:
         actions: list[Action] = []
         for copy in self.queue.due(did, self.owner, now, batch):
-            claimed = self._claim(copy.seq, did, now)
+            claimed = self.claim_delivery(copy.seq, did, now)
             if claimed is not None:
                 actions.append(Deliver(recipient=did, raw=claimed.raw, seq=claimed.seq))
         return actions
 
-    def _claim(self, seq: int, recipient: str, now: int) -> QueuedCopy | None:
+    def claim_delivery(self, seq: int, recipient: str, now: int) -> QueuedCopy | None:
         return self.queue.claim(seq, recipient, self.owner, now, now + self.config.lease_ms,
                                 now + self.config.redeliver_ms)
 
@@ -210,7 +210,7 @@ class RelayCore:
                     forwarded.append(r)
                     result.actions += self.custody.start(queued.seq, r, now)
                 elif r in self.online:
-                    claimed = self._claim(queued.seq, r, now)
+                    claimed = self.claim_delivery(queued.seq, r, now)
                     if claimed is not None:
                         result.actions.append(Deliver(recipient=r, raw=raw, seq=queued.seq))
         result.actions.append(Accepted(msg_id=env.id, from_did=sender, seq=queued.seq, queued=queued.queued,

@@ -1,5 +1,5 @@
 """Custody transfer between relays (RFC 003 §5.6), both sides, driven by
-:class:`~ampcap.relay.core.RelayCore`.
+:class:`~ampcap.relay.core.RelayCore` through the port :class:`CustodyHost`.
 
 Upstream (we hold a message whose recipient a route sends on):
 ``start`` enters TRANSFER_PENDING and asks the edge to POST the §6.5 wrapper
@@ -22,23 +22,48 @@ Every transition goes through the §6.3 table.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import AmpError
+from ..wire.cbor import DecodeLimits
 from ..wire.didkey import split_did_url
-from ..wire.envelope import decode_envelope
+from ..wire.envelope import Envelope, decode_envelope
+from ..wire.identity import Identity, KeyResolver
 from .delivery import handoff_retry_at
 from .federation import (CommitReceipt, ForwardAnswer, ForwardRequest, LoopRefused, TransferReceipt,
                          decode_commit_report, decode_forward, decode_forward_answer, encode_commit_answer,
                          encode_commit_report, encode_forward, encode_forward_answer, next_hop, read_commit_receipt,
                          select_downstream, sign_commit_receipt, sign_transfer_receipt, verify_commit_receipt,
                          verify_transfer_receipt)
-from .model import Action, Audit, Deliver, Finalized, Forward, NewRecord, QueuedCopy, ReportCommit, TransferInfo
+from .model import (Action, Audit, Deliver, Finalized, Forward, NewRecord, QueuedCopy, RelayConfig, ReportCommit,
+                    TransferInfo)
+from .queue import RelayQueue
+from .routes import RelayRoutes
 from .states import TRANSFER_TABLE, TransferEvent, TransferState, advance
 
 if TYPE_CHECKING:
-    from .core import RelayCore
     from .queue import ExpiredCopy
+
+
+class CustodyHost(Protocol):
+    """What custody needs of the relay core (:class:`~ampcap.relay.core.RelayCore`
+    is one): its queue, routes, identity and limits, and two of its checks.
+    A port rather than the core's class, so the core can compose custody
+    without the two modules importing each other."""
+
+    config: RelayConfig
+    queue: RelayQueue
+    resolver: KeyResolver
+    routes: RelayRoutes
+    limits: DecodeLimits
+    identity: Identity
+    online: dict[str, int]
+
+    def time_problem(self, env: Envelope, now: int) -> str | None: ...
+
+    def destination(self, recipient: str) -> str | None: ...
+
+    def claim_delivery(self, seq: int, recipient: str, now: int) -> QueuedCopy | None: ...
 
 __all__ = ["Custody"]
 
@@ -46,7 +71,7 @@ UNAUTHORIZED, RELAY_REJECTED = 3001, 2003
 
 
 class Custody:
-    def __init__(self, core: RelayCore) -> None:
+    def __init__(self, core: CustodyHost) -> None:
         self.core = core
 
     # ------------------------------------------------------------ upstream
@@ -246,7 +271,7 @@ class Custody:
                                        detail=req.upstream_relay)]
         r = req.recipient_did
         if r in core.online:
-            claimed = core._claim(queued.seq, r, now)
+            claimed = core.claim_delivery(queued.seq, r, now)
             if claimed is not None:
                 actions.append(Deliver(recipient=r, raw=req.message, seq=queued.seq))
         elif where == "routed":
