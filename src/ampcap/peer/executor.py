@@ -333,7 +333,8 @@ class Executor:
             actions.append(Persist((JournalRecord(key=key, fingerprint=inbound.fingerprint,
                                                   capability_id=job.capability_id, state=JournalState.RUNNING,
                                                   expires_at=max(expires_at, job.deadline_ms),
-                                                  encrypted=job.encrypted, thread_id=job.thread_id),)))
+                                                  encrypted=job.encrypted, thread_id=job.thread_id,
+                                                  session=_session_of(job)),)))
         actions.append(Execute(job=job))
         return actions
 
@@ -629,7 +630,8 @@ class Executor:
         if self.journal:  # committed before the terminal message leaves
             record = JournalRecord(key=key, fingerprint=run.fingerprint, capability_id=run.job.capability_id,
                                    state=JournalState.DONE, expires_at=max(run.expires_at, now_ms),
-                                   terminal=kept, encrypted=run.job.encrypted, thread_id=run.job.thread_id)
+                                   terminal=kept, encrypted=run.job.encrypted, thread_id=run.job.thread_id,
+                                   session=_session_of(run.job))
             return [Persist((record,)), *sends]
         return sends
 
@@ -658,6 +660,11 @@ class Executor:
     def _reply(job: Job, typ: int, body: dict[str, Any], encoded: bytes | None = None) -> Outbound:
         return Outbound(typ=typ, body=body, reply_to=job.key.msg_id, thread_id=job.thread_id, to=job.key.sender,
                         body_cbor=encoded, encrypt=job.encrypted)
+
+
+def _session_of(job: Job) -> dict[str, Any] | None:
+    """What the journal keeps of the invoke's ``body.session`` (for the 5002 after a restart)."""
+    return dict(job.session) if job.session is not None else None
 
 
 def _terminal(out: Outbound) -> Terminal:
