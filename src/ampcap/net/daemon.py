@@ -111,6 +111,7 @@ __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler"]
 _Execute: Any = None
 _Cancel: Any = None
 _Audit: Any = None
+_FetchStatus: Any = None
 
 
 def _holds_nothing(actions: list[Any]) -> bool:
@@ -183,7 +184,8 @@ class Daemon:
         self._log_throttle = LogThrottle()
         # R20: with a revocation publisher, stale statuses are asked about.
         self._refresher = (delegation.RevocationRefresher(self, config.revocation_publisher,
-                                                          config.revocation_publisher_did)
+                                                          config.revocation_publisher_did,
+                                                          config.revocation_query_timeout_s)
                            if config.revocation_publisher is not None else None)
         self._lines = ActionLog(clock, self._log_throttle, self._refresher.kick if self._refresher else None)
         # RFC 006 provider (sessions other agents open with us), the
@@ -230,7 +232,7 @@ class Daemon:
         never loads it."""
         if self._executor is not None:
             return self._executor
-        global _Execute, _Cancel, _Audit
+        global _Execute, _Cancel, _Audit, _FetchStatus
         from .serving import ACTION_CLASSES, ServingHalf
 
         key_resolver, params, policy, handlers, sealer = self._serving_args
@@ -238,7 +240,7 @@ class Daemon:
                            sessions=self.sessions, store=self._store, key_resolver=key_resolver, params=params,
                            policy=policy, handlers=handlers, sealer=sealer, apply=self._apply,
                            throttle=self._log_throttle)
-        _Execute, _Cancel, _Audit = ACTION_CLASSES
+        _Execute, _Cancel, _Audit, _FetchStatus = ACTION_CLASSES
         self._serving, self._store = half, half.store
         if half.durable is not None and half.holds is not None:
             self.durable, self._holds = half.durable, half.holds
@@ -280,6 +282,12 @@ class Daemon:
     @property
     def deleg_service(self) -> DelegationService:
         return self._served().deleg_service
+
+    def status_settled(self, key: tuple[str, str]) -> None:
+        """The publisher was asked about ``key`` (answered or not): decide
+        the invokes that waited for it (peer/status_wait.py)."""
+        if self._executor is not None:
+            self._apply(self._executor.status_settled(key, self.clock.wall_ms()))
 
     # ================================================================ life
 
@@ -630,6 +638,9 @@ class Daemon:
                 self._lines.log(action)
             elif kind is _Audit:
                 self._lines.audit(action)
+            elif kind is _FetchStatus:  # a delegated invoke waits for the publisher (R20)
+                assert self._refresher is not None
+                self._refresher.fetch(action.keys)
         if self._half_closed:
             self._close_answered()
         self._rearm()
