@@ -45,6 +45,7 @@ import h11
 import trio
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, Request
+from wsproto.utilities import RemoteProtocolError as WsProtocolError
 
 from ..display import shown
 from ..errors import AmpError, MessageTooLarge
@@ -442,8 +443,13 @@ class HttpFront:
         theirs = _size_header(headers)
         size = max(MIN_MAX_SIZE, min(self.max_msg_size, theirs)) if theirs else self.max_msg_size
         ws = WSConnection(ConnectionType.SERVER)
-        ws.initiate_upgrade_connection(list(request.headers), request.target)
-        handshake = next(iter(ws.events()), None)
+        try:
+            ws.initiate_upgrade_connection(list(request.headers), request.target)
+            handshake = next(iter(ws.events()), None)
+        except WsProtocolError as exc:  # a missing or wrong Sec-WebSocket-* header (found by fuzzing)
+            hint = getattr(exc.event_hint, "status_code", 400)
+            raise _Refused(hint if hint in (400, 426) else 400, 1001, f"not a valid WebSocket upgrade: {exc}",
+                           close=True) from None
         if type(handshake) is not Request:
             raise _Refused(400, 1001, "not a valid WebSocket upgrade", close=True)
         if WS_SUBPROTOCOL not in handshake.subprotocols:
