@@ -284,3 +284,60 @@ async def test_unreachable_publisher_keeps_failing_closed_with_5002() -> None:
             assert info.value.code == 5002 and info.value.retry
             await trio.sleep(0.1)
         assert await remote.invoke("org.example.whoami:1.0.0") == {"ok": True}  # plain invokes unaffected
+
+
+@pytest.mark.trio
+async def test_rfc006_a9_a10_a_resumed_session_rechecks_its_cached_delegation() -> None:
+    """RFC 006 §7.3 with RFC 005 state, end to end: a session-scoped invoke
+    allowed on a delegation caches the chain's fingerprint in the session
+    record; resuming the session re-checks those credentials with the real
+    publisher: revoked there meanwhile is 3004 (A.9); the publisher gone, in
+    strict mode, 5002 (A.10)."""
+    from ampcap.net.daemon import DaemonConfig
+
+    alice, bob = new_identity(), new_identity()
+    publisher = make_peer({})
+    publishing = trio.CancelScope()
+
+    async def run_publisher(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        with publishing:
+            await publisher.serve_forever("amp://127.0.0.1:0", task_status=task_status)
+
+    async with trio.open_nursery() as nursery:
+        pub = await nursery.start(run_publisher)
+        pub.daemon.deleg_service.max_age_s = 1  # its answers go stale after a second
+        first = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:s1")
+        second = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:s2")
+        async with connect(pub.url, identity=alice) as remote:
+            await remote.deleg_grant(first)
+            await remote.deleg_grant(second)
+        verifier = Peer(new_identity(), config=DaemonConfig(revocation_publisher=pub.url,
+                                                            revocation_publisher_did=pub.did))
+
+        @verifier.capability("org.example.whoami", "1.0.0")
+        async def whoami() -> dict:
+            return {"ok": True}
+
+        async with verifier.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=bob) as remote:
+            sessions = []
+            for cred in (first, second):
+                session = remote.new_session()
+                await session.open()
+                assert await session.invoke("org.example.whoami", version="1.0.0", delegation=[cred]) == {"ok": True}
+                [entry] = server.daemon.sessions.record(session.session_id).delegation_cache
+                assert entry["links"] == [[alice.did, cred.delegation_id]] and len(entry["fingerprint"]) == 32
+                await session.suspend()
+                sessions.append(session)
+            async with connect(pub.url, identity=alice) as at_publisher:
+                await at_publisher.deleg_revoke(revoke(alice, delegation_id="delegation:s1", revoked_at=now_ms() - 1))
+            await trio.sleep(1.2)  # the statuses the verifier holds are stale now
+            with pytest.raises(AmpError) as info:  # A.9: asked again, revoked
+                await sessions[0].resume()
+            assert info.value.code == 3004
+            publishing.cancel()  # the publisher goes away
+            with trio.fail_after(5):
+                while any(link.open and link.peer_did == pub.did for link in server.daemon.links):
+                    await trio.sleep(0.02)
+            with pytest.raises(AmpError) as info:  # A.10: no fresh status, strict mode
+                await sessions[1].resume()
+            assert info.value.code == 5002

@@ -192,7 +192,7 @@ class Daemon:
         # session-scoped calls we make ourselves (provisional correlation) and
         # our session-control requests awaiting their answer.
         self._session_routing = SessionRouting(catalog, policy, entropy, config.connection.default_ttl_ms,
-                                               self._send)
+                                               self._send, delegation_fresh=self._delegation_fresh)
         self.sessions = self._session_routing.provider
         self.session_calls = self._session_routing.calls
         self.controls = self._session_routing.controls
@@ -283,11 +283,44 @@ class Daemon:
     def deleg_service(self) -> DelegationService:
         return self._served().deleg_service
 
+    def _delegation_fresh(self, entry: Any, now: int) -> None:
+        """RFC 006 §7.3 on resume: each credential a cached delegation
+        fingerprint names is checked against the revocation store and the
+        publisher's status (3004 revoked, 5002 no fresh status in strict mode)."""
+        links = entry.get("links")
+        if type(links) is not list or not links:
+            raise AmpError(5002, "a cached delegation cannot be re-checked here")
+        checker = self._served().verifier.revocations
+        for link in links:
+            checker.check_key((link[0], link[1]), now)
+
+    def _noting_delegation(self, actions: list[Any], now: int) -> list[Any]:
+        """A session-scoped invoke that starts on a delegation chain: the
+        session caches the chain's fingerprint (re-checked on resume, §7.3)."""
+        for action in actions:
+            if type(action) is _Execute and action.job.delegation_links and action.job.session is not None:
+                sid = action.job.session.get("session_id")
+                if type(sid) is bytes:
+                    actions = actions + self.sessions.note_delegation(sid, action.job.delegation_links, now)
+        return actions
+
+    def _stale_session_links(self, inbound: Any, now: int) -> list[tuple[str, str]]:
+        if self._refresher is None or self._executor is None:
+            return []
+        cache = self.revocation_status
+        return self._session_routing.stale_links(inbound, lambda key: cache.get(key, now) is not None)
+
+    async def _control_after_asking(self, link: Link, inbound: Any, keys: list[tuple[str, str]]) -> None:
+        assert self._refresher is not None
+        await self._refresher.ask_now(keys)
+        self._apply(self.sessions.handle(inbound, link, self.clock.wall_ms()))
+
     def status_settled(self, key: tuple[str, str]) -> None:
         """The publisher was asked about ``key`` (answered or not): decide
         the invokes that waited for it (peer/status_wait.py)."""
         if self._executor is not None:
-            self._apply(self._executor.status_settled(key, self.clock.wall_ms()))
+            now = self.clock.wall_ms()
+            self._apply(self._noting_delegation(self._executor.status_settled(key, now), now))
 
     # ================================================================ life
 
@@ -544,8 +577,10 @@ class Daemon:
             executor = self._executor or self._serve_half()  # the attribute, not the property: per message
             body = inbound.body
             # Only an invoke that names a session is checked as one (net/session_routing.py).
-            if ((type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id)) \
-                    and self._session_routing.refuse_invoke(link, inbound, executor, now):
+            if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
+                if self._session_routing.refuse_invoke(link, inbound, executor, now):
+                    return
+                self._apply(self._noting_delegation(executor.handle(inbound, link, now), now))
                 return
             self._apply(executor.handle(inbound, link, now))
             return
@@ -568,6 +603,11 @@ class Daemon:
                 self._send(link, error_reply(env, violation, encrypt=inbound.decrypted))
             return
         if typ == _REQUEST and is_control(typ, inbound.body):  # RFC 006 §5.1 (A.14: no sess_v, not ours)
+            stale = self._stale_session_links(inbound, now)
+            if stale:  # a resume re-checks its cached delegations: ask the publisher first (§7.3, R20)
+                assert self._nursery is not None and self._refresher is not None
+                self._nursery.start_soon(self._control_after_asking, link, inbound, stale)
+                return
             self._apply(self.sessions.handle(inbound, link, now))
             return
         if typ == _DECLARE and env.reply_to is None:

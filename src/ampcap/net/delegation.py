@@ -84,6 +84,20 @@ class RevocationRefresher:
             self._nursery.start_soon(self._fetch_one, key)
 
     async def _fetch_one(self, key: tuple[str, str]) -> None:
+        try:
+            await self._try(key)
+        finally:
+            self._daemon.status_settled(key)  # decided now, on what the cache holds
+
+    async def ask_now(self, keys: list[tuple[str, str]]) -> None:
+        """Ask about ``keys`` concurrently and return when each was answered,
+        failed, or ``timeout_s`` passed (a session resume waits on this)."""
+        async with trio.open_nursery() as nursery:
+            for key in keys:
+                nursery.start_soon(self._try, key)
+
+    async def _try(self, key: tuple[str, str]) -> None:
+        """Ask about ``key`` unless its status is fresh, within ``timeout_s``; never raises."""
         daemon = self._daemon
         try:
             if daemon.revocation_status.get(key, daemon.clock.wall_ms()) is None:
@@ -97,8 +111,6 @@ class RevocationRefresher:
         except Exception as exc:  # a bug here must not take the daemon down: the status stays stale (5002)
             log.error("revocation status query failed: %s", shown(repr(exc)))
             self._link = None
-        finally:
-            daemon.status_settled(key)  # decided now, on what the cache holds
 
     async def _ask(self, key: tuple[str, str]) -> None:
         """One DELEG_QUERY; the answer goes into the daemon's status cache."""

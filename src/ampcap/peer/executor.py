@@ -172,6 +172,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     adapt_result: Callable[[Any], Any] | None = None  # see Resolved
     encrypted: bool = False  # the invoke came authcrypted: so do its replies
     delegator: str | None = None  # a delegated invoke: on whose behalf (RFC 005, the first link's delegator)
+    # ... and its chain's (delegator, delegation_id) pairs: a session caches
+    # their fingerprint and re-checks them on resume (RFC 006 §7.3).
+    delegation_links: tuple[tuple[str, str], ...] = ()
 
 
 class Execute(msgspec.Struct, frozen=True, kw_only=True):
@@ -334,7 +337,8 @@ class Executor:
                   deadline_ms=now_ms + min(timeout, self.config.max_timeout_ms),
                   thread_id=env.thread_id, session=request.session, adapt_result=resolved.adapt_result,
                   encrypted=inbound.decrypted,
-                  delegator=decision.delegator if decision is not None else None)
+                  delegator=decision.delegator if decision is not None else None,
+                  delegation_links=tuple(c.key for c in decision.chain) if decision is not None else ())
         if decision is not None:
             actions.append(Audit(decision))
         self._limits.acquire(conn)  # room was checked in step 2, nothing ran since
