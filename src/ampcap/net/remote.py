@@ -254,8 +254,13 @@ class Remote:
         does; a call already waiting when it was lost still fails with the
         reason (only a new call redials: the old one may have run)."""
         link = self._link
-        if link.open or self._url is None or self._closed or not link.driver.closed.is_set():
+        if link.open or self._url is None or self._closed:
             return link
+        if not link.driver.closed.is_set():  # closing: its driver ends within a moment
+            with trio.move_on_after(2):
+                await link.driver.closed.wait()
+            if not link.driver.closed.is_set():
+                return link  # still ending: this call gets the reason
         if self._redialling is None:
             self._redialling = trio.Lock()
         async with self._redialling:  # concurrent calls share one dial
