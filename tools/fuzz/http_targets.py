@@ -102,7 +102,9 @@ def _check_responses(raw: bytes) -> None:
     # responses' syntax matters here, so pretend one request per response.
     conn.send(h11.Request(method="GET", target="/", headers=_ASKED))
     conn.send(h11.EndOfMessage())
-    conn.receive_data(raw)
+    if not raw:
+        return  # nothing answered: the client sent nothing, or too little to be a request
+    conn.receive_data(raw)  # (never b"": h11 reads that as the end of the stream)
     while True:
         event = conn.next_event()
         if type(event) is h11.InformationalResponse:
