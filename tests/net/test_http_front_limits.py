@@ -233,8 +233,11 @@ def _raw_exchange(port: int, request: bytes) -> bytes:
      + b"".join(b"x-h%d: %s\r\n" % (i, b"b" * 1000) for i in range(40)) + b"\r\n", 431),
     (b"GET /amp/v1/ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: upgrade\r\n"
      b"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-protocol: amp.v1\r\n\r\n", 400),
+    (b"GET /amp/v1/ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: \xc9upgrade\r\n"
+     b"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n"
+     b"sec-websocket-protocol: amp.v1\r\n\r\n", 400),
 ], ids=["request-line", "nul-in-target", "two-lengths", "negative-length", "gzip", "long-uri", "huge-header",
-        "head-over-limit-in-one-read", "upgrade-without-version"])
+        "head-over-limit-in-one-read", "upgrade-without-version", "upgrade-not-ascii"])
 def test_malformed_request_heads_are_answered(request_bytes: bytes, status: int) -> None:
     async def main() -> None:
         async with _front(HttpConfig()) as (port, _, _):

@@ -446,8 +446,10 @@ class HttpFront:
         try:
             ws.initiate_upgrade_connection(list(request.headers), request.target)
             handshake = next(iter(ws.events()), None)
-        except WsProtocolError as exc:  # a missing or wrong Sec-WebSocket-* header (found by fuzzing)
-            hint = getattr(exc.event_hint, "status_code", 400)
+        except (WsProtocolError, ValueError) as exc:
+            # A missing or wrong Sec-WebSocket-* header, or one that is not
+            # ASCII (wsproto raises UnicodeDecodeError): both found by fuzzing.
+            hint = getattr(getattr(exc, "event_hint", None), "status_code", 400)
             raise _Refused(hint if hint in (400, 426) else 400, 1001, f"not a valid WebSocket upgrade: {exc}",
                            close=True) from None
         if type(handshake) is not Request:
