@@ -43,3 +43,9 @@ def test_target_holds_on_seeds_and_mutations(name: str) -> None:
     assert seeds
     for data in seeds + mutations(seeds, 150, random.Random(name)):
         target.run(data)
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_target_holds_on_the_empty_input(name: str) -> None:
+    """libFuzzer's first input (the http target's harness once failed on it)."""
+    TARGETS[name].run(b"")

@@ -3,6 +3,7 @@ RFC 004 §7.2): the Python API presents a chain; policy grants by delegator."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -194,7 +195,13 @@ async def test_python_api_deleg_messages() -> None:
 
 
 @pytest.mark.trio
-async def test_revocation_publisher_strict_mode_then_fresh_status() -> None:
+async def test_revocation_publisher_is_asked_before_the_first_decision(caplog: pytest.LogCaptureFixture) -> None:
+    """RFC 005 §6.3/§7.3, R20: a status not cached is asked for before the
+    invoke is decided, and the decision follows the answer (allowed, or 3004
+    for a revoked credential), not 5002; concurrent invokes needing one
+    status share one DELEG_QUERY."""
+    import logging
+
     from ampcap.net.daemon.core import DaemonConfig
 
     alice, bob = new_identity(), new_identity()
@@ -202,33 +209,72 @@ async def test_revocation_publisher_strict_mode_then_fresh_status() -> None:
     async with publisher.serve("amp://127.0.0.1:0") as pub:
         good = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:good")
         gone = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:gone")
+        many = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:many")
         async with connect(pub.url, identity=alice) as remote:
-            await remote.deleg_grant(good)
-            await remote.deleg_grant(gone)
+            for cred in (good, gone, many):
+                await remote.deleg_grant(cred)
             await remote.deleg_revoke(revoke(alice, delegation_id="delegation:gone", revoked_at=now_ms() - 1))
-        verifier = Peer(new_identity(), config=DaemonConfig(revocation_publisher=pub.url,
-                                                            revocation_publisher_did=pub.did))
+        verifier_id = new_identity()
+        verifier = Peer(verifier_id, config=DaemonConfig(revocation_publisher=pub.url,
+                                                         revocation_publisher_did=pub.did))
 
         @verifier.capability("org.example.whoami", "1.0.0")
         async def whoami() -> dict:
             return {"ok": True}
 
+        def queries() -> int:
+            return sum(1 for r in caplog.records
+                       if r.getMessage().startswith("DELEG_QUERY from") and verifier_id.did in r.getMessage())
+
+        with caplog.at_level(logging.INFO, logger="ampcap.daemon"):
+            async with verifier.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=bob) as remote:
+                assert await remote.invoke("org.example.whoami:1.0.0", delegation=[good]) == {"ok": True}
+                with pytest.raises(AmpError) as info:
+                    await remote.invoke("org.example.whoami:1.0.0", delegation=[gone])
+                assert info.value.code == 3004
+                assert queries() == 2
+                outcomes: list[Any] = []
+
+                async def one() -> None:
+                    outcomes.append(await remote.invoke("org.example.whoami:1.0.0", delegation=[many]))
+
+                async with trio.open_nursery() as nursery:
+                    for _ in range(8):
+                        nursery.start_soon(one)
+                assert outcomes == [{"ok": True}] * 8
+                assert queries() == 3  # eight invokes, one question
+                # Cached while fresh: asked no more.
+                assert await remote.invoke("org.example.whoami:1.0.0", delegation=[good]) == {"ok": True}
+                assert queries() == 3
+
+
+@pytest.mark.trio
+async def test_a_publisher_that_does_not_answer_in_time_is_5002() -> None:
+    """The publisher accepts connections and never speaks: the invoke is
+    refused 5002 once the daemon's short bound passes (not left waiting for
+    the caller's own timeout, which would be 5003)."""
+    from ampcap.net.daemon import DaemonConfig
+
+    alice, bob = new_identity(), new_identity()
+    async with trio.open_nursery() as nursery:
+        async def silent(stream: trio.SocketStream) -> None:
+            await trio.sleep_forever()
+
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, silent, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        verifier = Peer(new_identity(), config=DaemonConfig(revocation_publisher=f"amp://127.0.0.1:{port}",
+                                                            revocation_query_timeout_s=0.5))
+
+        @verifier.capability("org.example.whoami", "1.0.0")
+        async def whoami() -> dict:
+            return {"ok": True}
+
+        cred = grant(alice, bob.did, caps=["org.example.whoami"])
         async with verifier.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=bob) as remote:
-            for cred, final in ((good, None), (gone, 3004)):
-                with pytest.raises(AmpError) as info:  # A.10: nothing fresh about it yet
-                    await remote.invoke("org.example.whoami:1.0.0", delegation=[cred])
-                assert info.value.code == 5002
-                outcome: Any = None
-                for _ in range(50):  # the daemon asks the publisher meanwhile
-                    await trio.sleep(0.05)
-                    try:
-                        outcome = await remote.invoke("org.example.whoami:1.0.0", delegation=[cred])
-                        break
-                    except AmpError as err:
-                        outcome = err.code
-                        if err.code != 5002:
-                            break
-                assert outcome == ({"ok": True} if final is None else final)
+            with pytest.raises(AmpError) as info:
+                await remote.invoke("org.example.whoami:1.0.0", delegation=[cred], timeout=30)
+            assert info.value.code == 5002 and info.value.retry
+        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.trio
@@ -250,3 +296,60 @@ async def test_unreachable_publisher_keeps_failing_closed_with_5002() -> None:
             assert info.value.code == 5002 and info.value.retry
             await trio.sleep(0.1)
         assert await remote.invoke("org.example.whoami:1.0.0") == {"ok": True}  # plain invokes unaffected
+
+
+@pytest.mark.trio
+async def test_rfc006_a9_a10_a_resumed_session_rechecks_its_cached_delegation() -> None:
+    """RFC 006 §7.3 with RFC 005 state, end to end: a session-scoped invoke
+    allowed on a delegation caches the chain's fingerprint in the session
+    record; resuming the session re-checks those credentials with the real
+    publisher: revoked there meanwhile is 3004 (A.9); the publisher gone, in
+    strict mode, 5002 (A.10)."""
+    from ampcap.net.daemon import DaemonConfig
+
+    alice, bob = new_identity(), new_identity()
+    publisher = make_peer({})
+    publishing = trio.CancelScope()
+
+    async def run_publisher(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        with publishing:
+            await publisher.serve_forever("amp://127.0.0.1:0", task_status=task_status)
+
+    async with trio.open_nursery() as nursery:
+        pub = await nursery.start(run_publisher)
+        pub.daemon.deleg_service.max_age_s = 1  # its answers go stale after a second
+        first = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:s1")
+        second = grant(alice, bob.did, caps=["org.example.whoami"], delegation_id="delegation:s2")
+        async with connect(pub.url, identity=alice) as remote:
+            await remote.deleg_grant(first)
+            await remote.deleg_grant(second)
+        verifier = Peer(new_identity(), config=DaemonConfig(revocation_publisher=pub.url,
+                                                            revocation_publisher_did=pub.did))
+
+        @verifier.capability("org.example.whoami", "1.0.0")
+        async def whoami() -> dict:
+            return {"ok": True}
+
+        async with verifier.serve("amp://127.0.0.1:0") as server, connect(server.url, identity=bob) as remote:
+            sessions = []
+            for cred in (first, second):
+                session = remote.new_session()
+                await session.open()
+                assert await session.invoke("org.example.whoami", version="1.0.0", delegation=[cred]) == {"ok": True}
+                [entry] = server.daemon.sessions.record(session.session_id).delegation_cache
+                assert entry["links"] == [[alice.did, cred.delegation_id]] and len(entry["fingerprint"]) == 32
+                await session.suspend()
+                sessions.append(session)
+            async with connect(pub.url, identity=alice) as at_publisher:
+                await at_publisher.deleg_revoke(revoke(alice, delegation_id="delegation:s1", revoked_at=now_ms() - 1))
+            await trio.sleep(1.2)  # the statuses the verifier holds are stale now
+            with pytest.raises(AmpError) as info:  # A.9: asked again, revoked
+                await sessions[0].resume()
+            assert info.value.code == 3004
+            publishing.cancel()  # the publisher goes away
+            with trio.fail_after(5):
+                while any(link.open and link.peer_did == pub.did for link in server.daemon.links):
+                    await trio.sleep(0.02)
+            with pytest.raises(AmpError) as info:  # A.10: no fresh status, strict mode
+                await sessions[1].resume()
+            assert info.value.code == 5002

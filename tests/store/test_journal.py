@@ -277,3 +277,17 @@ def test_a_version_1_database_opens_migrated_and_its_records_restore(tmp_path: P
     store.close()
     again = SqliteJournal(StateStore.open(tmp_path)).load(T0)
     assert new in again and closed in again and len(again) == 3
+
+
+def test_a_session_scoped_invoke_interrupted_by_a_restart_gets_its_session_back() -> None:
+    """The journal keeps the invoke's body.session (version 3): the 5002 it
+    seals after a restart carries it, as every reply to that invoke does."""
+    context = {"session_id": bytes(range(16)), "session_scope": True}
+    running = _interrupted(message(ALICE, INVOKE, {**SLEEP, "session": context}, T0))
+    assert running.session == context
+    [closed], _ = _executor().preload([running], T0 + 100, idempotent=lambda cid: False)
+    body = decode_envelope(closed.terminal.wire).body
+    assert body["error"]["code"] == 5002 and body["session"] == context
+    plain = _interrupted(message(ALICE, INVOKE, SLEEP, T0))
+    [closed], _ = _executor().preload([plain], T0 + 100, idempotent=lambda cid: False)
+    assert plain.session is None and "session" not in decode_envelope(closed.terminal.wire).body

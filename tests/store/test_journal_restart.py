@@ -352,9 +352,53 @@ async def test_a_state_database_from_the_previous_version_opens_and_restores(tmp
         db = sqlite3.connect(state / "state.sqlite3")
         try:
             assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (3,)
-            assert {r[1] for r in db.execute("PRAGMA table_info(invoke_journal)")} >= {"encrypted", "thread_id"}
+            columns = {r[1] for r in db.execute("PRAGMA table_info(invoke_journal)")}
+            assert columns >= {"encrypted", "thread_id", "session"}
         finally:
             db.close()
         _kill(second)
     with serve_process(tmp_path, *args) as third:
         assert [t.raw for t in await _exchange(third.url, ident, slow_wire, slow_env)] == [cut.raw]
+
+
+@pytest.mark.trio
+async def test_after_kill_9_a_session_scoped_invoke_gets_a_5002_with_its_session(tmp_path: Path) -> None:
+    """RFC 004 §7.4 / RFC 006 §4.4: a reply to a session-scoped invoke carries
+    its signed session context; the 5002 that closes one cut short by a
+    restart is such a reply, so the journal keeps the context for it."""
+    import sqlite3
+    import time
+
+    import ampcap
+    from ampcap.session.context import session_context
+    from ampcap.wire.envelope import seal
+
+    state = tmp_path / "state"
+    ident = Identity.generate(os.urandom)
+    args = ("--state-dir", str(state))
+    with serve_process(tmp_path, *args) as first:
+        peer = first.did
+        async with ampcap.connect(first.url, identity=ident) as remote:
+            session = remote.new_session()
+            await session.open()
+            sid = session.session_id
+        body = {"id": "org.ampcap.demo.sleep:1.0.0", "params": {"ms": 60_000}, "session": session_context(sid)}
+        env, wire = seal(ident, typ=MessageType.CAP_INVOKE, to=peer, body=body, now_ms=int(time.time() * 1000),
+                         entropy=os.urandom, ttl=600_000, thread_id=sid)
+        await _exchange(first.url, ident, wire, env, wait=False)
+        await _wait_running(state, {env.id})
+        _kill(first)
+    with serve_process(tmp_path, *args) as second:
+        [cut] = await _exchange(second.url, ident, wire, env)
+        reply = cut.envelope.body
+        assert reply["status"] == "error" and reply["error"]["code"] == 5002
+        assert reply["session"] == {"session_id": sid, "session_scope": True}
+        assert cut.envelope.thread_id == sid
+        _kill(second)
+    with serve_process(tmp_path, *args) as third:
+        assert [t.raw for t in await _exchange(third.url, ident, wire, env)] == [cut.raw]
+        db = sqlite3.connect(state / "state.sqlite3")
+        try:
+            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (3,)
+        finally:
+            db.close()

@@ -37,7 +37,12 @@ with atheris.instrument_imports(include=["ampcap"]):
     import ampcap.dump.render  # noqa: F401
     import ampcap.dump.session  # noqa: F401
     import ampcap.dump.streams  # noqa: F401
+    import ampcap.net.http_server  # noqa: F401
+    import ampcap.net.peer  # noqa: F401
+    import ampcap.net.wsmessages  # noqa: F401
     import ampcap.schema.engine  # noqa: F401
+    import ampcap.session.provider  # noqa: F401
+    import ampcap.wire.bearer  # noqa: F401
     from targets import TARGETS
 
 

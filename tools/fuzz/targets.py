@@ -426,3 +426,9 @@ TARGETS = {
     "render": Target(render, _seeds_render),
     "delegation": Target(delegation, _seeds_delegation),
 }
+
+# The HTTP binding, the WebSocket message layer, bearer tokens and session
+# control bodies (tools/fuzz/http_targets.py).
+from http_targets import http_targets  # noqa: E402
+
+TARGETS.update(http_targets(Target))

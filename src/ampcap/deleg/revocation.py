@@ -176,12 +176,18 @@ class RevocationChecker(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(self.check(cred, now_ms) for cred in chain)
 
     def check(self, cred: Credential, now_ms: int) -> str:
-        revoked = self.store.revoked_at(cred.delegator, cred.delegation_id)
+        return self.check_key((cred.delegator, cred.delegation_id), now_ms)
+
+    def check_key(self, key: Key, now_ms: int) -> str:
+        """:meth:`check` for one (delegator, delegation_id): what a session's
+        cached delegation fingerprint names (RFC 006 §7.3, re-checked on resume)."""
+        delegator, delegation_id = key
+        revoked = self.store.revoked_at(delegator, delegation_id)
         if revoked is not None and revoked <= now_ms:
             raise AmpError(DELEGATION_INVALID, "a credential in the chain is revoked")
-        if self.cache is None or self.publisher_for is None or self.publisher_for(cred.delegator) is None:
+        if self.cache is None or self.publisher_for is None or self.publisher_for(delegator) is None:
             return _OFFLINE
-        status = self.cache.get(cred.key, now_ms)
+        status = self.cache.get(key, now_ms)
         if status is None:
             if self.strict:
                 raise AmpError(UNAVAILABLE, "revocation status is unavailable; retry later")

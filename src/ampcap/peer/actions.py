@@ -39,6 +39,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     adapt_result: Callable[[Any], Any] | None = None  # see Resolved
     encrypted: bool = False  # the invoke came authcrypted: so do its replies
     delegator: str | None = None  # a delegated invoke: on whose behalf (RFC 005, the first link's delegator)
+    # ... and its chain's (delegator, delegation_id) pairs: a session caches
+    # their fingerprint and re-checks them on resume (RFC 006 §7.3).
+    delegation_links: tuple[tuple[str, str], ...] = ()
 
 
 class Execute(msgspec.Struct, frozen=True, kw_only=True):

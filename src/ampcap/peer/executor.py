@@ -62,7 +62,7 @@ from ..caps.bodies import (
     result_error,
     result_success,
 )
-from ..deleg.chain import ChainVerifier, Decision
+from ..deleg.chain import ChainVerifier, Decision, Step
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, ReportedFailure
 from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
@@ -80,6 +80,7 @@ from .dedupe import CacheStatus, InvokeCache, InvokeKey, Lookup, Terminal
 from .journal import (INTERRUPTED, InvokeRecords, JournalRecord, JournalState, Persist, after_restart,
                       interrupted)
 from .questions import Questions, question_body
+from .status_wait import FetchStatus, StatusWaits
 from .limits import DeadlineQueue, InFlightLimits
 from .outbound import Log, Outbound, Send, error_reply, reply_to
 from .policy import ALLOW_ALL, Policy
@@ -175,13 +176,17 @@ class Executor:
                  params: ParamsChecker, seal: Callable[[Outbound, int], Outbound],
                  policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
                  config: ExecutorConfig = ExecutorConfig(), delegation: ChainVerifier | None = None,
-                 journal: bool = False, records: InvokeRecords | None = None) -> None:
+                 journal: bool = False, records: InvokeRecords | None = None,
+                 fetch_statuses: bool = False) -> None:
         """``seal`` signs a terminal reply the way its connection would
         (:class:`~ampcap.peer.sealing.Sealer`): the result carries its wire
         bytes, kept for retries (R8). ``journal``: emit :class:`Persist`
         actions carrying those bytes (ruling R19; see peer/journal.py).
         ``records``: the journal, asked when the cache cannot place an invoke
-        (the store is the record; memory only caches it)."""
+        (the store is the record; memory only caches it).
+        ``fetch_statuses``: a revocation publisher is configured, so a
+        delegated invoke refused for a stale status waits for the edge to
+        ask it (:class:`~ampcap.peer.status_wait.FetchStatus`, R20)."""
         self.journal = journal
         self.records = records
         # Ids up to this timestamp may belong to invokes seen before the start
@@ -190,6 +195,7 @@ class Executor:
         self._recall_until: int | None = None
         self._recall_stop = 0
         self._idempotent: Callable[[str], bool] = lambda capability_id: False
+        self._waits = StatusWaits() if fetch_statuses else None
         self._registry = registry
         self.delegation = delegation  # None: every body.delegation is refused 3004
         self._resolver = resolver
@@ -219,7 +225,9 @@ class Executor:
             return self._queries.answer(inbound, conn, now_ms, closing=self._closing)
         return []
 
-    def _on_invoke(self, inbound: Inbound, conn: Hashable, now_ms: int) -> list[Action]:
+    def _on_invoke(self, inbound: Inbound, conn: Hashable, now_ms: int, *, resumed: bool = False) -> list[Action]:
+        """``resumed``: handled again after waiting for revocation statuses
+        (its ACK went out and its rate was counted the first time)."""
         env = inbound.envelope
         key = InvokeKey(env.sender, env.id)
         seen = self._cache.lookup(key, inbound.fingerprint, now_ms)
@@ -269,7 +277,7 @@ class Executor:
             return [Send(conn, error_reply(env, err, encrypt=inbound.decrypted))]
 
         actions: list[Action] = []
-        if self.config.ack_on_receipt:
+        if self.config.ack_on_receipt and not resumed:
             actions.append(Send(conn, reply_to(env, int(MessageType.ACK),
                                                {"ack_source": "recipient", "received_at": now_ms},
                                                encrypt=inbound.decrypted)))
@@ -277,8 +285,14 @@ class Executor:
         try:
             if self._closing:
                 raise AmpError(UNAVAILABLE, "daemon is shutting down")
-            request, resolved, decision = self._validate(env, inbound.body, conn, now_ms)
+            request, resolved, decision = self._validate(env, inbound.body, conn, now_ms, count_rate=not resumed)
         except DelegationDenied as denied:
+            if self._waits is not None and not resumed and _stale_status(denied):
+                # R20: ask the publisher before deciding (peer/status_wait.py).
+                parked = self._waits.park(inbound, conn, [(c.delegator, c.delegation_id)
+                                                          for c in denied.decision.chain])
+                if parked is not None:
+                    return actions + parked
             advance(state, InvokeInput.REJECT)
             return actions + [Audit(denied.decision)] + self._reject(inbound, conn, denied.error, now_ms)
         except AmpError as err:
@@ -296,7 +310,8 @@ class Executor:
                   deadline_ms=now_ms + min(timeout, self.config.max_timeout_ms),
                   thread_id=env.thread_id, session=request.session, adapt_result=resolved.adapt_result,
                   encrypted=inbound.decrypted,
-                  delegator=decision.delegator if decision is not None else None)
+                  delegator=decision.delegator if decision is not None else None,
+                  delegation_links=tuple(c.key for c in decision.chain) if decision is not None else ())
         if decision is not None:
             actions.append(Audit(decision))
         self._limits.acquire(conn)  # room was checked in step 2, nothing ran since
@@ -308,12 +323,13 @@ class Executor:
             actions.append(Persist((JournalRecord(key=key, fingerprint=inbound.fingerprint,
                                                   capability_id=job.capability_id, state=JournalState.RUNNING,
                                                   expires_at=max(expires_at, job.deadline_ms),
-                                                  encrypted=job.encrypted, thread_id=job.thread_id),)))
+                                                  encrypted=job.encrypted, thread_id=job.thread_id,
+                                                  session=_session_of(job)),)))
         actions.append(Execute(job=job))
         return actions
 
-    def _validate(self, env: Envelope, body: Any, conn: Hashable,
-                  now_ms: int) -> tuple[InvokeRequest, Resolved, Decision | None]:
+    def _validate(self, env: Envelope, body: Any, conn: Hashable, now_ms: int,
+                  count_rate: bool = True) -> tuple[InvokeRequest, Resolved, Decision | None]:
         """RFC 004 §7.2, in order. The first failing step's AmpError escapes
         (a delegation denial as :class:`~ampcap.peer.delegated.DelegationDenied`,
         with its audit)."""
@@ -326,7 +342,8 @@ class Executor:
         if gate_refused and not (request.has_delegation and self.delegation is not None
                                  and self._policy.admits_delegates()):
             raise _denied()
-        self._callers.check_rate(env.sender, now_ms)
+        if count_rate:
+            self._callers.check_rate(env.sender, now_ms)
         self._limits.check(conn)
         # 3. Delegation (RFC 005 §6.1): only signed body evidence counts;
         #    evidence in ext is refused whatever the body holds (A.14).
@@ -512,6 +529,18 @@ class Executor:
             actions.append(Cancel(key=key, code=code))
         return actions
 
+    def status_settled(self, key: tuple[str, str], now_ms: int) -> list[Action]:
+        """The edge asked the publisher about ``key`` (a
+        :class:`~ampcap.peer.status_wait.FetchStatus` key), answered or not:
+        the invokes that waited only for it are decided now, on what the
+        status cache holds (still nothing fresh: 5002)."""
+        if self._waits is None:
+            return []
+        actions: list[Action] = []
+        for entry in self._waits.settled(key):
+            actions += self._on_invoke(entry.inbound, entry.conn, now_ms, resumed=True)
+        return actions
+
     def connection_closed(self, conn: Hashable) -> None:
         """Stop addressing ``conn``. Its jobs keep running: a retry on another
         connection still gets their outcome."""
@@ -594,6 +623,8 @@ class Executor:
 
     def owes(self, conn: Hashable) -> bool:
         """Is some running job's outcome still to be sent on ``conn``? O(running)."""
+        if self._waits is not None and self._waits and self._waits.holds(conn):
+            return True  # an invoke waiting for a revocation status
         return any(conn in self._cache.waiters(key) for key in self._running)
 
     def state_of(self, key: InvokeKey) -> InvokeState | None:
@@ -613,7 +644,8 @@ class Executor:
         if self.journal:  # committed before the terminal message leaves
             record = JournalRecord(key=key, fingerprint=run.fingerprint, capability_id=run.job.capability_id,
                                    state=JournalState.DONE, expires_at=max(run.expires_at, now_ms),
-                                   terminal=kept, encrypted=run.job.encrypted, thread_id=run.job.thread_id)
+                                   terminal=kept, encrypted=run.job.encrypted, thread_id=run.job.thread_id,
+                                   session=_session_of(run.job))
             return [Persist((record,)), *sends]
         return sends
 
@@ -658,6 +690,18 @@ class Executor:
 _RECALL = (CacheStatus.UNCERTAIN, CacheStatus.FORGOTTEN)  # and NEW, when it may predate the start
 _NEW_LOOKUP, _CONFLICT_LOOKUP = Lookup(CacheStatus.NEW), Lookup(CacheStatus.CONFLICT)
 _EXPIRED_LOOKUP = Lookup(CacheStatus.EXPIRED)
+
+
+def _stale_status(denied: DelegationDenied) -> bool:
+    """Was the invoke refused only because a revocation status was stale or missing (5002 at that step)?"""
+    decision = denied.decision
+    return (denied.error.code == UNAVAILABLE and decision.step is Step.REVOCATION
+            and decision.error is not None and decision.error.code == UNAVAILABLE)
+
+
+def _session_of(job: Job) -> dict[str, Any] | None:
+    """What the journal keeps of the invoke's ``body.session`` (for the 5002 after a restart)."""
+    return dict(job.session) if job.session is not None else None
 
 
 def _terminal(out: Outbound) -> Terminal:

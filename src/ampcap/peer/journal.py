@@ -29,15 +29,16 @@ retry is answered 5002 ("interrupted by a restart; retry with a new id")
 unless its capability is ``idempotent = true``, which runs it again. That
 5002 is the reply the job would have got: so a record keeps what a reply
 takes from its invoke beyond the key, whether the invoke came authcrypted
-(RFC 001 §8.5: its replies are encrypted to the caller too) and its
-``thread_id``.
+(RFC 001 §8.5: its replies are encrypted to the caller too), its
+``thread_id`` and its session context (RFC 004 §7.4, RFC 006 §4.4: a reply
+to a session-scoped invoke carries the signed ``body.session``).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -78,6 +79,7 @@ class JournalRecord(msgspec.Struct, frozen=True, kw_only=True):
     # lease holds; None/0 for a process that owns its store alone.
     owner: str | None = None
     lease_until: int = 0
+    session: dict[str, Any] | None = None  # the invoke's body.session: a session-scoped reply carries it
 
     def __post_init__(self) -> None:
         if (self.state is JournalState.DONE) != (self.terminal is not None):
@@ -172,7 +174,7 @@ def after_restart(records: Iterable[JournalRecord], now_ms: int, idempotent: Cal
     the same bytes).
 
     That 5002 is the reply the job would have had: the same ``thread_id``,
-    and authcrypted to the caller when the invoke was (RFC 001 §8.5).
+    the invoke's ``body.session`` when it had one, and authcrypted to the caller when the invoke was (RFC 001 §8.5).
     Should the caller's key agreement key no longer resolve (a keyring
     edited between the two lives; the invoke was decrypted with it, so it
     did then), the 5002 goes out signed but unencrypted, and ``warnings``
@@ -201,7 +203,7 @@ def interrupted(record: JournalRecord, now_ms: int, seal: Callable[[Outbound, in
     closed with CAP_RESULT 5002, sealed once by ``seal``; and a warning when
     that 5002 could not be encrypted (see :func:`after_restart`)."""
     warning = None
-    body = result_error(AmpError(UNAVAILABLE, INTERRUPTED))
+    body = result_error(AmpError(UNAVAILABLE, INTERRUPTED), record.session)
     out = Outbound(typ=int(MessageType.CAP_RESULT), body=body, reply_to=record.key.msg_id,
                    thread_id=record.thread_id, to=record.key.sender, body_cbor=dumps(body),
                    encrypt=record.encrypted)

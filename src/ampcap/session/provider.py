@@ -72,6 +72,20 @@ class ProviderConfig(msgspec.Struct, frozen=True, kw_only=True):
     keep_ended_ms: int = 86_400_000
 
 
+MAX_DELEGATION_ENTRIES = 16  # distinct chains a session's record remembers (the oldest goes first)
+
+
+def delegation_entry(links: Iterable[tuple[str, str]], now_ms: int) -> dict[str, Any]:
+    """A ``delegation-cache-entry`` (§4.3) for a validated chain: the
+    fingerprint is a SHA-256 over the chain's (delegator, delegation_id)
+    pairs; ``links`` (an extension key, §10) keeps those pairs, which is
+    what a resume re-checks against the revocation store and publisher."""
+    import hashlib
+
+    pairs = [[delegator, delegation_id] for delegator, delegation_id in links]
+    return {"fingerprint": hashlib.sha256(dumps(pairs)).digest(), "updated_at": now_ms, "links": pairs}
+
+
 class SessionProvider:
     def __init__(self, *, can_serve: Callable[[str], bool], canonical: Callable[[str], str] = lambda n: n,
                  authorized: Callable[[str], bool] = lambda did: True, entropy: Callable[[int], bytes],
@@ -136,6 +150,22 @@ class SessionProvider:
                              checkpoint=Checkpoint(last_seen_msg_id=msg_id, last_activity_at=at))
             self.sessions[session_id] = record
         return record
+
+    def note_delegation(self, session_id: bytes, links: Iterable[tuple[str, str]], now_ms: int) -> list[Any]:
+        """§7.3 with RFC 005: a delegated invoke in session ``session_id`` was
+        allowed on the chain ``links`` ((delegator, delegation_id), first
+        link first). Its fingerprint goes into the record's
+        ``delegation_cache`` (once per chain), so that a resume re-checks
+        those credentials' revocation before the session goes on (A.9,
+        A.10). Returns the save to commit ([] when nothing changed)."""
+        record = self.sessions.get(session_id)
+        entry = delegation_entry(links, now_ms)
+        if record is None or not record.live or any(e.get("fingerprint") == entry["fingerprint"]
+                                                     for e in record.delegation_cache):
+            return []
+        record = self.record(session_id) or record
+        kept = record.delegation_cache[-(MAX_DELEGATION_ENTRIES - 1):]
+        return [self._save(replace(record, delegation_cache=(*kept, entry)))]
 
     def take_dirty(self) -> list[SessionRecord]:
         """The records whose checkpoints invokes advanced since the last call (to save)."""

@@ -4,8 +4,9 @@ Implements :class:`ampcap.peer.journal.InvokeJournal` and the executor's
 lookup (:class:`ampcap.peer.journal.InvokeRecords`). One row per invoke,
 keyed ``(sender, msg_id)`` (RFC 001's idempotency key): the body fingerprint
 a retry must match, the capability (is it idempotent?), the state, when the
-row may go, whether the invoke came authcrypted and its ``thread_id`` (a
-restart's 5002 is encrypted and threaded like any reply to it), and, once
+row may go, whether the invoke came authcrypted, its ``thread_id`` and its
+``body.session`` (a restart's 5002 is encrypted, threaded and
+session-scoped like any reply to it), and, once
 DONE, the terminal message as the executor sealed it (its signed, unframed
 bytes and their ``ts + ttl``): a retry after a restart, or after memory
 forgot it, gets those very bytes, which is what R8 and R19 ask (an
@@ -32,6 +33,7 @@ import msgspec
 
 from ..peer.dedupe import InvokeKey, Terminal
 from ..peer.journal import Claim, ClaimStatus, JournalRecord, JournalState
+from ..wire.cbor import DecodeLimits, dumps, loads
 from .database import StateStore, Transaction
 
 __all__ = ["SqliteJournal", "StoreJournal", "ClaimStatus", "Claim", "VERSION", "DONE_CHANNEL"]
@@ -42,7 +44,11 @@ __all__ = ["SqliteJournal", "StoreJournal", "ClaimStatus", "Claim", "VERSION", "
 # is how version 1 answered it. Version 3 added the claim (``owner``,
 # ``lease_until``) and dropped SQLite's WITHOUT ROWID (the table is rebuilt:
 # the same rows in portable SQL, so one schema history serves PostgreSQL too).
-VERSION = 3
+#
+# Version 4 added ``session``: the invoke's ``body.session`` (CBOR), which a
+# reply to a session-scoped invoke carries (RFC 004 §7.4, RFC 006 §4.4). An
+# older row lacks it: its 5002 goes without, as those versions sent it.
+VERSION = 4
 _TABLE = """CREATE TABLE IF NOT EXISTS {name} (
         sender TEXT NOT NULL,
         msg_id BLOB NOT NULL,
@@ -55,11 +61,11 @@ _TABLE = """CREATE TABLE IF NOT EXISTS {name} (
         encrypted INTEGER NOT NULL DEFAULT 0,
         thread_id BLOB,
         owner TEXT,
-        lease_until INTEGER NOT NULL DEFAULT 0,
+        lease_until INTEGER NOT NULL DEFAULT 0,{session}
         PRIMARY KEY (sender, msg_id)
     )"""
 _SCHEMA = (
-    _TABLE.format(name="invoke_journal"),
+    _TABLE.format(name="invoke_journal", session="\n        session BLOB,"),
     "CREATE INDEX IF NOT EXISTS invoke_journal_expiry ON invoke_journal (expires_at)",
     "CREATE INDEX IF NOT EXISTS invoke_journal_running ON invoke_journal (state, lease_until)",
 )
@@ -67,18 +73,20 @@ _V2 = "sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_ex
 _MIGRATIONS = {
     1: ("ALTER TABLE invoke_journal ADD COLUMN encrypted INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE invoke_journal ADD COLUMN thread_id BLOB"),
-    2: (_TABLE.format(name="invoke_journal_v3"),
+    2: (_TABLE.format(name="invoke_journal_v3", session=""),  # version 3's shape: 3 -> 4 adds the column
         f"INSERT INTO invoke_journal_v3 ({_V2}) SELECT {_V2} FROM invoke_journal",
         "DROP TABLE invoke_journal",
         "ALTER TABLE invoke_journal_v3 RENAME TO invoke_journal"),
+    3: ("ALTER TABLE invoke_journal ADD COLUMN session BLOB",),
 }
-_COLUMNS = _V2 + ", owner, lease_until"
-_UPSERT = (f"INSERT INTO invoke_journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+_COLUMNS = _V2 + ", owner, lease_until, session"
+_UPSERT = (f"INSERT INTO invoke_journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
            "ON CONFLICT (sender, msg_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
            "capability = excluded.capability, state = excluded.state, expires_at = excluded.expires_at, "
            "wire = excluded.wire, wire_expires_at = excluded.wire_expires_at, encrypted = excluded.encrypted, "
-           "thread_id = excluded.thread_id, owner = excluded.owner, lease_until = excluded.lease_until")
-_CLAIM = f"INSERT INTO invoke_journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " \
+           "thread_id = excluded.thread_id, owner = excluded.owner, lease_until = excluded.lease_until, "
+           "session = excluded.session")
+_CLAIM = f"INSERT INTO invoke_journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " \
          "ON CONFLICT (sender, msg_id) DO NOTHING"
 DONE_CHANNEL = "ampcap_invoke_done"
 """PostgreSQL NOTIFY channel a completion is announced on (payload: sender, space, msg_id hex)."""
@@ -86,19 +94,20 @@ DONE_CHANNEL = "ampcap_invoke_done"
 
 def _record(row: tuple[Any, ...]) -> JournalRecord:
     (sender, msg_id, fingerprint, capability, state, expires_at, wire, wire_expires_at, encrypted, thread_id,
-     owner, lease_until) = row
+     owner, lease_until, session) = row
     terminal = Terminal(bytes(wire), wire_expires_at) if wire is not None else None
     return JournalRecord(key=InvokeKey(sender, bytes(msg_id)), fingerprint=bytes(fingerprint),
                          capability_id=capability, state=JournalState(state), expires_at=expires_at,
                          terminal=terminal, encrypted=bool(encrypted),
                          thread_id=bytes(thread_id) if thread_id is not None else None,
-                         owner=owner, lease_until=int(lease_until))
+                         owner=owner, lease_until=int(lease_until), session=_session(session))
 
 
 def _row(r: JournalRecord) -> tuple[Any, ...]:
     return (r.key.sender, r.key.msg_id, r.fingerprint, r.capability_id, r.state.value, r.expires_at,
             *((r.terminal.wire, r.terminal.expires_at) if r.terminal is not None else (None, None)),
-            int(r.encrypted), r.thread_id, r.owner, r.lease_until)
+            int(r.encrypted), r.thread_id, r.owner, r.lease_until,
+            dumps(r.session) if r.session is not None else None)
 
 
 class StoreJournal:
@@ -246,3 +255,15 @@ class StoreJournal:
 
 
 SqliteJournal = StoreJournal
+
+
+_OWN = DecodeLimits()  # rows this component wrote
+
+
+def _session(value: bytes | memoryview | None) -> dict[str, Any] | None:
+    """A row's ``session`` column: the map it was written from (None for a
+    row without one, or one that is not a map: then the 5002 goes without)."""
+    if value is None:
+        return None
+    decoded = loads(bytes(value), _OWN)
+    return decoded if type(decoded) is dict else None

@@ -307,10 +307,13 @@ class Peer:
                 if link.peer_did == self.did:  # its HELLO named our own DID: no request goes out
                     link.driver.close()
                     raise CallsItself(self.did)
+            remote = Remote(daemon, link, to=relay_to, url=None if relay_to is not None else url,
+                            ssl_context=ssl_context)
             try:
-                yield Remote(daemon, link, to=relay_to, url=None if relay_to is not None else url,
-                             ssl_context=ssl_context)
+                yield remote
             finally:
+                remote._closed = True
+                link = remote._link  # the one it redialled, if the first was lost
                 link.driver.close()
                 with trio.CancelScope(shield=True), trio.move_on_after(2):
                     await link.driver.closed.wait()

@@ -83,8 +83,10 @@ class Remote:
         self._daemon = daemon
         self._link = link
         self._to = to  # through a relay: the agent calls are addressed to
-        self._url = url  # where a session dials again after a lost connection
+        self._url = url  # where a session, or the next call, dials again after a lost connection
         self._ssl = ssl_context
+        self._closed = False  # closed by its owner: never dialled again
+        self._redialling: trio.Lock | None = None
 
     @property
     def did(self) -> str:
@@ -109,7 +111,7 @@ class Remote:
         if range is not None:
             _checked(Range, range, "range")
             flt["version"] = range
-        answer = await self._daemon.calls.query(self._link, flt, limit=limit, cursor=cursor, order=order,
+        answer = await self._daemon.calls.query(await self._live(), flt, limit=limit, cursor=cursor, order=order,
                                                 timeout_ms=_ms(timeout), to=self._to)
         return QueryResult(answer.descriptors, answer.next_cursor)
 
@@ -150,7 +152,8 @@ class Remote:
             from ...deleg.chain import evidence_body  # only a delegated call loads the RFC 005 model
 
             evidence = evidence_body(delegation)
-        return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
+        link = self._link if self._link.open else await self._live()  # the hot path skips the redial check
+        return await self._daemon.calls.invoke(link, target, {} if params is None else params,
                                                timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
                                                to=self._to, encrypt=encrypt, delegation=evidence,
                                                on_input=on_input)
@@ -181,7 +184,7 @@ class Remote:
         return query_result_from_wire(answer.body)
 
     async def _deleg(self, typ: int, body: dict[str, Any], timeout: float) -> Any:
-        return await self._daemon.calls.request(self._link, int(typ), body, timeout_ms=_ms(timeout), to=self._to)
+        return await self._daemon.calls.request(await self._live(), int(typ), body, timeout_ms=_ms(timeout), to=self._to)
 
     def new_session(self, *, pin: Mapping[str, str] | None = None, independent: bool = False,
                     expires_in: float = 3600.0, purpose: str | None = None, reconnect_attempts: int = 5) -> Session:
@@ -242,8 +245,32 @@ class Remote:
         await self._link.driver.closed.wait()
 
     async def aclose(self) -> None:
+        self._closed = True
         self._link.driver.close()
         await self._link.driver.closed.wait()
+
+    async def _live(self) -> Link:
+        """The connection the next call goes on. One that was lost (the
+        peer closed it, a WebSocket's keepalive failed, the network broke)
+        is dialled again at the same URL for the same DID, as a session
+        does; a call already waiting when it was lost still fails with the
+        reason (only a new call redials: the old one may have run)."""
+        link = self._link
+        if link.open or self._url is None or self._closed:
+            return link
+        if not link.driver.closed.is_set():  # closing: its driver ends within a moment
+            with trio.move_on_after(2):
+                await link.driver.closed.wait()
+            if not link.driver.closed.is_set():
+                return link  # still ending: this call gets the reason
+        if self._redialling is None:
+            self._redialling = trio.Lock()
+        async with self._redialling:  # concurrent calls share one dial
+            if self._link is link:
+                fresh = await self._daemon.connect(self._url, peer_did=link.peer_did, ssl_context=self._ssl)
+                fresh.on_declare = link.on_declare
+                self._link = fresh
+        return self._link
 
 
 def _target(capability: str, version: str | None, range: str | None, negotiate: Negotiate | None) -> Target:

@@ -46,3 +46,6 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
     # credentials; None = the store alone decides (bounded offline mode).
     revocation_publisher: str | None = None
     revocation_publisher_did: str | None = None  # pin the publisher's DID (else whoever answers at the URL)
+    # How long a delegated invoke waits for the publisher's answer about a
+    # status it lacks before it is refused 5002 (RFC 005 §6.3).
+    revocation_query_timeout_s: float = 2.0

@@ -104,6 +104,7 @@ __all__ = ["DaemonConfig", "Daemon", "Link", "LocalHandler"]
 _Execute: Any = None
 _Cancel: Any = None
 _Audit: Any = None
+_FetchStatus: Any = None
 
 
 def _holds_nothing(actions: list[Any]) -> bool:
@@ -165,14 +166,15 @@ class Daemon(InboundDispatch):
         self._log_throttle = LogThrottle()
         # R20: with a revocation publisher, stale statuses are asked about.
         self._refresher = (delegation.RevocationRefresher(self, config.revocation_publisher,
-                                                          config.revocation_publisher_did)
+                                                          config.revocation_publisher_did,
+                                                          config.revocation_query_timeout_s)
                            if config.revocation_publisher is not None else None)
         self._lines = ActionLog(clock, self._log_throttle, self._refresher.kick if self._refresher else None)
         # RFC 006 provider (sessions other agents open with us), the
         # session-scoped calls we make ourselves (provisional correlation) and
         # our session-control requests awaiting their answer.
         self._session_routing = SessionRouting(catalog, policy, entropy, config.connection.default_ttl_ms,
-                                               self._send)
+                                               self._send, delegation_fresh=self._delegation_fresh)
         self.sessions = self._session_routing.provider
         self.session_calls = self._session_routing.calls
         self.controls = self._session_routing.controls
@@ -212,7 +214,7 @@ class Daemon(InboundDispatch):
         never loads it."""
         if self._executor is not None:
             return self._executor
-        global _Execute, _Cancel, _Audit
+        global _Execute, _Cancel, _Audit, _FetchStatus
         from .serving import ACTION_CLASSES, ServingHalf
 
         key_resolver, params, policy, handlers, sealer = self._serving_args
@@ -220,7 +222,7 @@ class Daemon(InboundDispatch):
                            sessions=self.sessions, store=self._store, key_resolver=key_resolver, params=params,
                            policy=policy, handlers=handlers, sealer=sealer, apply=self._apply,
                            throttle=self._log_throttle)
-        _Execute, _Cancel, _Audit = ACTION_CLASSES
+        _Execute, _Cancel, _Audit, _FetchStatus = ACTION_CLASSES
         self._serving, self._store = half, half.store
         if half.durable is not None and half.holds is not None:
             self.durable, self._holds = half.durable, half.holds
@@ -262,6 +264,50 @@ class Daemon(InboundDispatch):
     @property
     def deleg_service(self) -> DelegationService:
         return self._served().deleg_service
+
+    def _delegation_fresh(self, entry: Any, now: int) -> None:
+        """RFC 006 §7.3 on resume: each credential a cached delegation
+        fingerprint names is checked against the revocation store and the
+        publisher's status (3004 revoked, 5002 no fresh status in strict mode)."""
+        links = entry.get("links")
+        if type(links) is not list or not links:
+            raise AmpError(5002, "a cached delegation cannot be re-checked here")
+        checker = self._served().verifier.revocations
+        for link in links:
+            checker.check_key((link[0], link[1]), now)
+
+    def _noting_delegation(self, actions: list[Any], now: int) -> list[Any]:
+        """A session-scoped invoke that starts on a delegation chain: the
+        session caches the chain's fingerprint (re-checked on resume, §7.3)."""
+        for action in actions:
+            if type(action) is _Execute and action.job.delegation_links and action.job.session is not None:
+                sid = action.job.session.get("session_id")
+                if type(sid) is bytes:
+                    actions = actions + self.sessions.note_delegation(sid, action.job.delegation_links, now)
+        return actions
+
+    def _stale_session_links(self, inbound: Any, now: int) -> list[tuple[str, str]]:
+        if self._refresher is None or self._executor is None:
+            return []
+        cache = self.revocation_status
+        return self._session_routing.stale_links(inbound, lambda key: cache.get(key, now) is not None)
+
+    def _ask_then_control(self, link: Link, inbound: Any, keys: list[tuple[str, str]]) -> None:
+        """Handle the session control ``inbound`` once the publisher was asked about ``keys``."""
+        assert self._nursery is not None and self._refresher is not None
+        self._nursery.start_soon(self._control_after_asking, link, inbound, keys)
+
+    async def _control_after_asking(self, link: Link, inbound: Any, keys: list[tuple[str, str]]) -> None:
+        assert self._refresher is not None
+        await self._refresher.ask_now(keys)
+        self._apply(self.sessions.handle(inbound, link, self.clock.wall_ms()))
+
+    def status_settled(self, key: tuple[str, str]) -> None:
+        """The publisher was asked about ``key`` (answered or not): decide
+        the invokes that waited for it (peer/status_wait.py)."""
+        if self._executor is not None:
+            now = self.clock.wall_ms()
+            self._apply(self._noting_delegation(self._executor.status_settled(key, now), now))
 
     # ================================================================ life
 
@@ -497,6 +543,9 @@ class Daemon(InboundDispatch):
                 self._lines.log(action)
             elif kind is _Audit:
                 self._lines.audit(action)
+            elif kind is _FetchStatus:  # a delegated invoke waits for the publisher (R20)
+                assert self._refresher is not None
+                self._refresher.fetch(action.keys)
         if self._half_closed:
             self._close_answered()
         self._rearm()

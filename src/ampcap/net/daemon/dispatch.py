@@ -96,6 +96,12 @@ class _Host(Protocol):
 
     def _on_message(self, link: Link, event: MessageReceived) -> None: ...
 
+    def _noting_delegation(self, actions: list[Any], now: int) -> list[Any]: ...
+
+    def _stale_session_links(self, inbound: Any, now: int) -> list[tuple[str, str]]: ...
+
+    def _ask_then_control(self, link: Link, inbound: Any, keys: list[tuple[str, str]]) -> None: ...
+
 
 class InboundDispatch:
     """Connection events and inbound messages, routed (see the module docstring)."""
@@ -156,8 +162,10 @@ class InboundDispatch:
             executor = self._executor or self._serve_half()  # the attribute, not the property: per message
             body = inbound.body
             # Only an invoke that names a session is checked as one (net/features/session_routing.py).
-            if ((type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id)) \
-                    and self._session_routing.refuse_invoke(link, inbound, executor, now):
+            if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
+                if self._session_routing.refuse_invoke(link, inbound, executor, now):
+                    return
+                self._apply(self._noting_delegation(executor.handle(inbound, link, now), now))
                 return
             self._apply(executor.handle(inbound, link, now))
             return
@@ -180,6 +188,10 @@ class InboundDispatch:
                 self._send(link, error_reply(env, violation, encrypt=inbound.decrypted))
             return
         if typ == _REQUEST and is_control(typ, inbound.body):  # RFC 006 §5.1 (A.14: no sess_v, not ours)
+            stale = self._stale_session_links(inbound, now)
+            if stale:  # a resume re-checks its cached delegations: ask the publisher first (§7.3, R20)
+                self._ask_then_control(link, inbound, stale)
+                return
             self._apply(self.sessions.handle(inbound, link, now))
             return
         if typ == _DECLARE and env.reply_to is None:

@@ -74,13 +74,20 @@ class StreamConnector(Dialer, Protocol):
 
 class RevocationPort(Dialer, Protocol):
     """What the R20 revocation refresher needs: a link to the publisher,
-    a request on it, and the status cache it refreshes."""
+    a request on it, the status cache it refreshes, the clock that cache is
+    read by, and :meth:`status_settled` to hand a key back to the invokes
+    that wait for it."""
 
     @property
     def calls(self) -> Calls: ...
 
     @property
     def revocation_status(self) -> StatusCache: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def status_settled(self, key: tuple[str, str]) -> None: ...
 
 
 class InboundPort(Protocol):

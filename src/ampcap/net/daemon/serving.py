@@ -41,6 +41,7 @@ from ...peer.limits import InFlightLimits
 from ...peer.logthrottle import LogThrottle
 from ...peer.policy import Policy
 from ...peer.sealing import Sealer
+from ...peer.status_wait import FetchStatus
 from ...session.provider import SessionProvider
 from ...store import StateStore
 from ...store.delegation import DelegationStore
@@ -58,7 +59,7 @@ __all__ = ["ServingHalf"]
 log = logging.getLogger("ampcap.daemon")
 
 # The executor's action classes the daemon's _apply tells apart by identity.
-ACTION_CLASSES = (executor_module.Execute, executor_module.Cancel, executor_module.Audit)
+ACTION_CLASSES = (executor_module.Execute, executor_module.Cancel, executor_module.Audit, FetchStatus)
 
 
 class ServingHalf:
@@ -95,7 +96,8 @@ class ServingHalf:
         # Terminal replies are sealed by the executor, once: a retry gets the same bytes (R8).
         self.executor = executor_module.Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
                                                  limits=limits, config=config.executor, seal=sealer,
-                                                 delegation=self.verifier, journal=self.store.durable)
+                                                 delegation=self.verifier, journal=self.store.durable,
+                                                 fetch_statuses=publisher is not None)
         self.durable: DurableState | None = None
         self.holds: Callable[[list[Any]], bool] | None = None  # which action lists the durable state holds
         if self.store.durable:

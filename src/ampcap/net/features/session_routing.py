@@ -24,7 +24,7 @@ reply. Refusals are sent through the daemon's ``send``: one ERROR each.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from msgspec.structs import replace as replace_struct
@@ -56,11 +56,14 @@ class SessionRouting:
     dispatch (see the module docstring)."""
 
     def __init__(self, catalog: Catalog, policy: Policy, entropy: Callable[[int], bytes], reply_ttl_ms: int,
-                 send: Callable[[Any, Outbound], None]) -> None:
-        """``send``: the daemon's, where refusals go."""
+                 send: Callable[[Any, Outbound], None],
+                 delegation_fresh: Callable[[Mapping[str, Any], int], None] | None = None) -> None:
+        """``send``: the daemon's, where refusals go. ``delegation_fresh``:
+        re-checks a cached delegation fingerprint on resume (3004, 5002)."""
         self.provider = SessionProvider(can_serve=lambda cid: catalog.get(cid) is not None,
                                         canonical=catalog.canonical_name, authorized=policy.caller_allowed,
-                                        entropy=entropy, config=ProviderConfig(reply_ttl_ms=reply_ttl_ms))
+                                        entropy=entropy, config=ProviderConfig(reply_ttl_ms=reply_ttl_ms),
+                                        delegation_fresh=delegation_fresh)
         self.calls = RequestTracker()
         self.controls = ControlRequests()  # our session-control requests awaiting their answer
         self._entropy = entropy
@@ -90,6 +93,25 @@ class SessionRouting:
             self._send(link, error_reply(env, err, encrypt=inbound.decrypted))
             return True
         return False
+
+    def stale_links(self, inbound: Any, fresh: Callable[[tuple[str, str]], bool]) -> list[tuple[str, str]]:
+        """For a session-control REQUEST: when it resumes a session whose
+        record caches delegation fingerprints, the (delegator,
+        delegation_id) pairs among them whose status is not ``fresh``
+        (the edge asks the publisher before the resume is decided)."""
+        body = inbound.body
+        if type(body) is not dict or body.get("op") != "resume":
+            return []
+        sid = body.get("session_id")
+        record = self.provider.sessions.get(sid) if type(sid) is bytes else None
+        if record is None:
+            return []
+        wanted: dict[tuple[str, str], None] = {}
+        for entry in record.delegation_cache:
+            for link in entry.get("links") or ():
+                if type(link) is list and len(link) == 2 and not fresh((link[0], link[1])):
+                    wanted[(link[0], link[1])] = None
+        return list(wanted)
 
     def refuse_reply(self, link: Any, inbound: Any, serving: Executor | None) -> bool:
         """For a reply (CAP_RESULT, ERROR, a provisional message, ...): True

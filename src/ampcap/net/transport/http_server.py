@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -45,6 +45,7 @@ import h11
 import trio
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, Request
+from wsproto.utilities import RemoteProtocolError as WsProtocolError
 
 from ...display import shown
 from ...errors import AmpError, MessageTooLarge
@@ -100,7 +101,7 @@ class HttpConfig:
     max_pending_messages: int = 1024  # per principal, before POSTs are refused with 429
     max_pending_bytes: int = 16 << 20  # per principal
     max_pending_total: int = 64 << 20  # all principals
-    max_bodies_total: int = 64 << 20  # request bodies being read at once, all connections (503 beyond)
+    max_bodies_total: int = 64 << 20  # body bytes arrived and not yet handled, all connections (503 beyond)
     ws_ping_interval_s: float = 30.0  # a WebSocket silent this long gets a Ping (§5.3 keepalive)
     ws_pong_timeout_s: float = 10.0  # ... and is closed when nothing answers within this
 
@@ -207,10 +208,18 @@ class HttpFront:
             except trio.TooSlowError:
                 return
             except h11.RemoteProtocolError as exc:
-                await _refuse_malformed(conn, stream, exc)
+                await _refuse_malformed(conn, stream, exc, self.config.max_header_bytes)
                 return
             if type(event) is not h11.Request:
                 return  # ConnectionClosed, or the peer hung up
+            # h11 bounds only a head still arriving: one that came whole in a
+            # single read is checked here, so the limit is the same either way.
+            if _head_size(event) > self.config.max_header_bytes:
+                status = 414 if len(event.target) > self.config.max_header_bytes // 2 else 431
+                await _respond(conn, stream, status, 1001, "request head exceeds this server's "
+                               f"{self.config.max_header_bytes}-byte limit", close=True)
+                await _linger(stream)
+                return
             self.requests += 1
             try:
                 with trio.fail_after(self.config.request_timeout_s):
@@ -218,9 +227,12 @@ class HttpFront:
             except trio.TooSlowError:
                 return
             except h11.RemoteProtocolError as exc:
-                await _refuse_malformed(conn, stream, exc)
+                await _refuse_malformed(conn, stream, exc, self.config.max_header_bytes)
                 return
-            if upgraded:
+            if upgraded is not None:
+                # The WebSocket runs outside the request timeout: it lives
+                # until either side closes it or keepalive fails (§5.3).
+                await upgraded()
                 return
             if conn.their_state is not h11.DONE:
                 await _linger(stream)  # a body we refused unread: let the client finish sending it
@@ -229,8 +241,10 @@ class HttpFront:
                 return
             conn.start_next_cycle()
 
-    async def _route(self, conn: h11.Connection, stream: trio.abc.Stream, request: h11.Request) -> bool:
-        """Answer one request; True when the connection became a WebSocket."""
+    async def _route(self, conn: h11.Connection, stream: trio.abc.Stream,
+                     request: h11.Request) -> Callable[[], Awaitable[None]] | None:
+        """Answer one request; when the connection became a WebSocket, the
+        session to run on it (the caller runs it without a deadline)."""
         target = request.target.decode("ascii", "replace")
         path, _, query = target.partition("?")
         headers = {name.lower(): value for name, value in request.headers}
@@ -252,7 +266,7 @@ class HttpFront:
         except _Refused as refused:
             await _respond(conn, stream, refused.status, refused.code, refused.message, close=refused.close,
                            max_size=self.max_msg_size)
-        return False
+        return None
 
     # ---------------------------------------------------------------- POST
 
@@ -292,15 +306,23 @@ class HttpFront:
         principal = self._principal(headers, required=False)
         # Without a token only a HELLO is acceptable: a few hundred bytes, not max_msg_size.
         limit = self.max_msg_size if principal is not None else _UNAUTHENTICATED_BODY
-        declared = headers.get(b"content-length", b"").strip()
-        reserve = int(declared) if declared.isdigit() and int(declared) <= limit else limit
-        if self._body_bytes + reserve > self.config.max_bodies_total:
-            raise _Refused(503, 2003, "too many request bodies arriving at once; retry shortly", close=True)
-        self._body_bytes += reserve  # bodies being read, all connections together
+        # The total of bodies being read counts the bytes that did arrive, not
+        # what a Content-Length promises: a declared 16 MiB sent a byte at a
+        # time holds one byte, so a few slow senders cannot refuse everyone
+        # else (issue 38). What arrives is held in memory, so it is bounded.
+        held = 0
+
+        def account(size: int) -> None:
+            nonlocal held
+            if self._body_bytes + size > self.config.max_bodies_total:
+                raise _Refused(503, 2003, "too many request bodies arriving at once; retry shortly", close=True)
+            self._body_bytes += size
+            held += size
+
         try:
-            data = await _read_body(conn, stream, limit, headers)
+            data = await _read_body(conn, stream, limit, headers, account)
         finally:
-            self._body_bytes -= reserve
+            self._body_bytes -= held
         now = self.daemon.clock.wall_ms()
         try:
             inbound = self.daemon.pipeline.check(data, now)
@@ -412,26 +434,40 @@ class HttpFront:
     # ----------------------------------------------------------- WebSocket
 
     async def _websocket(self, conn: h11.Connection, stream: trio.abc.Stream, request: h11.Request,
-                         headers: dict[bytes, bytes]) -> bool:
+                         headers: dict[bytes, bytes]) -> Callable[[], Awaitable[None]]:
+        """The upgrade handshake (under the request timeout); returns the
+        session, which the caller runs for as long as the WebSocket lives."""
         if headers.get(b"upgrade", b"").lower() != b"websocket":
             raise _Refused(426, 1001, "this endpoint is a WebSocket (RFC 002 §5.1)", close=True)
         principal = self._principal(headers, required=False)
         theirs = _size_header(headers)
         size = max(MIN_MAX_SIZE, min(self.max_msg_size, theirs)) if theirs else self.max_msg_size
         ws = WSConnection(ConnectionType.SERVER)
-        ws.initiate_upgrade_connection(list(request.headers), request.target)
-        handshake = next(iter(ws.events()), None)
+        try:
+            ws.initiate_upgrade_connection(list(request.headers), request.target)
+            handshake = next(iter(ws.events()), None)
+        except (WsProtocolError, ValueError) as exc:
+            # A missing or wrong Sec-WebSocket-* header, or one that is not
+            # ASCII (wsproto raises UnicodeDecodeError): both found by fuzzing.
+            hint = getattr(getattr(exc, "event_hint", None), "status_code", 400)
+            raise _Refused(hint if hint in (400, 426) else 400, 1001, f"not a valid WebSocket upgrade: {exc}",
+                           close=True) from None
         if type(handshake) is not Request:
             raise _Refused(400, 1001, "not a valid WebSocket upgrade", close=True)
         if WS_SUBPROTOCOL not in handshake.subprotocols:
             # Appendix A.3: no amp.v1, no WebSocket.
             await stream.send_all(ws.send(RejectConnection(status_code=400, headers=[(b"x-amp-error-code", b"1001")])))
-            return True
+            return _nothing
         await stream.send_all(ws.send(AcceptConnection(
             subprotocol=WS_SUBPROTOCOL, extra_headers=[(MAX_SIZE_HEADER.lower().encode(), str(size).encode())])))
         trailing, _ = conn.trailing_data
         if trailing:
             ws.receive_data(bytes(trailing))
+        return functools.partial(self._ws_session, stream, ws, principal, size)
+
+    async def _ws_session(self, stream: trio.abc.Stream, ws: WSConnection, principal: str | None,
+                          size: int) -> None:
+        """One accepted WebSocket, run by the ordinary connection driver."""
         daemon = self.daemon
         connection = daemon.server_connection(peer_did=principal, framing=Framing.RAW, raw_hello=True,
                                               max_msg_size=size)
@@ -451,7 +487,10 @@ class HttpFront:
                                                  timeout_s=self.config.ws_pong_timeout_s))
             await daemon.serve_driver(driver)
             nursery.cancel_scope.cancel()
-        return True
+
+
+async def _nothing() -> None:
+    """The session of an upgrade refused during its handshake."""
 
 
 async def _next_event(conn: h11.Connection, stream: trio.abc.Stream) -> Any:
@@ -468,12 +507,32 @@ async def _next_event(conn: h11.Connection, stream: trio.abc.Stream) -> Any:
         conn.receive_data(bytes(data))
 
 
-async def _refuse_malformed(conn: h11.Connection, stream: trio.abc.Stream, exc: h11.RemoteProtocolError) -> None:
-    """A request h11 could not parse (its head, or later its body): the
-    status h11 suggests, AMP 1001, and the connection closed, if a response
-    is still ours to send."""
-    if conn.our_state is h11.SEND_RESPONSE:
-        await _respond(conn, stream, exc.error_status_hint, 1001, f"malformed HTTP request: {exc}", close=True)
+async def _refuse_malformed(conn: h11.Connection, stream: trio.abc.Stream, exc: h11.RemoteProtocolError,
+                            max_head: int) -> None:
+    """A request h11 could not parse (its head, or later its body): 400 (414
+    for a request line past the head limit, 431 for a head past it), AMP
+    1001, and the connection closed, if a response is still ours to send.
+    h11 can still send one after the client's error, even before a Request
+    (our state IDLE). The rest of what the client sends is read and dropped
+    first: closing on unread bytes would reset the connection and lose the
+    answer."""
+    if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+        return
+    status, message = 400, f"malformed HTTP request: {exc}"
+    if exc.error_status_hint == 431:  # h11: a head still incomplete past max_incomplete_event_size
+        buffered, _ = conn.trailing_data
+        first_line = buffered.split(b"\n", 1)
+        status = 414 if len(first_line) == 1 or len(first_line[0]) > max_head // 2 else 431
+        message = (f"request target exceeds this server's {max_head // 2}-byte limit" if status == 414 else
+                   f"request head exceeds this server's {max_head}-byte limit")
+    await _respond(conn, stream, status, 1001, message, close=True)
+    await _linger(stream)
+
+
+def _head_size(request: h11.Request) -> int:
+    """About how many bytes the request head took (the line and each header,
+    with their separators)."""
+    return len(request.method) + len(request.target) + 12 + sum(len(n) + len(v) + 4 for n, v in request.headers)
 
 
 async def _linger(stream: trio.abc.Stream, *, seconds: float = 2.0, limit: int = 128 << 20) -> None:
@@ -504,17 +563,19 @@ def _size_header(headers: dict[bytes, bytes]) -> int | None:
 
 
 async def _read_body(conn: h11.Connection, stream: trio.abc.Stream, limit: int,
-                     headers: dict[bytes, bytes]) -> bytes:
+                     headers: dict[bytes, bytes], account: Callable[[int], None]) -> bytes:
     """The request body, refused with 413 past ``limit`` (from Content-Length
-    before reading, or as it arrives)."""
+    before reading, or as it arrives); ``account(n)`` is told of each ``n``
+    bytes kept (it may refuse them)."""
     length = headers.get(b"content-length")
     if length is not None and length.strip().isdigit() and int(length) > limit:
         raise _Refused(413, 1001, f"body of {int(length)} bytes exceeds this agent's {limit}-byte maximum",
                        close=True)
-    return await _drain_body(conn, stream, limit)
+    return await _drain_body(conn, stream, limit, account)
 
 
-async def _drain_body(conn: h11.Connection, stream: trio.abc.Stream, limit: int) -> bytes:
+async def _drain_body(conn: h11.Connection, stream: trio.abc.Stream, limit: int,
+                      account: Callable[[int], None] | None = None) -> bytes:
     parts: list[bytes] = []
     size = 0
     while True:
@@ -523,6 +584,8 @@ async def _drain_body(conn: h11.Connection, stream: trio.abc.Stream, limit: int)
             size += len(event.data)
             if size > limit:
                 raise _Refused(413, 1001, f"body exceeds this agent's {limit}-byte maximum", close=True)
+            if account is not None:
+                account(len(event.data))
             parts.append(bytes(event.data))
         elif type(event) is h11.EndOfMessage:
             return b"".join(parts)
@@ -533,7 +596,7 @@ async def _drain_body(conn: h11.Connection, stream: trio.abc.Stream, limit: int)
 async def _respond(conn: h11.Connection, stream: trio.abc.Stream, status: int, code: int | None,
                    message: str = "", *, body: bytes | None = None, close: bool = False,
                    max_size: int | None = None) -> None:
-    if conn.our_state is not h11.SEND_RESPONSE:
+    if conn.our_state not in (h11.SEND_RESPONSE, h11.IDLE):  # IDLE: a malformed head, answered anyway
         return
     headers: list[tuple[str, str]] = []
     if body is None:

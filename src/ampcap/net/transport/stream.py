@@ -506,8 +506,10 @@ class ConnectionDriver:
 
 
 def _broken_reason(exc: BaseException, default: str) -> str:
-    """Why a stream broke, for the ConnectionTerminated reason (a TLS failure says so)."""
-    return tls_failure(exc) or default
+    """Why a stream broke, for the ConnectionTerminated reason (a TLS failure
+    says so; a stream that knows why it ended has a ``reason``)."""
+    reason = getattr(exc, "reason", None)
+    return tls_failure(exc) or (reason if type(reason) is str else default)
 
 
 async def open_stream(url: AmpUrl, *, ssl_context: ssl.SSLContext | None = None,

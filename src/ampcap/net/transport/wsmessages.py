@@ -27,6 +27,7 @@ be far larger than the bytes that carried it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import trio
@@ -45,6 +46,7 @@ from wsproto.events import (
 )
 from wsproto.utilities import RemoteProtocolError as WsProtocolError
 
+from ...display import shown
 from ...errors import AmpError
 from ...wire.httpmap import (
     MAX_SIZE_HEADER,
@@ -57,8 +59,20 @@ from .url import WS_PATH
 
 __all__ = ["WsMessageStream", "client_handshake"]
 
+log = logging.getLogger("ampcap.http")
+
 _READ = 64 * 1024
+WS_PROTOCOL_ERROR = 1002  # RFC 6455 §7.4.1; RFC 002 §5.4
 CloseReason = Callable[[], tuple[int, str]]
+
+
+class WsRefused(trio.BrokenResourceError):
+    """Input ended because we closed the WebSocket for what the peer sent
+    (its ``reason`` is the connection's reason for ending)."""
+
+    @property
+    def reason(self) -> str:
+        return str(self)
 
 
 class WsMessageStream(trio.abc.Stream):
@@ -97,6 +111,8 @@ class WsMessageStream(trio.abc.Stream):
                 await self._handle_events()
                 self._ended = True
         if not self._in:
+            if self.refused is not None:  # the connection's log says why, not "peer closed"
+                raise WsRefused(f"WebSocket closed {self.refused[0]}: {self.refused[1]}")
             return b""
         size = len(self._in) if max_bytes is None else min(max_bytes, len(self._in))
         chunk = bytes(self._in[:size])
@@ -107,7 +123,7 @@ class WsMessageStream(trio.abc.Stream):
         try:
             events = list(self._ws.events())
         except WsProtocolError as exc:
-            await self._refuse(1002, f"WebSocket framing: {exc}")
+            await self._refuse(WS_PROTOCOL_ERROR, f"WebSocket protocol error: {exc}")
             return
         for event in events:
             if self._ended:
@@ -129,6 +145,13 @@ class WsMessageStream(trio.abc.Stream):
             elif type(event) is Ping:
                 await self._write(self._ws.send(event.response()))
             elif type(event) is CloseConnection:
+                if self._ws.state is ConnectionState.OPEN:
+                    # wsproto reports a frame it cannot accept (unmasked,
+                    # a reserved opcode, a close reason that is not UTF-8...)
+                    # as a close event while the connection is still open:
+                    # that is the peer's protocol error, not its close.
+                    await self._refuse(WS_PROTOCOL_ERROR, f"WebSocket protocol error: {event.reason}")
+                    return
                 self.peer_closed = (event.code, event.reason)
                 if self._ws.state is ConnectionState.REMOTE_CLOSING:
                     await self._write(self._ws.send(event.response()))
@@ -137,6 +160,7 @@ class WsMessageStream(trio.abc.Stream):
 
     async def _refuse(self, code: int, reason: str) -> None:
         """Close with ``code`` for something the peer sent; input ends."""
+        log.info("WebSocket closed %d for what the peer sent: %s", code, shown(reason, 200))
         self.refused = (code, reason)
         self._ended = True
         self._parts, self._part_size = [], 0
