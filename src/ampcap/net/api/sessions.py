@@ -95,9 +95,12 @@ class Session:
 
     async def invoke(self, capability: str, *, version: str | None = None, params: Any = None,
                      timeout: float = 60.0, on_progress: Callable[[int | None, str | None], Any] | None = None,
-<<<<<<< HEAD:src/ampcap/net/api/sessions.py
-                     on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None) -> Any:
-        """A session-scoped CAP_INVOKE; a pinned ``capability`` runs its pinned version."""
+                     on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None,
+                     delegation: Any = None) -> Any:
+        """A session-scoped CAP_INVOKE; a pinned ``capability`` runs its pinned
+        version. ``delegation``: on a delegator's behalf, as in
+        :meth:`Remote.invoke` (the provider caches the chain's fingerprint
+        and re-checks its revocation when the session is resumed)."""
         if version is not None:  # the caller's mistake: ValueError, not the peer's 4001 (docs/python-api.md)
             from ...caps.semver import Version
 
@@ -105,19 +108,11 @@ class Session:
                 Version.parse(version)
             except AmpError as exc:
                 raise ValueError(f"version={version!r}: {exc.message}") from None
-=======
-                     on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None,
-                     delegation: Any = None) -> Any:
-        """A session-scoped CAP_INVOKE; a pinned ``capability`` runs its pinned
-        version. ``delegation``: on a delegator's behalf, as in
-        :meth:`Remote.invoke` (the provider caches the chain's fingerprint
-        and re-checks its revocation when the session is resumed)."""
         evidence = None
         if delegation is not None:
-            from ..deleg.chain import evidence_body  # only a delegated call loads the RFC 005 model
+            from ...deleg.chain import evidence_body  # only a delegated call loads the RFC 005 model
 
             evidence = evidence_body(delegation)
->>>>>>> http38:src/ampcap/net/sessions.py
         body = self.client.invoke_body(capability, {} if params is None else params, version=version)
         target: Any = body["id"] if "id" in body else (body["capability"], body["version"])
         timeout_ms = max(1, int(timeout * 1000))
