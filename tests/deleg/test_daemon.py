@@ -253,7 +253,7 @@ async def test_a_publisher_that_does_not_answer_in_time_is_5002() -> None:
     """The publisher accepts connections and never speaks: the invoke is
     refused 5002 once the daemon's short bound passes (not left waiting for
     the caller's own timeout, which would be 5003)."""
-    from ampcap.net.daemon import DaemonConfig
+    from ampcap.net.daemon.core import DaemonConfig
 
     alice, bob = new_identity(), new_identity()
     async with trio.open_nursery() as nursery:
@@ -305,7 +305,7 @@ async def test_rfc006_a9_a10_a_resumed_session_rechecks_its_cached_delegation() 
     record; resuming the session re-checks those credentials with the real
     publisher: revoked there meanwhile is 3004 (A.9); the publisher gone, in
     strict mode, 5002 (A.10)."""
-    from ampcap.net.daemon import DaemonConfig
+    from ampcap.net.daemon.core import DaemonConfig
 
     alice, bob = new_identity(), new_identity()
     publisher = make_peer({})

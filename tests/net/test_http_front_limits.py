@@ -20,8 +20,8 @@ from wsproto.events import AcceptConnection, CloseConnection, Request
 
 import ampcap
 from ampcap.caps.demo import demo_manifest
-from ampcap.net.http_server import HttpConfig, HttpFront
-from ampcap.net.peer import Peer, Server
+from ampcap.net.transport.http_server import HttpConfig, HttpFront
+from ampcap.net.api.peer import Peer, Server
 from ampcap.wire.bearer import mint
 from ampcap.wire.envelope import seal
 from ampcap.wire.identity import Identity

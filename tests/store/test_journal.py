@@ -257,10 +257,10 @@ def test_a_version_1_database_opens_migrated_and_its_records_restore(tmp_path: P
 
     store = StateStore.open(tmp_path)
     journal = SqliteJournal(store)
-    assert store.query("SELECT version FROM schema_versions WHERE component = 'journal'") == [(3,)]
+    assert store.query("SELECT version FROM schema_versions WHERE component = 'journal'") == [(4,)]
     # Version 3 rebuilt the table in portable SQL (no WITHOUT ROWID), rows kept.
     [(sql,)] = store.query("SELECT sql FROM sqlite_master WHERE name = 'invoke_journal'")
-    assert "WITHOUT ROWID" not in sql and "lease_until" in sql
+    assert "WITHOUT ROWID" not in sql and "lease_until" in sql and "session" in sql
     loaded = {r.state: r for r in journal.load(T0)}
     assert loaded[JournalState.DONE] == done and loaded[JournalState.RUNNING] == running
     assert not loaded[JournalState.RUNNING].encrypted and loaded[JournalState.RUNNING].thread_id is None
@@ -280,7 +280,7 @@ def test_a_version_1_database_opens_migrated_and_its_records_restore(tmp_path: P
 
 
 def test_a_session_scoped_invoke_interrupted_by_a_restart_gets_its_session_back() -> None:
-    """The journal keeps the invoke's body.session (version 3): the 5002 it
+    """The journal keeps the invoke's body.session (version 4): the 5002 it
     seals after a restart carries it, as every reply to that invoke does."""
     context = {"session_id": bytes(range(16)), "session_scope": True}
     running = _interrupted(message(ALICE, INVOKE, {**SLEEP, "session": context}, T0))

@@ -351,7 +351,7 @@ async def test_a_state_database_from_the_previous_version_opens_and_restores(tmp
         assert cut.envelope.body["error"]["code"] == 5002 and cut.envelope.enc is None
         db = sqlite3.connect(state / "state.sqlite3")
         try:
-            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (3,)
+            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (4,)
             columns = {r[1] for r in db.execute("PRAGMA table_info(invoke_journal)")}
             assert columns >= {"encrypted", "thread_id", "session"}
         finally:
@@ -399,6 +399,6 @@ async def test_after_kill_9_a_session_scoped_invoke_gets_a_5002_with_its_session
         assert [t.raw for t in await _exchange(third.url, ident, wire, env)] == [cut.raw]
         db = sqlite3.connect(state / "state.sqlite3")
         try:
-            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (3,)
+            assert db.execute("SELECT version FROM schema_versions WHERE component = 'journal'").fetchone() == (4,)
         finally:
             db.close()

@@ -62,8 +62,8 @@ def http(data: bytes) -> None:
 
 async def _http(data: bytes) -> None:
     from ampcap.caps.demo import demo_manifest
-    from ampcap.net.http_server import HttpConfig, HttpFront
-    from ampcap.net.peer import Peer
+    from ampcap.net.transport.http_server import HttpConfig, HttpFront
+    from ampcap.net.api.peer import Peer
 
     peer = Peer(SERVER, manifest=demo_manifest())
     async with peer._running() as daemon:
@@ -177,7 +177,7 @@ async def _websocket(data: bytes) -> None:
     from wsproto import ConnectionType, WSConnection
     from wsproto.events import AcceptConnection, Request
 
-    from ampcap.net.wsmessages import WsMessageStream, WsRefused
+    from ampcap.net.transport.wsmessages import WsMessageStream, WsRefused
 
     limit = 1 << 16
     client, server = trio.testing.memory_stream_pair()

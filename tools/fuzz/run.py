@@ -37,9 +37,9 @@ with atheris.instrument_imports(include=["ampcap"]):
     import ampcap.dump.render  # noqa: F401
     import ampcap.dump.session  # noqa: F401
     import ampcap.dump.streams  # noqa: F401
-    import ampcap.net.http_server  # noqa: F401
-    import ampcap.net.peer  # noqa: F401
-    import ampcap.net.wsmessages  # noqa: F401
+    import ampcap.net.transport.http_server  # noqa: F401
+    import ampcap.net.api.peer  # noqa: F401
+    import ampcap.net.transport.wsmessages  # noqa: F401
     import ampcap.schema.engine  # noqa: F401
     import ampcap.session.provider  # noqa: F401
     import ampcap.wire.bearer  # noqa: F401

@@ -20,6 +20,7 @@ from .dedupe import InvokeKey
 from .delegated import Audit
 from .journal import Persist
 from .outbound import Log, Send
+from .status_wait import FetchStatus
 
 __all__ = ["Job", "Execute", "Cancel", "Action"]
 
@@ -55,4 +56,4 @@ class Cancel(msgspec.Struct, frozen=True, kw_only=True):
     code: int
 
 
-Action = Send | Execute | Cancel | Log | Audit | Persist
+Action = Send | Execute | Cancel | Log | Audit | Persist | FetchStatus

@@ -55,7 +55,7 @@ import trio
 
 from ...caps.catalog import Catalog
 from ...display import MESSAGE_LIMIT, shown
-from ...errors import LocalProtocolError, MessageTooLarge
+from ...errors import AmpError, LocalProtocolError, MessageTooLarge
 from ...schema import load_schemas
 from ...peer.config import RELAY_DID, ConnectionConfig
 from ...peer.connection import Connection, Role
