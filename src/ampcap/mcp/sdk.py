@@ -68,10 +68,11 @@ class ToolError:
 
 
 def tool_error(result: Any) -> ToolError:
-    """The code of an ``isError`` result: a ``code`` (or ``error``) string
-    field of its structured content, else the first word of its text when
-    followed by ``:`` or a space (``NOT_FOUND: no such file``), after the
-    Python SDK's ``Error executing tool NAME:`` prefix."""
+    """The code and text of an ``isError`` result. The code: a ``code`` (or
+    ``error``) string field of its structured content, else the first word of
+    its text when followed by ``:`` or a space (``NOT_FOUND: no such file``).
+    The text: the tool's own, without the Python SDK's ``Error executing
+    tool NAME:`` prefix."""
     text = _text_parts(getattr(result, "content", ()) or ())
     structured = getattr(result, "structured_content", None)
     code: str | None = None
@@ -82,8 +83,11 @@ def tool_error(result: Any) -> ToolError:
                 break
         if not text:
             text = json.dumps(structured, ensure_ascii=False)[:500]
+    # The SDK's prefix repeats what the caller already knows (which tool
+    # failed): the tool's own text is what is kept and shown (said once).
+    text = _SDK_PREFIX_RE.sub("", text, count=1)
     if code is None:
-        m = _CODE_RE.match(_SDK_PREFIX_RE.sub("", text, count=1) + " ")
+        m = _CODE_RE.match(text + " ")
         code = m.group(1) if m else None
     return ToolError(code, text)
 
