@@ -86,6 +86,7 @@ async def test_ampcap_mcp_http_process(tmp_path: Path) -> None:
 @asynccontextmanager
 async def embedded(peers: Any, **options: Any) -> AsyncIterator[tuple[str, Any]]:
     """``ampcap.mcp.gateway(peers)`` served over HTTP in this process: (url, server)."""
+    options.setdefault("underscore", False)  # these tests name the tools by their capability names
     async with ampcap.mcp.gateway(peers, identity=new_identity(), **options) as server:
         async with trio.open_nursery() as nursery:
             url = await nursery.start(ampcap.mcp.serve_http, server, "127.0.0.1", 0)

@@ -28,7 +28,7 @@ from ..errors import AmpError
 from ..decoders import json_loads
 from ..peer.config import RELAY_DID, rust_example_config
 from ..wire.cbor import MAX_BIGNUM_BYTES, UINT64_MAX
-from ..files.identity import default_identity_path
+from ..files.identity import default_caller_path
 from .argtypes import MAX_SECONDS, did, seconds, semver, semver_range
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
@@ -50,8 +50,8 @@ def register(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
     common.add_argument("--identity", type=Path, default=None, metavar="FILE",
-                        help=f"identity key file (default {default_identity_path()}; the default file is "
-                             "created if missing, a file given here must exist)")
+                        help=f"identity key file (default {default_caller_path()}, the callers' own, apart "
+                             "from the daemon's; created if missing, a file given here must exist)")
     common.add_argument("--peer-did", default=None, metavar="DID", type=did,
                         help="refuse the connection unless the daemon proves this DID")
     common.add_argument("--timeout", type=seconds(unlimited=True), default=None, metavar="S",
@@ -154,7 +154,7 @@ def _run(args: argparse.Namespace, call: Any) -> int:
         # Its raw framing has no HELLO, so nothing would tell us whom to address.
         raise UsageError("--compat rust-example needs --peer-did DID (the daemon's DID), or --to DID with a relay URL")
     ssl_context = tls_client_context(args, [args.url])
-    identity = load_or_create_identity(args.identity)  # after the checks: a usage error creates no key file
+    identity = load_or_create_identity(args.identity, caller=True)  # after the checks: a usage error creates no key file
 
     config = DaemonConfig()
     if args.compat == "rust-example":
@@ -191,7 +191,7 @@ def _calls_itself(args: argparse.Namespace, did: str) -> str:
     """Why a call to our own DID is refused, and what to do instead."""
     target = (f"--to {did}" if args.to == did else f"--peer-did {did}" if args.peer_did == did
               else f"the agent at {args.url} ({did})")
-    key = f"from --identity {args.identity}" if args.identity else "from the default identity file"
+    key = f"from --identity {args.identity}" if args.identity else f"from the default caller file {default_caller_path()}"
     why = ("at the relay, the caller would take the target's place and its call would come back to itself"
            if args.to == did else "an agent does not call itself")
     return (f"{target} is this caller's own DID ({key}): caller and target share one identity, and {why}. "
