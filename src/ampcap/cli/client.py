@@ -79,6 +79,10 @@ def register(subparsers: Any) -> None:
     q.add_argument("--cursor", default=None, help="continue from a previous page's next_cursor")
     q.add_argument("--order", choices=ORDERS, default=None,
                    help="listing order of the versions (the daemon's default: newest-first)")
+    q.add_argument("--show-schema", action="store_true",
+                   help="also print each version's params and result JSON Schemas, fetched from the daemon "
+                        "(an ampcap daemon hands out the schemas its descriptors reference) and checked against "
+                        "the descriptor's hash")
     q.set_defaults(func=run_query)
 
     i = subparsers.add_parser("invoke", parents=[common], help="CAP_INVOKE: run a capability",
@@ -205,14 +209,30 @@ def run_query(args: argparse.Namespace) -> int:
     async def call(remote: Any) -> str:
         page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,
                                   order=args.order, timeout=args.timeout or 30.0)
+        schemas = ([await remote.schemas(d, timeout=args.timeout or 30.0) for d in page.capabilities]
+                   if args.show_schema else None)
         if args.json:
-            return _json({"capabilities": [d.to_wire() for d in page.capabilities], "next_cursor": page.next_cursor})
+            listed = [d.to_wire() for d in page.capabilities]
+            if schemas is not None:
+                for entry, (params, result) in zip(listed, schemas):
+                    entry["schemas"] = {"params": params, "result": result}
+            return _json({"capabilities": listed, "next_cursor": page.next_cursor})
         lines = [_describe(d) for d in page.capabilities]
+        if schemas is not None:
+            lines = [line + "".join(_schema_lines(which, schema) for which, schema in zip(("params", "result"), pair))
+                     for line, pair in zip(lines, schemas)]
         if page.next_cursor:
             lines.append(printable(f"(more: --cursor {page.next_cursor})"))
         return "\n".join(lines)
 
     return _run(args, call)
+
+
+def _schema_lines(which: str, schema: Any) -> str:
+    if schema is None:
+        return f"\n  {which} schema: not available (the peer does not hand it out; a --bundle would hold it)"
+    text = json_safe(json.dumps(schema, indent=2, ensure_ascii=False)).replace("\n", "\n    ")
+    return f"\n  {which} schema:\n    {text}"
 
 
 def _describe(d: Descriptor) -> str:

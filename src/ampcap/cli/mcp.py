@@ -131,7 +131,7 @@ def _tell_the_host(reason: str, status: int) -> int:
 
     print(f"ampcap mcp: {reason}", file=sys.stderr, flush=True)
     try:
-        from ..mcp.unavailable import serve_failure_stdio
+        from ..mcp.gateway_unavailable import serve_failure_stdio
     except ImportError:  # no SDK: nothing can speak MCP
         return status
     trio.run(serve_failure_stdio, reason)
@@ -193,11 +193,12 @@ def _print_config(args: argparse.Namespace) -> int:
 
         load_or_create_identity(None, caller=True)  # the host's first start finds the key there
     script = Path(sys.executable).with_name("ampcap")
+    head: list[str] = []
     found = shutil.which("ampcap")
     if script.exists():
-        command, head = str(script), []
+        command = str(script)
     elif found:
-        command, head = str(Path(found).resolve()), []
+        command = str(Path(found).resolve())
     else:
         command, head = str(Path(sys.executable).absolute()), ["-m", "ampcap.cli.main"]
     argv = [*head, "mcp", *args.urls, "--identity", str(identity)]

@@ -250,7 +250,11 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         from ..caps.bundle import SchemaStore
 
         store = SchemaStore([m.bundle for m in manifests], offline=True)
-    catalog = Catalog([spec for m in manifests for spec in m.capabilities], cursor_key=os.urandom(32))
+    from ..caps.artifacts import artifact_service
+
+    specs = [spec for m in manifests for spec in m.capabilities]
+    service, handlers = artifact_service(specs, store)  # the schemas our descriptors reference, by hash
+    catalog = Catalog(specs + service, cursor_key=os.urandom(32))
     connection = ConnectionConfig(framing=Framing.RAW if args.framing == "raw" else Framing.RFC002)
     if args.compat == "rust-example":
         connection = rust_example_config(connection)
@@ -267,7 +271,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     # One store for everything durable: credentials and revocations (RFC 005),
     # the invoke journal and the sessions (RFC 006).
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
-                    resolver=resolver, ssl_context=ssl_context, decrypt_with=secrets, store=state)
+                    handlers=handlers, resolver=resolver, ssl_context=ssl_context, decrypt_with=secrets, store=state)
     return daemon, host, port
 
 

@@ -28,10 +28,11 @@ progress token; a cancelled tools/call stops our wait, and the invoke's one
 terminal reply, when it comes, is dropped by the invoker.
 
 Schemas. RFC 004 descriptors carry schema *references*; the bytes come from
-local bundles (the Offline Registry Profile): ampcap's demo bundle is
-built in, more are given with ``bundles=``. A tool whose schema is not
-available locally gets a permissive object schema, and the peer's own
-validation answers (4004 from the peer, same text).
+local bundles (the Offline Registry Profile: ampcap's demo bundle is built
+in, more are given with ``bundles=``), else from the peer itself, which an
+ampcap peer hands out by hash (:mod:`ampcap.caps.artifacts`, fetched by the
+links). A tool whose schema neither has gets a permissive object schema,
+and the peer's own validation answers (4004 from the peer, same text).
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class Gateway:
         self.changes = 0  # how many times the tool set changed (tests and logs)
         for link in self.links:
             link.on_change = self._links_changed
+            link.local = store
         self.server = GatewayServer(name, version=__version__, on_list_tools=self._list_tools)
         # tools/call answers the result's wire form (a dict) rather than a
         # CallToolResult: the SDK validates and serialises a handler's
@@ -165,12 +167,12 @@ class Gateway:
         try:
             check = self._validator.compiled(descriptor.id, descriptor.input_schema)
             params_schema = self._store.load_json(descriptor.input_schema)
-        except AmpError:  # not in a local bundle: the peer validates
-            params_schema = None
+        except AmpError:  # not in a local bundle: the one the peer handed out, if any; the peer validates
+            params_schema = link.schema(descriptor.input_schema)
         try:
             result_schema = self._store.load_json(descriptor.output_schema)
         except AmpError:
-            result_schema = None
+            result_schema = link.schema(descriptor.output_schema)
         description = descriptor.notes or f"AMP capability {descriptor.id}"
         if len(self.links) > 1:
             description += f" (peer {link.label})"

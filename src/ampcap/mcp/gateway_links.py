@@ -19,6 +19,12 @@ whenever the set of descriptors it holds changed. The descriptors of a peer
 that went away are kept: a host keeps its tools through a restart of the
 peer, and calls answer 5002 until the link is back.
 
+Schemas: after each listing the link fetches the schema artifacts of the
+descriptors it does not know yet from the peer itself
+(:mod:`ampcap.caps.artifacts`: verified against the descriptor's hash; a peer
+without that extension answers 4002 once and is not asked again), and keeps
+them by hash across reconnects: :meth:`PeerLink.schema`.
+
 Listing everything uses the ampcap ``"*"`` extension of CAP_QUERY
 (:data:`ampcap.caps.bodies.EVERY_CAPABILITY`); for a peer without it, the
 gateway is given the capability names to list (``names``).
@@ -32,11 +38,13 @@ import random
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
 from ..caps.bodies import EVERY_CAPABILITY
-from ..caps.descriptor import Descriptor
+from ..caps.bundle import SchemaStore
+from ..caps.descriptor import Descriptor, SchemaRef
 from ..display import shown
 from ..errors import AmpError
 from ..net.daemon import DaemonConfig
@@ -57,6 +65,12 @@ CALLER_WAIT_S = 1.0  # how long a call waits for the redial it asked for
 PAGE_LIMIT = 1000  # ampcap's largest page: a big peer lists in few round trips
 QUERY_TIMEOUT_S = 10.0
 NOT_FOUND = 4002
+SCHEMA_FETCHES_AT_ONCE = 8
+MAX_SCHEMAS = 20_000
+
+
+def _ref_key(ref: SchemaRef) -> tuple[Any, ...]:
+    return (ref.bundle_id, ref.artifact_key, ref.uri, ref.hash_alg, ref.hash)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +111,8 @@ class PeerLink:
         self._last_dial = -math.inf  # trio.current_time() of the last dial
         self._last_call = -math.inf  # ... of the last call that found the link down
         self.dials: list[str] = []  # why each dial happened: "start", "backoff", "call" (tests and logs)
+        self.local: SchemaStore | None = None  # the gateway's bundles: schemas never fetched
+        self._schemas: dict[tuple[Any, ...], Any] = {}  # ref's locator + hash -> verified, parsed schema
 
     # ------------------------------------------------------------ running
 
@@ -221,10 +237,65 @@ class PeerLink:
                 log.warning("listing the capabilities of %s failed: %s", shown(self.label),
                             shown(f"{exc.code} {exc.message}"))
             return
+        if remote.open:
+            await self._fetch_schemas(remote, found)
         if found != self.descriptors:
             self.descriptors = found
             log.info("%s offers %d capability versions", shown(self.label), len(found))
             self.on_change()
+
+    def schema(self, ref: SchemaRef) -> Any:
+        """The parsed schema ``ref`` names, when it was fetched (else None)."""
+        return self._schemas.get(_ref_key(ref))
+
+    async def _fetch_schemas(self, remote: Remote, descriptors: Sequence[Descriptor]) -> None:
+        """Fetch what the local bundles and earlier fetches lack, a few at once."""
+        from ..caps.artifacts import ArtifactFetcher
+
+        async def invoke(capability_id: str, params: Any) -> Any:
+            return await remote.invoke(capability_id, params=params, timeout=QUERY_TIMEOUT_S)
+
+        fetcher = ArtifactFetcher(invoke)
+        wanted: dict[tuple[Any, ...], SchemaRef] = {}
+        for d in descriptors:
+            if d.name.startswith("org.ampcap.schema."):
+                continue
+            for ref in (d.input_schema, d.output_schema):
+                key = _ref_key(ref)
+                if key in self._schemas or key in wanted or self._local_has(ref):
+                    continue
+                wanted[key] = ref
+        if not wanted:
+            return
+        limit = trio.CapacityLimiter(SCHEMA_FETCHES_AT_ONCE)
+
+        async def one(key: tuple[Any, ...], ref: SchemaRef) -> None:
+            if fetcher.offered is False:
+                return
+            async with limit:
+                try:
+                    self._schemas[key] = await fetcher.schema(ref)
+                except AmpError as exc:
+                    log.info("no schema %s from %s: %s", shown(ref.artifact_key or ref.uri or "?"),
+                             shown(self.label), shown(exc.message))
+
+        async with trio.open_nursery() as nursery:
+            for key, ref in wanted.items():
+                nursery.start_soon(one, key, ref)
+        if fetcher.offered is False:
+            log.info("%s does not hand out schemas (no org.ampcap.schema.artifact): its tools accept any object "
+                     "unless --bundle holds their schemas", shown(self.label))
+        while len(self._schemas) > MAX_SCHEMAS:  # bounded: the oldest go first
+            del self._schemas[next(iter(self._schemas))]
+
+    def _local_has(self, ref: SchemaRef) -> bool:
+        if self.local is None:
+            return False
+        try:
+            self.local.load_json(ref)
+        except AmpError:
+            return False
+        return True
 
     async def list_all(self, remote: Remote) -> tuple[Descriptor, ...]:
         """Every descriptor of every name listed, all pages (4002 for a name

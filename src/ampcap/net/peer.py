@@ -186,9 +186,16 @@ class Peer:
         from ..caps.bundle import SchemaStore
         from ..caps.params import ParamsValidator
 
-        catalog = Catalog(specs, cursor_key=os.urandom(32))
+        store = SchemaStore(bundles, offline=True)
+        service: list[Any] = []
+        if specs:  # a pure caller loads none of it
+            from ..caps.artifacts import artifact_service
+
+            service, service_handlers = artifact_service(specs, store)  # our schemas, handed out by hash
+            handlers = {**handlers, **service_handlers}
+        catalog = Catalog(specs + service, cursor_key=os.urandom(32))
         return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
-                      params=ParamsValidator(SchemaStore(bundles, offline=True)), resolver=self.resolver,
+                      params=ParamsValidator(store), resolver=self.resolver,
                       handlers=handlers, clock=self.clock, ssl_context=self.tls, store=self.store)
 
     @asynccontextmanager

@@ -34,10 +34,13 @@ class FailedServer(Server[Any]):
     def __init__(self, reason: str, name: str = "ampcap") -> None:
         self.reason = reason
         super().__init__(name, version=__version__, instructions=f"ampcap mcp cannot serve: {reason}",
-                         on_list_tools=self._fail, on_call_tool=self._fail)
+                         on_list_tools=self._list_tools, on_call_tool=self._call_tool)
         self.middleware = []
 
-    async def _fail(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+    async def _list_tools(self, ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        raise MCPError(CANNOT_SERVE, f"ampcap mcp cannot serve: {self.reason}")
+
+    async def _call_tool(self, ctx: ServerRequestContext[Any], params: Any) -> types.CallToolResult:
         raise MCPError(CANNOT_SERVE, f"ampcap mcp cannot serve: {self.reason}")
 
 
