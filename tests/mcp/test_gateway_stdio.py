@@ -302,3 +302,23 @@ def test_print_config_gives_absolute_paths(tmp_path: Path) -> None:
     assert args[args.index("--exclude") + 1] == "mcp.git.*" and "--print-config" not in args
     assert "amp://127.0.0.1:7700" in args
     assert server["env"]["PYTHONPATH"] == env["PYTHONPATH"]  # a source tree run in place: the host needs it too
+
+
+def test_a_failed_gateway_with_a_silent_pipe_exits(tmp_path: Path) -> None:
+    """stdin a pipe that sends nothing (a script, not a host): the usage
+    error is printed and the gateway exits, instead of waiting for MCP."""
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    proc = subprocess.Popen([PYTHON, "-m", "ampcap.cli.main", "mcp", "ftp://nowhere"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.wait(timeout=60)  # stdin stays open and silent until it has exited
+        err, out = proc.stderr.read(), proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
+    assert proc.returncode == 2 and "ampcap mcp:" in err and out == ""

@@ -116,11 +116,22 @@ def run_mcp(args: argparse.Namespace) -> int:
         return _tell_the_host(reason, EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILURE)
 
 
+HOST_GRACE_S = 3.0  # how long a failed gateway waits for a host's first message
+
+
 def _host_is_waiting() -> bool:
     """stdin and stdout are pipes: an MCP host started us, and reads only MCP."""
-    from ..mcp.gateway_serve import _is_pipe
+    import os
+    import stat
 
-    return _is_pipe(0) and _is_pipe(1)
+    def pipe(fd: int) -> bool:
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            return False
+        return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+    return pipe(0) and pipe(1)
 
 
 def _tell_the_host(reason: str, status: int) -> int:
@@ -130,6 +141,13 @@ def _tell_the_host(reason: str, status: int) -> int:
     import trio
 
     print(f"ampcap mcp: {reason}", file=sys.stderr, flush=True)
+    # A host sends `initialize` as soon as it has started us; a script whose
+    # stdin merely happens to be a pipe sends nothing, and must not be kept
+    # waiting: without input soon, this is not a host.
+    import select
+
+    if not select.select([0], [], [], HOST_GRACE_S)[0]:
+        return status
     try:
         from ..mcp.gateway_unavailable import serve_failure_stdio
     except ImportError:  # no SDK: nothing can speak MCP
