@@ -51,7 +51,8 @@ def register(subparsers: Any) -> None:
     common.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
     common.add_argument("--identity", type=Path, default=None, metavar="FILE",
                         help=f"identity key file (default {default_caller_path()}, the callers' own, apart "
-                             "from the daemon's; created if missing, a file given here must exist)")
+                             "from the daemon's; the default file is created if missing, a file given here must "
+                             "exist)")
     common.add_argument("--peer-did", default=None, metavar="DID", type=did,
                         help="refuse the connection unless the daemon proves this DID")
     common.add_argument("--timeout", type=seconds(unlimited=True), default=None, metavar="S",
