@@ -120,9 +120,11 @@ _HINTS = {"title": str, "readOnlyHint": bool, "destructiveHint": bool, "idempote
 
 def _annotations(tool: Any) -> dict[str, Any]:
     raw = getattr(tool, "annotations", None)
-    if raw is None:
-        return {}
-    values = raw.model_dump(by_alias=True, exclude_none=True) if hasattr(raw, "model_dump") else dict(raw)
+    values = {} if raw is None else raw.model_dump(by_alias=True, exclude_none=True) \
+        if hasattr(raw, "model_dump") else dict(raw)
+    title = getattr(tool, "title", None)
+    if isinstance(title, str) and "title" not in values:  # MCP also has a title beside the hints
+        values["title"] = title
     return {k: v for k, v in values.items() if isinstance(v, _HINTS.get(k, type(None)))}
 
 
