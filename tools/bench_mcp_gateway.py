@@ -137,14 +137,15 @@ async def _measure(calls: int, block: int, url: str, tmp: str) -> Run:
 
     identity = Identity.generate(os.urandom)
     env = {"XDG_CONFIG_HOME": os.path.join(tmp, "gateway"),  # a caller of its own, not the peer's identity
-           # the stdio servers run this ampcap, not whichever one is installed
-           "PYTHONPATH": str(Path(ampcap.mcp.__file__).resolve().parents[2])}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "ampcap.cli.main", "mcp", url], env=env)
+           # the stdio servers run this tree's ampcap, not whichever one is installed
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ampcap.cli.main", "mcp", "--tool-names",
+                                                                 "dotted", url], env=env)
     bare_params = StdioServerParameters(command=sys.executable, args=[__file__, "--bare-stdio", url], env=env)
     async with AsyncExitStack() as stack:
         remote = await stack.enter_async_context(Peer(identity).connect(url))
         bare = _bare_server(remote)
-        gateway = await stack.enter_async_context(ampcap.mcp.gateway(url, identity=identity))
+        gateway = await stack.enter_async_context(ampcap.mcp.gateway(url, identity=identity, underscore=False))
         devnull = stack.enter_context(open(os.devnull, "w"))
         sessions: dict[str, ClientSession] = {}
         server_pids: dict[str, int] = {}  # the stdio servers' processes

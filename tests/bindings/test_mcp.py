@@ -64,6 +64,9 @@ async def test_mcp_stdio_end_to_end(tmp_path: Path) -> None:
         with pytest.raises(AmpError) as err:
             await remote.invoke("org.example.fail:1.0.0", params={"code": "NOT_FOUND"})
         assert err.value.code == 4004 and "it failed on purpose" in err.value.message
+        # Said once: the tool's own text, without the SDK's "Error executing tool" prefix or ours.
+        assert "Error executing tool" not in err.value.message and "failed:" not in err.value.message
+        assert err.value.message.startswith("NOT_FOUND")
         with pytest.raises(AmpError) as err:
             await remote.invoke("org.example.fail:1.0.0", params={"code": "OTHER"})
         assert err.value.code == 5001

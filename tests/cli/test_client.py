@@ -177,10 +177,16 @@ def test_serve_dials_an_amps_peer_it_trusts_with_ca_file(tmp_path: Path) -> None
 
 def test_a_caller_with_the_daemons_own_identity_is_told_so_before_any_request(daemon: ServeProcess,
                                                                                  tmp_path: Path) -> None:
-    """Issue 26: serve and query/invoke on one machine share the default
-    identity; the caller is refused (exit 2) and told what to do."""
+    """Issue 26, then 36: serve and query/invoke on one machine share a config
+    directory. By default the caller signs with caller.json, its own, and the
+    call goes through; given the daemon's key, it is refused (exit 2) and told
+    what to do."""
     shared = daemon.stderr_path.parent  # the daemon's XDG_CONFIG_HOME lives there
-    out = ampcap(shared, "query", daemon.url, "org.ampcap.demo.echo")
+    out = ampcap(shared, "invoke", daemon.url, "org.ampcap.demo.math.add:1.0.0", "--params", '{"a": 1, "b": 2}')
+    assert out.returncode == 0 and json.loads(out.stdout) == {"sum": 3}, out.stderr
+    assert (shared / "config" / "ampcap" / "caller.json").is_file()
+    daemon_key = str(shared / "config" / "ampcap" / "identity.json")
+    out = ampcap(shared, "query", daemon.url, "org.ampcap.demo.echo", "--identity", daemon_key)
     assert out.returncode == 2 and out.stdout == ""
     assert f"the agent at {daemon.url} ({daemon.did}) is this caller's own DID" in out.stderr
     assert "ampcap keygen --out caller.key" in out.stderr and "--identity caller.key" in out.stderr
@@ -188,15 +194,10 @@ def test_a_caller_with_the_daemons_own_identity_is_told_so_before_any_request(da
     # URL below has nobody listening, and the answer is still the usage error.
     for flag in ("--peer-did", "--to"):
         out = ampcap(shared, "invoke", "amp://127.0.0.1:9", "org.ampcap.demo.math.add:1.0.0", "--params",
-                     '{"a": 1, "b": 2}', flag, daemon.did)
+                     '{"a": 1, "b": 2}', flag, daemon.did, "--identity", daemon_key)
         assert out.returncode == 2, out.stderr
-        assert f"{flag} {daemon.did} is this caller's own DID (from the default identity file)" in out.stderr
+        assert f"{flag} {daemon.did} is this caller's own DID (from --identity {daemon_key})" in out.stderr
     assert "at the relay, the caller would take the target's place" in out.stderr
-    # A key of its own, as the message says, and the call goes through.
-    assert ampcap(tmp_path, "keygen", "--out", str(tmp_path / "caller.key")).returncode == 0
-    out = ampcap(shared, "invoke", daemon.url, "org.ampcap.demo.math.add:1.0.0", "--params", '{"a": 1, "b": 2}',
-                 "--identity", str(tmp_path / "caller.key"))
-    assert out.returncode == 0 and json.loads(out.stdout) == {"sum": 3}
 
 
 @pytest.mark.parametrize(("args", "says"), [

@@ -35,7 +35,9 @@ async def test_star_lists_every_capability_over_pages() -> None:
                 page = await remote.query("*", limit=3, cursor=cursor)
                 seen.extend(page)
                 cursor = page.next_cursor
-            assert sorted(d.id for d in seen) == sorted(s.id for s in demo_manifest().capabilities)
+            # Every capability, the schema artifact service every daemon adds among them.
+            assert sorted(d.id for d in seen) == sorted([*(s.id for s in demo_manifest().capabilities),
+                                                         "org.ampcap.schema.artifact:1.0.0"])
             # By name, newest first within a name (the default order).
             assert [d.id for d in seen[:4]] == ["org.ampcap.demo.current_time:1.0.0", "org.ampcap.demo.echo:2.0.0",
                                                "org.ampcap.demo.echo:1.1.0", "org.ampcap.demo.echo:1.0.0"]
@@ -52,7 +54,7 @@ async def test_star_hides_what_the_policy_refuses_the_caller() -> None:
         async with Peer(caller).connect(server.url) as remote:
             names = {d.name for d in await remote.query("*")}
             assert names == {"org.ampcap.demo.current_time", "org.ampcap.demo.fail", "org.ampcap.demo.noop",
-                             "org.ampcap.demo.sleep"}
+                             "org.ampcap.demo.sleep", "org.ampcap.schema.artifact"}
             with pytest.raises(AmpError) as info:  # one name still says 3001, as before
                 await remote.query("org.ampcap.demo.echo")
             assert info.value.code == 3001

@@ -46,5 +46,6 @@ async def run_mcp(clients: McpClients, binding: McpBinding, params: Any, context
     if result.is_error:
         failure = tool_error(result)
         code = binding.error_mapping.get(failure.code or "", INTERNAL)
-        raise AmpError(code, f"tool {binding.tool} failed: {shown(failure.text)}")
+        # The tool's own text, once: the caller knows which tool it called.
+        raise AmpError(code, shown(failure.text) if failure.text else f"tool {binding.tool} failed")
     return map_fields(tool_result_json(result), binding.output_mapping)

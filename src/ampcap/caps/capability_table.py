@@ -41,8 +41,13 @@ _CAP_KEYS = frozenset({
     "id", "name", "version", "aliases", "notes", "stability", "deprecated_by", "sunset_date",
     "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding", "bridge",
     "binding_order",
-    "idempotent",
+    "idempotent", "annotations",
 })
+# MCP's tool annotations (hints about a tool's behaviour), kept on the
+# descriptor as the extension key "annotations" with MCP's own spelling, so
+# that a tool imported from MCP goes back out of the gateway with them.
+ANNOTATION_KEYS = {"title": str, "readOnlyHint": bool, "destructiveHint": bool, "idempotentHint": bool,
+                   "openWorldHint": bool}
 
 
 class CapabilityReader:
@@ -84,6 +89,7 @@ class CapabilityReader:
         idempotent = table.get("idempotent", False)
         if not isinstance(idempotent, bool):
             self.problem("must be true or false", "idempotent")
+        annotations = self._annotations(table.get("annotations"))
         schemas = {}
         for which in ("input_schema", "output_schema"):
             schemas[which] = self._schema(table, which, name, version)
@@ -100,6 +106,7 @@ class CapabilityReader:
                 supported_ranges=supported, deprecated_ranges=deprecated,
                 notes=notes, stability=stability, deprecated_by=deprecated_by,
                 sunset_date=sunset, aliases=tuple(aliases),
+                extensions={"annotations": annotations} if annotations else {},
             )
         except AmpError as exc:
             self.problem(exc.message, exc.path)
@@ -108,6 +115,25 @@ class CapabilityReader:
                               input_schema=in_doc, output_schema=out_doc,
                               input_source=in_src, output_source=out_src, bridge=bridge,
                               bridge_result=bridge_result, idempotent=idempotent is True)
+
+    def _annotations(self, raw: Any) -> dict[str, Any]:
+        """``annotations = { readOnlyHint = true, title = "…" }``: MCP's tool hints."""
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            self.problem("must be a table of MCP tool hints (title, readOnlyHint, destructiveHint, "
+                         "idempotentHint, openWorldHint)", "annotations")
+            return {}
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            kind = ANNOTATION_KEYS.get(key)
+            if kind is None:
+                self.problem(f"unknown hint (expected one of: {', '.join(ANNOTATION_KEYS)})", f"annotations.{key}")
+            elif not isinstance(value, kind):
+                self.problem("must be a string" if kind is str else "must be true or false", f"annotations.{key}")
+            else:
+                out[key] = value
+        return out
 
     def _bridge(self, table: Mapping[str, Any], policy: Policy) -> tuple[str | None, str | None]:
         """``bridge = "module:function"`` (params only) or

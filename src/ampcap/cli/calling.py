@@ -17,6 +17,7 @@ from typing import Any
 
 from ..display import json_safe, printable
 from ..errors import AmpError
+from ..files.identity import default_caller_path
 from ..peer.config import rust_example_config
 from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
@@ -68,7 +69,7 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
         # Its raw framing has no HELLO, so nothing would tell us whom to address.
         raise UsageError("--compat rust-example needs --peer-did DID (the daemon's DID), or --to DID with a relay URL")
     ssl_context = tls_client_context(args, [args.url])
-    identity = load_or_create_identity(args.identity)  # after the checks: a usage error creates no key file
+    identity = load_or_create_identity(args.identity, caller=True)  # after the checks: a usage error creates no key file
 
     config = DaemonConfig()
     if args.compat == "rust-example":
@@ -105,7 +106,8 @@ def _calls_itself(args: argparse.Namespace, did: str) -> str:
     """Why a call to our own DID is refused, and what to do instead."""
     target = (f"--to {did}" if args.to == did else f"--peer-did {did}" if args.peer_did == did
               else f"the agent at {args.url} ({did})")
-    key = f"from --identity {args.identity}" if args.identity else "from the default identity file"
+    key = (f"from --identity {args.identity}" if args.identity
+           else f"from the default caller file {default_caller_path()}")
     why = ("at the relay, the caller would take the target's place and its call would come back to itself"
            if args.to == did else "an agent does not call itself")
     return (f"{target} is this caller's own DID ({key}): caller and target share one identity, and {why}. "

@@ -89,9 +89,11 @@ def register(subparsers: Any) -> None:
         group.add_argument("manifest", nargs="?", metavar="MANIFEST", help="TOML manifest file")
         group.add_argument("--demo", action="store_true", help="use the built-in demo capabilities")
 
+    from .caps_bundle import add_parser as add_bundle
     from .import_mcp import add_parser as add_import_mcp
 
     add_import_mcp(sub)
+    add_bundle(sub)
 
     p = sub.add_parser("validate", help="check a manifest and report every problem", description=_VALIDATE,
                        formatter_class=raw)

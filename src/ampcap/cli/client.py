@@ -17,17 +17,18 @@ characters escaped (:mod:`ampcap.display`).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..caps.order import ORDERS
-from ..display import printable
+from ..display import json_safe, printable
 from ..errors import AmpError
 from ..decoders import json_loads
 from ..peer.config import RELAY_DID
 from ..wire.cbor import MAX_BIGNUM_BYTES, UINT64_MAX
-from ..files.identity import default_identity_path
+from ..files.identity import default_caller_path
 from .argtypes import MAX_SECONDS, did, seconds, semver, semver_range
 from .calling import SHOWN_TEXT, call_daemon, parse_session_id, to_json
 from .errors import UsageError
@@ -48,8 +49,9 @@ def register(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
     common.add_argument("--identity", type=Path, default=None, metavar="FILE",
-                        help=f"identity key file (default {default_identity_path()}; the default file is "
-                             "created if missing, a file given here must exist)")
+                        help=f"identity key file (default {default_caller_path()}, the callers' own, apart "
+                             "from the daemon's; the default file is created if missing, a file given here must "
+                             "exist)")
     common.add_argument("--peer-did", default=None, metavar="DID", type=did,
                         help="refuse the connection unless the daemon proves this DID")
     common.add_argument("--timeout", type=seconds(unlimited=True), default=None, metavar="S",
@@ -81,6 +83,10 @@ def register(subparsers: Any) -> None:
     q.add_argument("--cursor", default=None, help="continue from a previous page's next_cursor")
     q.add_argument("--order", choices=ORDERS, default=None,
                    help="listing order of the versions (the daemon's default: newest-first)")
+    q.add_argument("--show-schema", action="store_true",
+                   help="also print each version's params and result JSON Schemas, fetched from the daemon "
+                        "(an ampcap daemon hands out the schemas its descriptors reference) and checked against "
+                        "the descriptor's hash")
     q.set_defaults(func=run_query)
 
     i = subparsers.add_parser("invoke", parents=[common], help="CAP_INVOKE: run a capability",
@@ -124,14 +130,30 @@ def run_query(args: argparse.Namespace) -> int:
     async def call(remote: Any) -> str:
         page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,
                                   order=args.order, timeout=args.timeout or 30.0)
+        schemas = ([await remote.schemas(d, timeout=args.timeout or 30.0) for d in page.capabilities]
+                   if args.show_schema else None)
         if args.json:
-            return to_json({"capabilities": [d.to_wire() for d in page.capabilities], "next_cursor": page.next_cursor})
+            listed = [d.to_wire() for d in page.capabilities]
+            if schemas is not None:
+                for entry, (params, result) in zip(listed, schemas):
+                    entry["schemas"] = {"params": params, "result": result}
+            return to_json({"capabilities": listed, "next_cursor": page.next_cursor})
         lines = [_describe(d) for d in page.capabilities]
+        if schemas is not None:
+            lines = [line + "".join(_schema_lines(which, schema) for which, schema in zip(("params", "result"), pair))
+                     for line, pair in zip(lines, schemas)]
         if page.next_cursor:
             lines.append(printable(f"(more: --cursor {page.next_cursor})"))
         return "\n".join(lines)
 
     return call_daemon(args, call)
+
+
+def _schema_lines(which: str, schema: Any) -> str:
+    if schema is None:
+        return f"\n  {which} schema: not available (the peer does not hand it out; a --bundle would hold it)"
+    text = json_safe(json.dumps(schema, indent=2, ensure_ascii=False)).replace("\n", "\n    ")
+    return f"\n  {which} schema:\n    {text}"
 
 
 def _describe(d: Descriptor) -> str:

@@ -34,6 +34,14 @@ its description as notes. Save it and serve it:
   ampcap caps import-mcp --name fs --command npx -y @modelcontextprotocol/server-filesystem /tmp > fs.toml
   ampcap serve --manifest fs.toml
 
+Choose what to offer: --include and --exclude take glob patterns matched
+against the tool's name and the capability's (repeatable; exclude wins);
+--read-only keeps only the tools that declare MCP's readOnlyHint. The tools'
+MCP annotations (title, readOnlyHint, destructiveHint, idempotentHint,
+openWorldHint) are kept as each capability's annotations, and a tool that
+may be destructive (not declared read-only, destructiveHint not false) is
+marked with a comment in the output.
+
 --command takes the rest of the command line, so give --name before it.
 Needs the MCP SDK (pip install 'ampcap[mcp]'). Format: docs/bindings.md.
 
@@ -46,16 +54,29 @@ _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("import-mcp", help="print a manifest offering every tool of an MCP server",
                        description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
-                       usage="%(prog)s [-h] --name NAME [--timeout S] (--url URL | --command ARGV...)")
+                       usage="%(prog)s [-h] --name NAME [--timeout S] [--include GLOB] [--exclude GLOB] [--read-only] "
+                             "(--url URL | --command ARGV...)")
     p.add_argument("--name", metavar="NAME", help="the server's name in the manifest ([mcp_server.NAME]) and in "
                                                   "capability names (letters, digits, '_', '-')")
     p.add_argument("--timeout", type=float, default=20.0, metavar="S",
                    help="seconds to wait for the server to start and answer (default 20)")
+    add_selection_arguments(p)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--url", metavar="URL", help="a streamable HTTP MCP endpoint (http(s)://…/mcp)")
     source.add_argument("--command", nargs=argparse.REMAINDER, metavar="ARGV",
                         help="the command that runs the server over stdio (the rest of the line)")
     p.set_defaults(func=cmd_import_mcp)
+
+
+def add_selection_arguments(p: Any, prefix: str = "") -> None:
+    """--include, --exclude, --read-only (``serve`` spells them --mcp-include, …)."""
+    p.add_argument(f"--{prefix}include", action="append", default=[], metavar="GLOB",
+                   help="offer only tools whose name (or capability name) matches GLOB (repeatable)")
+    p.add_argument(f"--{prefix}exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out tools whose name (or capability name) matches GLOB (repeatable; wins over "
+                        "include)")
+    p.add_argument(f"--{prefix}read-only", action="store_true",
+                   help="offer only the tools that declare MCP's readOnlyHint (no destructive ones)")
 
 
 def _server_table(command: list[str] | None, url: str | None, cwd: str | None) -> dict[str, Any]:
@@ -65,7 +86,8 @@ def _server_table(command: list[str] | None, url: str | None, cwd: str | None) -
 
 
 def mcp_manifest(name: str, command: list[str] | None, url: str | None, *, timeout_s: float = 20.0,
-                 cwd: str | None = None) -> dict[str, Any]:
+                 cwd: str | None = None, include: list[str] | None = None, exclude: list[str] | None = None,
+                 read_only: bool = False) -> dict[str, Any]:
     """The manifest data offering every tool of the server (see module);
     ``cwd``, when given, is where the server runs (import-mcp writes the
     directory it ran in, so relative paths in the command keep working
@@ -85,7 +107,11 @@ def mcp_manifest(name: str, command: list[str] | None, url: str | None, *, timeo
     tools = trio.run(lambda: list_server_tools(servers[name], connect_timeout_s=timeout_s))
     if not tools:
         raise CommandError(f"MCP server {name} offers no tools")
-    return tools_manifest(name, table, tools)
+    data = tools_manifest(name, table, tools, include=include or (), exclude=exclude or (), read_only=read_only)
+    if not data["capability"]:
+        raise CommandError(f"MCP server {name}: none of its {len(tools)} tools ({', '.join(t.name for t in tools)}) "
+                           "passes --include/--exclude/--read-only")
+    return data
 
 
 def cmd_import_mcp(args: argparse.Namespace) -> int:
@@ -100,7 +126,8 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         raise UsageError("--timeout must be positive")
     data = mcp_manifest(args.name, command, args.url, timeout_s=args.timeout,
-                        cwd=os.getcwd() if command is not None else None)
+                        cwd=os.getcwd() if command is not None else None, include=args.include,
+                        exclude=args.exclude, read_only=args.read_only)
     source = " ".join(shlex.quote(a) for a in (["--url", args.url] if args.url else ["--command", *(command or [])]))
     sys.stdout.write(f"# The tools of MCP server {args.name} as AMP capabilities (docs/bindings.md).\n"
                      f"# Made by: ampcap caps import-mcp --name {shlex.quote(args.name)} {source}\n"
@@ -109,8 +136,11 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_mcp_manifests(values: list[str]) -> list[Manifest]:
-    """``serve --mcp NAME=COMMAND`` (or ``NAME=URL``): a manifest per server."""
+def serve_mcp_manifests(values: list[str], *, include: list[str] | None = None, exclude: list[str] | None = None,
+                        read_only: bool = False) -> list[Manifest]:
+    """``serve --mcp NAME=COMMAND`` (or ``NAME=URL``): a manifest per server,
+    with the tools ``--mcp-include``/``--mcp-exclude``/``--mcp-read-only`` keep."""
+    chosen = {"include": include, "exclude": exclude, "read_only": read_only}
     from ..caps.manifest import manifest_from_data
 
     manifests = []
@@ -119,13 +149,13 @@ def serve_mcp_manifests(values: list[str]) -> list[Manifest]:
         if not sep or not name or not rest.strip():
             raise UsageError(f"--mcp takes NAME=COMMAND or NAME=URL, not {value!r}")
         if rest.startswith(("http://", "https://")):
-            data = mcp_manifest(name, None, rest)
+            data = mcp_manifest(name, None, rest, **chosen)  # type: ignore[arg-type]
         else:
             try:
                 argv = shlex.split(rest)
             except ValueError as exc:
                 raise UsageError(f"--mcp {name}: {exc}") from None
-            data = mcp_manifest(name, argv, None)
+            data = mcp_manifest(name, argv, None, **chosen)  # type: ignore[arg-type]
         manifests.append(manifest_from_data(data, source=f"--mcp {name}"))
     return manifests
 
@@ -166,6 +196,10 @@ def to_toml(data: dict[str, Any]) -> str:
         lines += [f"{_key(k)} = {_value(v)}" for k, v in table.items()]
         lines.append("")
     for cap in data["capability"]:
+        hints = cap.get("annotations", {})
+        if hints.get("readOnlyHint") is not True and hints.get("destructiveHint", True) is not False:
+            lines.append("# DESTRUCTIVE: the tool is not declared read-only and may change or delete things "
+                         "(leave it out with --exclude or --read-only)")
         lines.append("[[capability]]")
         binding = cap["binding"]
         lines += [f"{_key(k)} = {_value(v)}" for k, v in cap.items() if k != "binding" and v is not None]

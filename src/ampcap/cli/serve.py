@@ -66,6 +66,9 @@ def register(subparsers: Any) -> None:
                    help="offer every tool of an MCP server as a capability mcp.NAME.TOOL, without a manifest "
                         "(COMMAND runs it over stdio, split like a shell line; or NAME=http(s)://URL); "
                         "may be repeated; needs pip install 'ampcap[mcp]' (docs/bindings.md)")
+    from .import_mcp import add_selection_arguments
+
+    add_selection_arguments(p, "mcp-")
     p.add_argument("--policy", type=Path, default=None, metavar="FILE", help="access policy file (TOML)")
     p.add_argument("--keyring", type=Path, default=None, metavar="FILE",
                    help="keyring (JSON/TOML) resolving non-did:key senders")
@@ -131,11 +134,11 @@ def parse_listen(text: str) -> tuple[str, int]:
         raise UsageError(f"--listen: {exc}") from None
 
 
-def load_or_create_identity(path: Path | None) -> Identity:
-    """Load ``path`` (or the default identity file); create the default one
-    if missing, and say so on stderr."""
+def load_or_create_identity(path: Path | None, *, caller: bool = False) -> Identity:
+    """Load ``path`` (or the default identity file; the caller's default with
+    ``caller``); create the default one if missing, and say so on stderr."""
     with local_file_errors():
-        identity, created = load_or_create(path, os.urandom)
+        identity, created = load_or_create(path, os.urandom, caller=caller)
     if created is not None:
         print(f"ampcap: created identity {identity.did} in {created}", file=sys.stderr)
     return identity
@@ -201,7 +204,8 @@ def _manifests(args: argparse.Namespace) -> list[Manifest]:
     if args.mcp:
         from .import_mcp import serve_mcp_manifests
 
-        found.extend(serve_mcp_manifests(args.mcp))
+        found.extend(serve_mcp_manifests(args.mcp, include=args.mcp_include, exclude=args.mcp_exclude,
+                                         read_only=args.mcp_read_only))
     if not found:
         raise UsageError("nothing to serve: pass --demo, --manifest FILE and/or --mcp NAME=COMMAND")
     return found
@@ -249,7 +253,11 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         from ..caps.bundle import SchemaStore
 
         store = SchemaStore([m.bundle for m in manifests], offline=True)
-    catalog = Catalog([spec for m in manifests for spec in m.capabilities], cursor_key=os.urandom(32))
+    from ..caps.artifacts import artifact_service
+
+    specs = [spec for m in manifests for spec in m.capabilities]
+    service, handlers = artifact_service(specs, store)  # the schemas our descriptors reference, by hash
+    catalog = Catalog(specs + service, cursor_key=os.urandom(32))
     connection = ConnectionConfig(framing=Framing.RAW if args.framing == "raw" else Framing.RFC002)
     if args.compat == "rust-example":
         connection = rust_example_config(connection)
@@ -266,7 +274,7 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     # One store for everything durable: credentials and revocations (RFC 005),
     # the invoke journal and the sessions (RFC 006).
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),
-                    resolver=resolver, ssl_context=ssl_context, decrypt_with=secrets, store=state)
+                    handlers=handlers, resolver=resolver, ssl_context=ssl_context, decrypt_with=secrets, store=state)
     return daemon, host, port
 
 

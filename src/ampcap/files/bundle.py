@@ -19,7 +19,7 @@ from ..caps.bundle import BUNDLE_MANIFEST, BundleLimits, SchemaBundle, parse_bun
 from ..errors import AmpError
 from .read import read_file
 
-__all__ = ["open_bundle"]
+__all__ = ["open_bundle", "write_bundle"]
 
 UNAVAILABLE = 5002
 
@@ -116,3 +116,44 @@ def _open_tar(path: Path, limits: BundleLimits) -> SchemaBundle:
             return SchemaBundle.from_reader(str(path), read, limits)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise AmpError(UNAVAILABLE, f"{path}: unreadable tar bundle: {exc}") from None
+
+
+def write_bundle(files: dict[str, bytes], out: str | os.PathLike[str]) -> Path:
+    """Write a bundle's files (relative path -> bytes, ``bundle.json``
+    among them) as ``out``: a ``.zip``, a ``.tar.gz``/``.tgz``, or else a
+    directory, which must not exist yet or be empty. An archive is written
+    whole or not at all."""
+    import io
+
+    from .write import write_whole
+
+    target = Path(out)
+    name = target.name.lower()
+    for rel in files:
+        safe_relpath(rel, f"{target}: member")  # what the reader would refuse is never written
+    if name.endswith(".zip"):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+            for rel, data in sorted(files.items()):
+                member = zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0))  # the same bytes every time
+                member.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(member, data)
+        write_whole(target, buffer.getvalue())
+        return target
+    if name.endswith((".tar.gz", ".tgz")):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
+            for rel, data in sorted(files.items()):
+                entry = tarfile.TarInfo(rel)
+                entry.size, entry.mode = len(data), 0o644
+                tf.addfile(entry, io.BytesIO(data))
+        write_whole(target, buffer.getvalue())
+        return target
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise AmpError(UNAVAILABLE, f"{target}: exists and is not an empty directory; give a new directory, "
+                                    "or a .zip / .tar.gz file name")
+    for rel, data in sorted(files.items()):
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_whole(path, data)
+    return target

@@ -19,7 +19,7 @@ from ..wire.identity import Identity
 from .read import read_file
 from .write import write_whole
 
-__all__ = ["default_identity_path", "load_identity", "save_identity", "load_or_create"]
+__all__ = ["default_identity_path", "default_caller_path", "load_identity", "save_identity", "load_or_create"]
 
 _MAX_IDENTITY_FILE = 64 * 1024  # a real one is under 1 KiB; this bounds what a wrong path can cost
 
@@ -32,6 +32,18 @@ def default_identity_path(env: Mapping[str, str] | None = None) -> Path:
     base = environ.get("XDG_CONFIG_HOME")
     root = Path(base) if base and os.path.isabs(base) else Path(environ.get("HOME") or Path.home()) / ".config"
     return root / "ampcap" / "identity.json"
+
+
+def default_caller_path(env: Mapping[str, str] | None = None) -> Path:
+    """``caller.json`` beside the default identity file: the key client
+    commands (``invoke``, ``query``, ``session``, ``mcp``) and
+    :func:`ampcap.connect` use when none is given.
+
+    Why a second default: a daemon and a caller on one machine that both took
+    ``identity.json`` would be one agent, and an agent does not call itself
+    (the call is refused). With a default of its own, a caller works against
+    a local ``ampcap serve`` as printed, with no key to make first."""
+    return default_identity_path(env).with_name("caller.json")
 
 
 def save_identity(identity: Identity, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -84,15 +96,15 @@ def load_identity(path: str | os.PathLike[str], *, allow_insecure: bool = False)
     return Identity.from_json(data, origin=str(source))
 
 
-def load_or_create(path: str | os.PathLike[str] | None,
-                   entropy: Callable[[int], bytes]) -> tuple[Identity, Path | None]:
-    """The identity in ``path``; without a path, the default identity file,
-    created (mode 0600) when missing. Returns the identity and the path of a
-    file this call created (None when it only loaded one), so the caller can
-    say so."""
+def load_or_create(path: str | os.PathLike[str] | None, entropy: Callable[[int], bytes], *,
+                   caller: bool = False) -> tuple[Identity, Path | None]:
+    """The identity in ``path``; without a path, the default identity file
+    (the caller's, :func:`default_caller_path`, with ``caller``), created
+    (mode 0600) when missing. Returns the identity and the path of a file this
+    call created (None when it only loaded one), so the caller can say so."""
     if path is not None:
         return load_identity(path), None
-    default = default_identity_path()
+    default = default_caller_path() if caller else default_identity_path()
     if default.exists():
         return load_identity(default), None
     created = Identity.generate(entropy)

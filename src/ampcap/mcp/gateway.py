@@ -19,16 +19,20 @@ sends a CAP_INVOKE of the chosen version through the Python API and answers
 ``structuredContent`` plus the same JSON as text; every AMP failure is an
 ``isError`` result whose text starts ``CODE NAME:``. Params the tool's
 schema refuses are answered there and then (4004, naming the field),
-without a round trip; a peer whose link is down answers 5002 at once.
+without a round trip.
+A call to a peer whose link is down asks for a redial at once and waits
+about a second for it (:meth:`.gateway_links.PeerLink.wait_connected`)
+before answering 5002.
 A PROGRESS becomes ``notifications/progress`` when the caller sent a
 progress token; a cancelled tools/call stops our wait, and the invoke's one
 terminal reply, when it comes, is dropped by the invoker.
 
 Schemas. RFC 004 descriptors carry schema *references*; the bytes come from
-local bundles (the Offline Registry Profile): ampcap's demo bundle is
-built in, more are given with ``bundles=``. A tool whose schema is not
-available locally gets a permissive object schema, and the peer's own
-validation answers (4004 from the peer, same text).
+local bundles (the Offline Registry Profile: ampcap's demo bundle is built
+in, more are given with ``bundles=``), else from the peer itself, which an
+ampcap peer hands out by hash (:mod:`ampcap.caps.artifacts`, fetched by the
+links). A tool whose schema neither has gets a permissive object schema,
+and the peer's own validation answers (4004 from the peer, same text).
 """
 
 from __future__ import annotations
@@ -96,13 +100,15 @@ class Gateway:
     """The tool table over a set of :class:`PeerLink`, and the MCP handlers."""
 
     def __init__(self, links: Sequence[PeerLink], *, ranges: Mapping[str, Range] | None = None,
-                 underscore: bool = False, bundles: Sequence[SchemaBundle] = (),
-                 call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S, name: str = "ampcap") -> None:
+                 underscore: bool = True, bundles: Sequence[SchemaBundle] = (),
+                 call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S, name: str = "ampcap",
+                 include: Sequence[str] = (), exclude: Sequence[str] = ()) -> None:
         from ..caps.demo import demo_manifest
 
         self.links = list(links)
         self.ranges = dict(ranges or {})
         self.underscore = underscore
+        self.include, self.exclude = tuple(include), tuple(exclude)
         self.call_timeout_s = call_timeout_s
         store = SchemaStore([demo_manifest().bundle], offline=True)
         for bundle in bundles:
@@ -116,6 +122,7 @@ class Gateway:
         self.changes = 0  # how many times the tool set changed (tests and logs)
         for link in self.links:
             link.on_change = self._links_changed
+            link.local = store
         self.server = GatewayServer(name, version=__version__, on_list_tools=self._list_tools)
         # tools/call answers the result's wire form (a dict) rather than a
         # CallToolResult: the SDK validates and serialises a handler's
@@ -138,7 +145,8 @@ class Gateway:
     def rebuild(self) -> bool:
         """Recompute the tools from the links' descriptors; True if the
         listing changed."""
-        chosen = [mapping.choose(link.descriptors, self.ranges) for link in self.links]
+        chosen = [{name: d for name, d in mapping.choose(link.descriptors, self.ranges).items()
+                   if mapping.offered(name, self.include, self.exclude)} for link in self.links]
         names = mapping.assign_names([c.keys() for c in chosen], underscore=self.underscore)
         table: dict[str, _Tool] = {}
         for tool_name, (position, capability) in sorted(names.items()):
@@ -159,18 +167,20 @@ class Gateway:
         try:
             check = self._validator.compiled(descriptor.id, descriptor.input_schema)
             params_schema = self._store.load_json(descriptor.input_schema)
-        except AmpError:  # not in a local bundle: the peer validates
-            params_schema = None
+        except AmpError:  # not in a local bundle: the one the peer handed out, if any; the peer validates
+            params_schema = link.schema(descriptor.input_schema)
         try:
             result_schema = self._store.load_json(descriptor.output_schema)
         except AmpError:
-            result_schema = None
+            result_schema = link.schema(descriptor.output_schema)
         description = descriptor.notes or f"AMP capability {descriptor.id}"
         if len(self.links) > 1:
             description += f" (peer {link.label})"
-        listed = types.Tool(name=name, description=description,
+        hints = mapping.annotations_for(descriptor)
+        listed = types.Tool(name=name, description=description, title=hints.get("title"),
                             input_schema=mapping.input_schema_for(params_schema),
-                            output_schema=mapping.output_schema_for(result_schema))
+                            output_schema=mapping.output_schema_for(result_schema),
+                            annotations=types.ToolAnnotations.model_validate(hints) if hints else None)
         return _Tool(name, link, descriptor, check, listed)
 
     def _links_changed(self) -> None:
@@ -229,7 +239,11 @@ class Gateway:
                 return _failure(exc)
         remote = tool.link.remote
         if remote is None or not remote.open:
-            return _failure(AmpError(UNAVAILABLE, f"peer {shown(tool.link.label)} is unreachable (redialling)"))
+            # Down: redial now (rate-limited) and give it a moment, so the
+            # first call after the peer is back finds it.
+            remote = await tool.link.wait_connected()
+            if remote is None:
+                return _failure(AmpError(UNAVAILABLE, f"peer {shown(tool.link.label)} is unreachable (redialling)"))
         last = 0.0
 
         async def progress(pct: int | None, text: str | None) -> None:
@@ -253,18 +267,22 @@ def _failure(error: AmpError) -> dict[str, Any]:
 @asynccontextmanager
 async def gateway(peers: str | Remote | Sequence[str | Remote], *, identity: Identity | None = None,
                   dial: DialOptions | Sequence[DialOptions] = DialOptions(), names: Sequence[str] = (EVERY_CAPABILITY,),
-                  ranges: Mapping[str, str | Range] | None = None, underscore: bool = False,
+                  ranges: Mapping[str, str | Range] | None = None, underscore: bool = True,
                   bundles: Sequence[SchemaBundle] = (), poll_s: float = 30.0,
-                  call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> AsyncIterator[GatewayServer]:
+                  call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S, include: Sequence[str] = (),
+                  exclude: Sequence[str] = ()) -> AsyncIterator[GatewayServer]:
     """An MCP server whose tools are the capabilities of ``peers`` (URLs to
     dial and keep dialled, or :class:`Remote` connections the caller holds).
 
-    ``identity`` signs our messages (default: the default identity file);
+    ``identity`` signs our messages (default: the callers' default key
+    file, ``caller.json``, apart from a local daemon's);
     ``dial`` says how to reach URL peers (one for all, or one per peer); ``names`` are the capability
     names to list (default ``"*"``, every one: an ampcap extension);
     ``ranges`` maps a capability name to the version range to offer
-    (newest inside it); ``underscore`` names tools with ``[A-Za-z0-9_-]``
-    only; ``bundles`` hold the peers' schemas (RFC 004 offline profile);
+    (newest inside it); ``underscore`` (the default) names tools with
+    ``[A-Za-z0-9_-]`` only, as LLM tool APIs require, False keeps the dots;
+    ``include``/``exclude`` are glob patterns on capability names;
+    ``bundles`` hold the peers' schemas (RFC 004 offline profile);
     ``poll_s`` is how often the peers are listed again. The yielded server
     is ready once every peer was dialled once (reached or not).
     """
@@ -280,13 +298,14 @@ async def gateway(peers: str | Remote | Sequence[str | Remote], *, identity: Ide
 
         from ..files.identity import load_or_create
 
-        identity = load_or_create(None, os.urandom)[0]
+        identity = load_or_create(None, os.urandom, caller=True)[0]
     dials = [dial] * len(peers) if isinstance(dial, DialOptions) else list(dial)
     if len(dials) != len(peers):
         raise ValueError("give one DialOptions, or one per peer")
     links = [PeerLink(p, i, identity=identity, dial=d, names=names, poll_s=poll_s)
              for i, (p, d) in enumerate(zip(peers, dials))]
-    gate = Gateway(links, ranges=parsed, underscore=underscore, bundles=bundles, call_timeout_s=call_timeout_s)
+    gate = Gateway(links, ranges=parsed, underscore=underscore, bundles=bundles, call_timeout_s=call_timeout_s,
+                   include=include, exclude=exclude)
     async with trio.open_nursery() as nursery:
         gate._nursery = nursery
         async with trio.open_nursery() as starting:  # every peer dialled at once

@@ -5,7 +5,12 @@ so every transport the URL dialer learns comes for free), lists the peer's
 capabilities with CAP_QUERY over all pages, and keeps the connection open.
 When the connection is lost it redials with exponential back-off (0.5 s
 doubling to 30 s, with jitter), and while it is down :attr:`PeerLink.remote`
-is ``None``, so a tools/call can answer 5002 at once instead of waiting.
+is ``None``. A tools/call that finds it down asks for a redial at once
+(:meth:`PeerLink.redial_now`, at most one dial per ``REDIAL_MIN_S``) and waits
+up to ``CALLER_WAIT_S`` for it; while callers keep asking (``CALLERS_RECENT_S``)
+the back-off stays at most ``CALLER_BACKOFF_S``. So the first call after a
+peer comes back finds it within about a second, however long it was away,
+and a peer that stays down is still not dialled in a busy loop.
 
 RFC 004 has no change notification: the link re-lists every ``poll_s``
 seconds, and at once when the peer sends a CAP_DECLARE unasked
@@ -13,6 +18,12 @@ seconds, and at once when the peer sends a CAP_DECLARE unasked
 whenever the set of descriptors it holds changed. The descriptors of a peer
 that went away are kept: a host keeps its tools through a restart of the
 peer, and calls answer 5002 until the link is back.
+
+Schemas: after each listing the link fetches the schema artifacts of the
+descriptors it does not know yet from the peer itself
+(:mod:`ampcap.caps.artifacts`: verified against the descriptor's hash; a peer
+without that extension answers 4002 once and is not asked again), and keeps
+them by hash across reconnects: :meth:`PeerLink.schema`.
 
 Listing everything uses the ampcap ``"*"`` extension of CAP_QUERY
 (:data:`ampcap.caps.bodies.EVERY_CAPABILITY`); for a peer without it, the
@@ -22,15 +33,18 @@ gateway is given the capability names to list (``names``).
 from __future__ import annotations
 
 import logging
+import math
 import random
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
 from ..caps.bodies import EVERY_CAPABILITY
-from ..caps.descriptor import Descriptor
+from ..caps.bundle import SchemaStore
+from ..caps.descriptor import Descriptor, SchemaRef
 from ..display import shown
 from ..errors import AmpError
 from ..net.daemon.core import DaemonConfig
@@ -38,14 +52,25 @@ from ..net.api.peer import CallsItself, Peer, Remote
 from ..peer.config import RELAY_DID
 from ..wire.identity import Identity
 
-__all__ = ["DialOptions", "PeerLink", "BACKOFF_MIN_S", "BACKOFF_MAX_S"]
+__all__ = ["DialOptions", "PeerLink", "BACKOFF_MIN_S", "BACKOFF_MAX_S", "CALLER_BACKOFF_S", "CALLER_WAIT_S",
+           "REDIAL_MIN_S"]
 
 log = logging.getLogger("ampcap.mcp")
 
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.5, 30.0
+REDIAL_MIN_S = 0.25  # a call's redial: at most one dial this often
+CALLER_BACKOFF_S = 1.0  # the back-off's cap while callers are waiting
+CALLERS_RECENT_S = 10.0  # how long after the last call the lower cap holds
+CALLER_WAIT_S = 1.0  # how long a call waits for the redial it asked for
 PAGE_LIMIT = 1000  # ampcap's largest page: a big peer lists in few round trips
 QUERY_TIMEOUT_S = 10.0
 NOT_FOUND = 4002
+SCHEMA_FETCHES_AT_ONCE = 8
+MAX_SCHEMAS = 20_000
+
+
+def _ref_key(ref: SchemaRef) -> tuple[Any, ...]:
+    return (ref.bundle_id, ref.artifact_key, ref.uri, ref.hash_alg, ref.hash)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +106,13 @@ class PeerLink:
         self._kick = trio.Event()
         self._warned_listing = False
         self._rng = random.Random()
+        self._wake = trio.Event()  # set: stop backing off, dial now
+        self._connected = trio.Event()  # set while remote is usable
+        self._last_dial = -math.inf  # trio.current_time() of the last dial
+        self._last_call = -math.inf  # ... of the last call that found the link down
+        self.dials: list[str] = []  # why each dial happened: "start", "backoff", "call" (tests and logs)
+        self.local: SchemaStore | None = None  # the gateway's bundles: schemas never fetched
+        self._schemas: dict[tuple[Any, ...], Any] = {}  # ref's locator + hash -> verified, parsed schema
 
     # ------------------------------------------------------------ running
 
@@ -94,8 +126,11 @@ class PeerLink:
             return
         backoff = BACKOFF_MIN_S
         started = False
+        reason = "start"
         while True:
             connected = False
+            self._last_dial = trio.current_time()
+            self.dials.append(reason)
             try:
                 peer = Peer(self._identity, config=self._dial.config)
                 async with peer.connect(self.target, peer_did=self._dial.peer_did, relay_to=self._dial.relay_to,
@@ -119,12 +154,50 @@ class PeerLink:
                 log.warning("%s%s (next try in %.1f s)", f"lost {shown(self.label)}: " if connected else "",
                             shown(f"{code} {why}"), backoff)
             finally:
-                self.remote = None
+                self._set_remote(None)
             if not started:
                 task_status.started(None)
                 started = True
-            await trio.sleep(backoff * self._rng.uniform(0.75, 1.0))
+            reason = await self._back_off(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _back_off(self, backoff: float) -> str:
+        """Sleep before the next dial; cut short by :meth:`redial_now`.
+        Returns why the next dial happens."""
+        self._wake = trio.Event()
+        delay = backoff * self._rng.uniform(0.75, 1.0)
+        if trio.current_time() - self._last_call < CALLERS_RECENT_S:
+            delay = min(delay, CALLER_BACKOFF_S)
+        with trio.move_on_after(delay):
+            await self._wake.wait()
+            # Rate limit: never two dials closer than REDIAL_MIN_S.
+            await trio.sleep_until(self._last_dial + REDIAL_MIN_S)
+            return "call"
+        return "backoff"
+
+    def redial_now(self) -> None:
+        """A caller found the link down: dial at once (rate-limited), and
+        keep the back-off short while callers keep coming."""
+        self._last_call = trio.current_time()
+        self._wake.set()
+
+    async def wait_connected(self, timeout_s: float = CALLER_WAIT_S) -> Remote | None:
+        """The open connection, waiting up to ``timeout_s`` for a redial."""
+        if self.remote is None or not self.remote.open:
+            if isinstance(self.target, Remote):
+                return None  # the caller's connection: never redialled
+            self.redial_now()
+            with trio.move_on_after(timeout_s):
+                await self._connected.wait()
+        remote = self.remote
+        return remote if remote is not None and remote.open else None
+
+    def _set_remote(self, remote: Remote | None) -> None:
+        self.remote = remote
+        if remote is not None:
+            self._connected.set()
+        elif self._connected.is_set():
+            self._connected = trio.Event()
 
     async def _session(self, remote: Remote, *, task_status: trio.TaskStatus[None] | None = None) -> None:
         """One open connection: list, then re-list on every poll or unasked
@@ -133,7 +206,7 @@ class PeerLink:
         remote.on_declare(lambda body: self._kick.set())
         try:
             await self.refresh(remote)
-            self.remote = remote
+            self._set_remote(remote)
             if task_status is not None:
                 task_status.started(None)
             async with trio.open_nursery() as nursery:
@@ -145,7 +218,7 @@ class PeerLink:
                     if remote.open:
                         await self.refresh(remote)
         finally:
-            self.remote = None
+            self._set_remote(None)
             remote.on_declare(None)
 
     @staticmethod
@@ -164,10 +237,65 @@ class PeerLink:
                 log.warning("listing the capabilities of %s failed: %s", shown(self.label),
                             shown(f"{exc.code} {exc.message}"))
             return
+        if remote.open:
+            await self._fetch_schemas(remote, found)
         if found != self.descriptors:
             self.descriptors = found
             log.info("%s offers %d capability versions", shown(self.label), len(found))
             self.on_change()
+
+    def schema(self, ref: SchemaRef) -> Any:
+        """The parsed schema ``ref`` names, when it was fetched (else None)."""
+        return self._schemas.get(_ref_key(ref))
+
+    async def _fetch_schemas(self, remote: Remote, descriptors: Sequence[Descriptor]) -> None:
+        """Fetch what the local bundles and earlier fetches lack, a few at once."""
+        from ..caps.artifacts import ArtifactFetcher
+
+        async def invoke(capability_id: str, params: Any) -> Any:
+            return await remote.invoke(capability_id, params=params, timeout=QUERY_TIMEOUT_S)
+
+        fetcher = ArtifactFetcher(invoke)
+        wanted: dict[tuple[Any, ...], SchemaRef] = {}
+        for d in descriptors:
+            if d.name.startswith("org.ampcap.schema."):
+                continue
+            for ref in (d.input_schema, d.output_schema):
+                key = _ref_key(ref)
+                if key in self._schemas or key in wanted or self._local_has(ref):
+                    continue
+                wanted[key] = ref
+        if not wanted:
+            return
+        limit = trio.CapacityLimiter(SCHEMA_FETCHES_AT_ONCE)
+
+        async def one(key: tuple[Any, ...], ref: SchemaRef) -> None:
+            if fetcher.offered is False:
+                return
+            async with limit:
+                try:
+                    self._schemas[key] = await fetcher.schema(ref)
+                except AmpError as exc:
+                    log.info("no schema %s from %s: %s", shown(ref.artifact_key or ref.uri or "?"),
+                             shown(self.label), shown(exc.message))
+
+        async with trio.open_nursery() as nursery:
+            for key, ref in wanted.items():
+                nursery.start_soon(one, key, ref)
+        if fetcher.offered is False:
+            log.info("%s does not hand out schemas (no org.ampcap.schema.artifact): its tools accept any object "
+                     "unless --bundle holds their schemas", shown(self.label))
+        while len(self._schemas) > MAX_SCHEMAS:  # bounded: the oldest go first
+            del self._schemas[next(iter(self._schemas))]
+
+    def _local_has(self, ref: SchemaRef) -> bool:
+        if self.local is None:
+            return False
+        try:
+            self.local.load_json(ref)
+        except AmpError:
+            return False
+        return True
 
     async def list_all(self, remote: Remote) -> tuple[Descriptor, ...]:
         """Every descriptor of every name listed, all pages (4002 for a name

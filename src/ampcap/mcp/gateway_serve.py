@@ -18,6 +18,8 @@ from typing import Any
 
 import trio
 
+from mcp.server.lowlevel import Server
+
 from .gateway import GatewayServer
 
 __all__ = ["serve_stdio", "serve_http", "MCP_PATH"]
@@ -30,7 +32,7 @@ MCP_PATH = "/mcp"
 MAX_LINE = 64 << 20
 
 
-async def serve_stdio(server: GatewayServer) -> None:
+async def serve_stdio(server: Server[Any]) -> None:
     """Serve MCP on stdin/stdout until the host closes stdin.
 
     The SDK's own stdio transport reads and writes through a worker thread

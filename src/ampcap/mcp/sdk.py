@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..decoders import json_loads
 from ..errors import AmpError
 
 __all__ = ["require", "tool_result_json", "tool_error", "ToolError", "ToolInfo", "tool_infos", "capability_name",
-           "tools_manifest"]
+           "tools_manifest", "selected"]
 
 INTERNAL = 5001
 _CODE_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.-]*)\s*[:\s]")
@@ -68,10 +68,11 @@ class ToolError:
 
 
 def tool_error(result: Any) -> ToolError:
-    """The code of an ``isError`` result: a ``code`` (or ``error``) string
-    field of its structured content, else the first word of its text when
-    followed by ``:`` or a space (``NOT_FOUND: no such file``), after the
-    Python SDK's ``Error executing tool NAME:`` prefix."""
+    """The code and text of an ``isError`` result. The code: a ``code`` (or
+    ``error``) string field of its structured content, else the first word of
+    its text when followed by ``:`` or a space (``NOT_FOUND: no such file``).
+    The text: the tool's own, without the Python SDK's ``Error executing
+    tool NAME:`` prefix."""
     text = _text_parts(getattr(result, "content", ()) or ())
     structured = getattr(result, "structured_content", None)
     code: str | None = None
@@ -82,8 +83,11 @@ def tool_error(result: Any) -> ToolError:
                 break
         if not text:
             text = json.dumps(structured, ensure_ascii=False)[:500]
+    # The SDK's prefix repeats what the caller already knows (which tool
+    # failed): the tool's own text is what is kept and shown (said once).
+    text = _SDK_PREFIX_RE.sub("", text, count=1)
     if code is None:
-        m = _CODE_RE.match(_SDK_PREFIX_RE.sub("", text, count=1) + " ")
+        m = _CODE_RE.match(text + " ")
         code = m.group(1) if m else None
     return ToolError(code, text)
 
@@ -96,6 +100,32 @@ class ToolInfo:
     description: str | None
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
+    annotations: dict[str, Any] = field(default_factory=dict)  # MCP's hints, wire spelling (readOnlyHint, …)
+
+    @property
+    def read_only(self) -> bool:
+        """The tool declares ``readOnlyHint: true``."""
+        return self.annotations.get("readOnlyHint") is True
+
+    @property
+    def destructive(self) -> bool:
+        """May change things irreversibly, as MCP's defaults read the hints:
+        a tool not declared read-only is destructive unless it declares
+        ``destructiveHint: false``."""
+        return not self.read_only and self.annotations.get("destructiveHint", True) is not False
+
+
+_HINTS = {"title": str, "readOnlyHint": bool, "destructiveHint": bool, "idempotentHint": bool, "openWorldHint": bool}
+
+
+def _annotations(tool: Any) -> dict[str, Any]:
+    raw = getattr(tool, "annotations", None)
+    values = {} if raw is None else raw.model_dump(by_alias=True, exclude_none=True) \
+        if hasattr(raw, "model_dump") else dict(raw)
+    title = getattr(tool, "title", None)
+    if isinstance(title, str) and "title" not in values:  # MCP also has a title beside the hints
+        values["title"] = title
+    return {k: v for k, v in values.items() if isinstance(v, _HINTS.get(k, type(None)))}
 
 
 def tool_infos(tools: Iterable[Any]) -> list[ToolInfo]:
@@ -105,8 +135,21 @@ def tool_infos(tools: Iterable[Any]) -> list[ToolInfo]:
         schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
         output = tool.output_schema if isinstance(getattr(tool, "output_schema", None), dict) else None
         out.append(ToolInfo(name=tool.name, description=tool.description, input_schema=dict(schema),
-                            output_schema=dict(output) if output is not None else None))
+                            output_schema=dict(output) if output is not None else None,
+                            annotations=_annotations(tool)))
     return out
+
+
+def selected(names: Iterable[str], include: Iterable[str] = (), exclude: Iterable[str] = ()) -> bool:
+    """Whether a thing known by ``names`` (a tool's MCP name and its
+    capability name, say) passes glob patterns (:mod:`fnmatch`, case
+    sensitive): any ``include`` (none: all) and no ``exclude`` matches."""
+    from fnmatch import fnmatchcase
+
+    names, include, exclude = list(names), list(include), list(exclude)
+    if include and not any(fnmatchcase(n, p) for n in names for p in include):
+        return False
+    return not any(fnmatchcase(n, p) for n in names for p in exclude)
 
 
 _TOOL_SEGMENT_BAD = re.compile(r"[^A-Za-z0-9_-]")
@@ -126,19 +169,24 @@ def capability_name(server: str, tool: str) -> str:
     return "mcp." + ".".join(segments)
 
 
-def tools_manifest(server: str, server_table: dict[str, Any], tools: Iterable[ToolInfo]) -> dict[str, Any]:
+def tools_manifest(server: str, server_table: dict[str, Any], tools: Iterable[ToolInfo], *,
+                   include: Iterable[str] = (), exclude: Iterable[str] = (), read_only: bool = False) -> dict[str, Any]:
     """A manifest (parsed-TOML shape) offering every tool of one MCP server:
     ``mcp.SERVER.TOOL`` at 1.0.0 with the alias ``mcp:SERVER/TOOL@1.0``
     (when the tool's name fits that URI), the tool's schemas (an output
     schema of ``{}``, anything, when it declares none) and its description
-    as notes. ``caps import-mcp`` prints it as TOML; ``serve --mcp`` serves
-    it as it is."""
+    as notes, its MCP annotations as ``annotations``. ``include`` and
+    ``exclude`` are globs matched against the tool's name and the
+    capability's; ``read_only`` keeps only tools declaring ``readOnlyHint``.
+    ``caps import-mcp`` prints it as TOML; ``serve --mcp`` serves it as it is."""
     from ..caps.names import parse_ossa_uri
 
     capabilities = []
     seen: set[str] = set()
     for tool in tools:
         name = capability_name(server, tool.name)
+        if not selected((tool.name, name), include, exclude) or (read_only and not tool.read_only):
+            continue
         if name in seen:  # two tools that differ only in characters a name cannot hold
             continue
         seen.add(name)
@@ -153,6 +201,8 @@ def tools_manifest(server: str, server_table: dict[str, Any], tools: Iterable[To
             entry["notes"] = tool.description
         entry["input_schema"] = tool.input_schema
         entry["output_schema"] = tool.output_schema if tool.output_schema is not None else {}
+        if tool.annotations:
+            entry["annotations"] = dict(tool.annotations)
         entry["binding"] = {"mcp": {"server": server, "tool": tool.name}}
         capabilities.append(entry)
     return {"bundle_id": f"mcp.{server}", "mcp_server": {server: server_table}, "capability": capabilities}

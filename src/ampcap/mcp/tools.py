@@ -8,9 +8,11 @@ whether ``notifications/tools/list_changed`` is due.
 
 Naming (R18, documented in docs/mcp-gateway.md):
 
-- A tool is named after the capability (dots allowed). With
-  ``underscore=True`` every character outside ``[A-Za-z0-9_-]`` becomes
-  ``_`` for hosts that allow only those.
+- A tool is named after the capability. By default (``underscore=True``)
+  every character outside ``[A-Za-z0-9_-]`` becomes ``_``, since the LLM
+  tool APIs hosts hand tools to allow only those (``^[A-Za-z0-9_-]{1,64}$``);
+  ``underscore=False`` keeps the dots MCP itself allows. The gateway maps a
+  tool name back to its capability through its table, never by undoing this.
 - Peers are taken in the order given, each one's capabilities by name. A
   tool name already taken by an earlier peer gets the suffix ``.peerN``
   (``_peerN`` with ``underscore``), N being the peer's position from 1.
@@ -40,6 +42,8 @@ __all__ = [
     "assign_names",
     "choose",
     "error_text",
+    "annotations_for",
+    "offered",
     "input_schema_for",
     "output_schema_for",
     "result_content",
@@ -94,6 +98,36 @@ def assign_names(offers: Sequence[Iterable[str]], *, underscore: bool = False) -
                 name = f"{name[:MAX_TOOL_NAME - _HASH_DIGITS - 1]}-{_hashed(f'{position}:{capability}')}"
             taken[name] = (position, capability)
     return taken
+
+
+# The capabilities no MCP host should see as tools: ampcap's own plumbing
+# (the schema artifact service every daemon offers, docs/mcp-gateway.md).
+HIDDEN = ("org.ampcap.schema.*",)
+
+
+def offered(name: str, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> bool:
+    """Whether capability ``name`` becomes a tool: not ampcap's plumbing, any
+    ``include`` glob (none: all) and no ``exclude`` glob matches."""
+    from fnmatch import fnmatchcase
+
+    if any(fnmatchcase(name, p) for p in HIDDEN):
+        return False
+    if include and not any(fnmatchcase(name, p) for p in include):
+        return False
+    return not any(fnmatchcase(name, p) for p in exclude)
+
+
+_HINTS = {"title": str, "readOnlyHint": bool, "destructiveHint": bool, "idempotentHint": bool, "openWorldHint": bool}
+
+
+def annotations_for(descriptor: Descriptor) -> dict[str, Any]:
+    """MCP tool annotations from the descriptor's ``annotations`` extension
+    (what ``caps import-mcp`` and ``serve --mcp`` keep of a tool's), with
+    anything a peer sent that is not one of MCP's hints dropped."""
+    raw = descriptor.extensions.get("annotations")
+    if not isinstance(raw, Mapping):
+        return {}
+    return {k: v for k, v in raw.items() if isinstance(k, str) and k in _HINTS and isinstance(v, _HINTS[k])}
 
 
 def choose(descriptors: Iterable[Descriptor], ranges: Mapping[str, Range]) -> dict[str, Descriptor]:

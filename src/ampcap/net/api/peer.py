@@ -186,9 +186,16 @@ class Peer:
         from ...caps.bundle import SchemaStore
         from ...caps.params import ParamsValidator
 
-        catalog = Catalog(specs, cursor_key=os.urandom(32))
+        store = SchemaStore(bundles, offline=True)
+        service: list[Any] = []
+        if specs:  # a pure caller loads none of it
+            from ..caps.artifacts import artifact_service
+
+            service, service_handlers = artifact_service(specs, store)  # our schemas, handed out by hash
+            handlers = {**handlers, **service_handlers}
+        catalog = Catalog(specs + service, cursor_key=os.urandom(32))
         return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
-                      params=ParamsValidator(SchemaStore(bundles, offline=True)), resolver=self.resolver,
+                      params=ParamsValidator(store), resolver=self.resolver,
                       handlers=handlers, clock=self.clock, ssl_context=self.tls, store=self.store)
 
     @asynccontextmanager
@@ -349,8 +356,11 @@ async def connect(url: str, *, identity: Identity | str | os.PathLike[str] | Non
                   config: DaemonConfig = DaemonConfig(), relay_to: str | None = None,
                   relay_did: str = RELAY_DID, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[Remote]:
     """Connect to ``url`` as a peer that offers no capabilities (a pure
-    caller); ``relay_to`` and ``ssl_context`` as in :meth:`Peer.connect`."""
-    async with Peer(identity, config=config).connect(url, peer_did=peer_did, timeout=timeout,
+    caller); ``relay_to`` and ``ssl_context`` as in :meth:`Peer.connect`.
+    ``identity`` None is the callers' default key file (``caller.json``,
+    created if missing), apart from the one a local daemon serves with."""
+    caller = identity if identity is not None else load_or_create(None, os.urandom, caller=True)[0]
+    async with Peer(caller, config=config).connect(url, peer_did=peer_did, timeout=timeout,
                                                      relay_to=relay_to, relay_did=relay_did,
                                                      ssl_context=ssl_context) as remote:
         yield remote

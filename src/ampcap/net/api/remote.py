@@ -87,6 +87,7 @@ class Remote:
         self._ssl = ssl_context
         self._closed = False  # closed by its owner: never dialled again
         self._redialling: trio.Lock | None = None
+        self._artifacts: Any = None  # caps.artifacts.ArtifactFetcher, on the first schemas()
 
     @property
     def did(self) -> str:
@@ -114,6 +115,22 @@ class Remote:
         answer = await self._daemon.calls.query(await self._live(), flt, limit=limit, cursor=cursor, order=order,
                                                 timeout_ms=_ms(timeout), to=self._to)
         return QueryResult(answer.descriptors, answer.next_cursor)
+
+    async def schemas(self, descriptor: Descriptor, *, timeout: float = 30.0) -> tuple[Any, Any]:
+        """(params schema, result schema) of one of this peer's descriptors,
+        as parsed JSON Schema; None for one that cannot be had. The bytes
+        come from the peer (an ampcap peer serves the artifacts its
+        descriptors reference, :mod:`ampcap.caps.artifacts`) and are checked
+        against the descriptor's hash, and kept for this connection."""
+        fetcher = self._artifacts
+        if fetcher is None:
+            from ..caps.artifacts import ArtifactFetcher
+
+            async def fetch(capability_id: str, params: Any) -> Any:
+                return await self.invoke(capability_id, params=params, timeout=timeout)
+
+            fetcher = self._artifacts = ArtifactFetcher(fetch)
+        return await fetcher.schemas(descriptor)
 
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
                      negotiate: Negotiate | None = None, params: Any = None, timeout: float = 60.0,
