@@ -189,7 +189,7 @@ class Peer:
         store = SchemaStore(bundles, offline=True)
         service: list[Any] = []
         if specs:  # a pure caller loads none of it
-            from ..caps.artifacts import artifact_service
+            from ...caps.artifacts import artifact_service
 
             service, service_handlers = artifact_service(specs, store)  # our schemas, handed out by hash
             handlers = {**handlers, **service_handlers}

@@ -124,7 +124,7 @@ class Remote:
         against the descriptor's hash, and kept for this connection."""
         fetcher = self._artifacts
         if fetcher is None:
-            from ..caps.artifacts import ArtifactFetcher
+            from ...caps.artifacts import ArtifactFetcher
 
             async def fetch(capability_id: str, params: Any) -> Any:
                 return await self.invoke(capability_id, params=params, timeout=timeout)
