@@ -7,6 +7,7 @@ generator fails here, with the command that fixes it.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -51,6 +52,8 @@ def test_every_command_and_option_appears() -> None:
             missing.append(name)
             continue
         for action in parser._actions:
+            if action.help == argparse.SUPPRESS:  # kept for old scripts, hidden from --help: not documented
+                continue
             for option in action.option_strings:
                 if option not in ("-h", "--help") and f"`{option}" not in sections[name] \
                         and f", {option}" not in sections[name]:
