@@ -46,6 +46,13 @@ def test_bench_daemon_quick() -> None:
     assert "ERROR replies" not in out
 
 
+def test_profile_invoke_help() -> None:
+    # It needs valgrind and minutes, so the suite only checks that it loads
+    # (its imports: loadgen, bench_bindings) and says what it does.
+    out = run_tool("profile_invoke.py", "--help")
+    assert "--side" in out and "callgrind" in out
+
+
 def test_bench_protocol_quick() -> None:
     out = run_tool("bench_protocol.py", "--quick")
     assert "Ed25519 sign + verify here" in out and "least a sequential round trip" in out

@@ -144,14 +144,15 @@ async def _one_connection(prepared: Prepared, index: int, deadline: float, resul
     perf = time.perf_counter
     sent = 0
     while True:
+        t0 = perf()
+        if t0 >= deadline and sent >= warmup:
+            return
         if sent < len(frames):
             frame = frames[sent]
         else:  # the pool ran out: sign as we go (counted, so a report can say so)
             frame = _sign_invokes(probe, 1, prepared.capability, prepared.params)[0]
             result.signed_during_run += 1
-        t0 = perf()
-        if t0 >= deadline and sent >= warmup:
-            return
+            t0 = perf()
         sent += 1
         if fd >= 0:
             await _write_all(fd, frame)

@@ -14,6 +14,13 @@ does, so this is how docs/performance.md compares versions of the hot path.
   different number of calls: the difference / the difference in calls, so
   start-up and shutdown cancel out.
 
+* ``--side binding``: the MCP binding's own share in instructions
+  (issue 34 item 3): ``serve --manifest`` with ``tools/bench_bindings.py``'s
+  manifest under callgrind, instrumented for N sequential calls of the
+  bound tool and then N plain invokes (two daemons); the SDK's own
+  ``tools/call`` in a client process (two runs, the difference). The share
+  is binding − plain − direct.
+
 Each reports the share in Ed25519 (libsodium's ``crypto_sign*`` functions,
 inclusive) and, with ``--top N``, the N costliest functions inclusive (C
 level: the interpreter's own functions, trio's syscalls, libsodium; pair it
@@ -21,6 +28,7 @@ with ``py-spy`` or cProfile for the Python functions).
 
     python tools/profile_invoke.py --side daemon --connections 1 [--seconds 20]
     python tools/profile_invoke.py --side client [--calls 200]
+    python tools/profile_invoke.py --side binding [--calls 200]
 """
 
 from __future__ import annotations
@@ -146,6 +154,78 @@ def profile_client(calls: int, top: int) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
+def _daemon_calls(manifest: str, capability: str, calls: int) -> float:
+    """Instructions per sequential invoke of ``capability`` in ``serve --manifest``."""
+    home = tempfile.mkdtemp(prefix="ampcap-callgrind-")
+    out = os.path.join(home, "callgrind.out")
+    Path(home, "bench.toml").write_text(manifest)
+    argv = ["-m", "ampcap.cli.main", "serve", "--manifest", os.path.join(home, "bench.toml"), "--listen",
+            "127.0.0.1:0", "--state-dir", "none"]
+    proc = subprocess.Popen([*_valgrind(out, False), sys.executable, *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "XDG_CONFIG_HOME": home})
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[0]
+
+        async def drive() -> None:
+            from ampcap.net.api.peer import connect
+
+            async with connect(url) as remote:
+                for i in range(20):  # warm-up: the MCP session, imports, caches
+                    await remote.invoke(capability, params={"a": i, "b": 1})
+                subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True, capture_output=True)
+                for i in range(calls):
+                    await remote.invoke(capability, params={"a": i, "b": 1})
+                subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], check=True, capture_output=True)
+
+        trio.run(drive)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+        return _totals(out) / calls
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+_DIRECT = """
+import os, sys, trio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+async def main(server, calls):
+    params = StdioServerParameters(command=sys.executable, args=[server])
+    async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write), \\
+            ClientSession(read, write) as session:
+        await session.initialize()
+        for i in range(calls):
+            await session.call_tool("add", {"a": i, "b": 1})
+trio.run(main, sys.argv[1], int(sys.argv[2]))
+"""
+
+
+def profile_binding(calls: int) -> None:
+    import bench_bindings
+
+    binding = _daemon_calls(bench_bindings.MANIFEST, bench_bindings.CAPABILITY, calls)
+    plain = _daemon_calls(bench_bindings.MANIFEST, bench_bindings.PLAIN, calls)
+    home = tempfile.mkdtemp(prefix="ampcap-callgrind-")
+    try:
+        totals = []
+        for n in (calls // 4, calls):
+            out = os.path.join(home, f"direct-{n}.out")
+            subprocess.run([*_valgrind(out, True), sys.executable, "-c", _DIRECT, str(bench_bindings.SERVER),
+                            str(n)], check=True, stderr=subprocess.DEVNULL)
+            totals.append(_totals(out))
+        direct = (totals[1] - totals[0]) / (calls - calls // 4)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    print(f"MCP binding call, in the daemon: {binding / 1e6:.3f}M instructions; plain invoke, same daemon: "
+          f"{plain / 1e6:.3f}M; the SDK's tools/call in a client: {direct / 1e6:.3f}M")
+    print(f"the binding's own share (binding - plain - direct): {(binding - plain - direct) / 1e6:.3f}M instructions "
+          "per call")
+
+
 def report(label: str, out: str, calls: int, top: int) -> None:
     total = _totals(out)
     crypto, rows = _inclusive(out, top)
@@ -161,10 +241,10 @@ def _print_top(rows: list[tuple[int, str]], calls: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--side", choices=("daemon", "client"), default="daemon")
+    parser.add_argument("--side", choices=("daemon", "client", "binding"), default="daemon")
     parser.add_argument("--connections", type=int, default=1, help="daemon: unbatched connections")
     parser.add_argument("--seconds", type=float, default=20.0, help="daemon: instrumented run (valgrind is ~50× slower)")
-    parser.add_argument("--calls", type=int, default=200, help="client: calls in the longer run")
+    parser.add_argument("--calls", type=int, default=200, help="client, binding: calls (in the longer run)")
     parser.add_argument("--top", type=int, default=0, help="print the N costliest functions (inclusive)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
@@ -172,6 +252,8 @@ def main() -> None:
     t0 = time.perf_counter()
     if args.side == "daemon":
         profile_daemon(args.connections, args.seconds, args.top)
+    elif args.side == "binding":
+        profile_binding(args.calls)
     else:
         profile_client(args.calls, args.top)
     print(f"({time.perf_counter() - t0:.0f} s)")
