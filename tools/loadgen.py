@@ -111,9 +111,14 @@ def _sign_invokes(probe: Probe, count: int, capability: str, params: Any) -> lis
 
 
 async def prepare(url: str, connections: int, per_connection: int, *, capability: str = DEFAULT_CAPABILITY,
-                  params: Any = None) -> Prepared:
+                  params: Any = None, make_frames: Callable[[Probe, int], list[bytes]] | None = None) -> Prepared:
     """Open ``connections`` sessions to ``url`` (HANDSHAKE + HELLO each, a
-    fresh identity each) and pre-sign ``per_connection`` invokes on each."""
+    fresh identity each) and pre-sign ``per_connection`` invokes on each:
+    plain invokes of ``capability`` with ``params``, or whatever
+    ``make_frames(probe, count)`` returns (frames ready to write, sealed
+    with ``probe.seal`` and framed with ``probe.frame``; each must get
+    exactly one terminal reply). A connection that runs out of frames signs
+    plain invokes of ``capability`` as it goes."""
     params = DEFAULT_PARAMS if params is None else params
     amp_url = parse_url(url)
     settings = ProbeSettings()
@@ -127,7 +132,10 @@ async def prepare(url: str, connections: int, per_connection: int, *, capability
         for probe in probes:
             await probe.aclose()
         raise
-    frames = [_sign_invokes(probe, per_connection, capability, params) for probe in probes]
+    if make_frames is None:
+        frames = [_sign_invokes(probe, per_connection, capability, params) for probe in probes]
+    else:
+        frames = [list(make_frames(probe, per_connection)) for probe in probes]
     return Prepared(probes, frames, capability, params)
 
 
