@@ -41,6 +41,16 @@ def test_bench_caps_quick() -> None:
 def test_bench_daemon_quick() -> None:
     out = run_tool("bench_daemon.py", "--quick", "--only", "ampcap")
     assert "daemon CPU per invoke" in out and "Ed25519 sign+verify here" in out
+    # The unbatched load (tools/loadgen.py): its rows, and their CPU in Ed25519 units.
+    assert "ampcap unbatched (none)" in out and "× Ed25519 at 1" in out and "× Ed25519 at 16" in out
+    assert "ERROR replies" not in out
+
+
+def test_profile_invoke_help() -> None:
+    # It needs valgrind and minutes, so the suite only checks that it loads
+    # (its imports: loadgen, bench_bindings) and says what it does.
+    out = run_tool("profile_invoke.py", "--help")
+    assert "--side" in out and "callgrind" in out
 
 
 def test_bench_protocol_quick() -> None:

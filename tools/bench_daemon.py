@@ -8,13 +8,19 @@ sides. Measured in the same run, side by side:
   daemon's CPU time per invoke (``/proc/<pid>/stat`` of the daemon);
 * the trio echo ceiling (``tools/echo_baseline.py``), same frame size;
 * the grpcio baseline (``tools/grpc_baseline.py``), ~200-byte params;
-* the daemon's memory per idle connection (RSS delta over N connections).
+* the daemon's memory per idle connection (RSS delta over N connections);
+* the unbatched shape (``tools/loadgen.py``): N independent connections
+  (1, 16, 64), each writing every signed invoke on its own with one in
+  flight, against ``serve --demo --state-dir none``: the daemon's CPU per
+  invoke in units of one Ed25519 sign + verify measured in the same round
+  (issue 34: ≤ 2.0× at 64 connections, ≤ 3.0× at 1).
 
 Targets (issue 5): 64-in-flight throughput ≥ 1.5× grpcio, sequential p50
 ≤ 0.5× grpcio, daemon CPU ≤ 150 µs per invoke, ≤ 64 KiB per idle connection.
 
     python tools/bench_daemon.py [--seconds 3] [--rounds 3] [--capability org.ampcap.demo.echo:1.0.0]
     python tools/bench_daemon.py --only ampcap --profile /tmp/daemon.prof   # cProfile the daemon
+    python tools/bench_daemon.py --shape unbatched --rounds 3   # only the unbatched load
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ from pathlib import Path
 import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_common import Result, cpu_seconds, rss_kib, summarize  # noqa: E402
+import loadgen  # noqa: E402
+from bench_common import DemoDaemon, Result, cpu_seconds, rss_kib, summarize  # noqa: E402
 
 from ampcap.net.api.peer import Remote, connect  # noqa: E402
 from ampcap.wire.identity import Identity  # noqa: E402
@@ -189,6 +196,47 @@ def crypto_floor_us(rounds: int = 2000) -> float:
     return statistics.median(samples)
 
 
+UNBATCHED_CONNECTIONS = (1, 16, 64)
+UNBATCHED_TARGETS = {1: 3.0, 64: 2.0}  # issue 34: daemon CPU per invoke in Ed25519 units
+
+
+def run_unbatched(seconds: float, connections: tuple[int, ...] = UNBATCHED_CONNECTIONS, processes: int = 1,
+                  state: str = "none") -> list[Result]:
+    """The unbatched load (``tools/loadgen.py``) against a fresh ``serve --demo``:
+    one row per connection count, the daemon's CPU from /proc over the timed
+    run only (sessions opened, invokes pre-signed and warmed up before)."""
+    daemon = DemoDaemon(state, prefix="ampcap-bench-unbatched-")
+    rows = []
+    try:
+        for n in connections:
+            cpu = [0.0]
+            if processes > 1 and n > 1:
+                res = loadgen.run_processes(daemon.url, n, seconds, min(processes, n),
+                                            on_start=lambda: cpu.__setitem__(0, cpu_seconds(daemon.proc.pid)))
+                used = cpu_seconds(daemon.proc.pid) - cpu[0]  # the sessions' closing is in it: a few ms
+            else:
+                res, used = trio.run(_unbatched_once, daemon, n, seconds)
+            rows.append(Result(f"ampcap unbatched ({state})", n, res.calls, res.elapsed_s, res.latencies_us, used))
+            if res.errors:
+                print(f"warning: {res.errors} ERROR replies at {n} connections")
+    finally:
+        daemon.stop()
+    return rows
+
+
+async def _unbatched_once(daemon: DemoDaemon, connections: int, seconds: float
+                          ) -> tuple[loadgen.LoadResult, float]:
+    """(result, the daemon's CPU seconds during the timed run)."""
+    prepared = await loadgen.prepare(daemon.url, connections, loadgen.pool_size(connections, seconds))
+    try:
+        await loadgen.warm_up(prepared)
+        cpu0 = cpu_seconds(daemon.proc.pid)
+        res = await loadgen.run_load(prepared, seconds)
+        return res, cpu_seconds(daemon.proc.pid) - cpu0
+    finally:
+        await prepared.aclose()
+
+
 ISSUE_CRYPTO_US = 63.0  # sign + verify where the issue's targets were measured
 CPU_TARGET_US = 150.0
 
@@ -203,11 +251,17 @@ class Round:
     echo: list[Result] | None
     grpc: list[Result] | None
     floor_us: float  # Ed25519 sign + verify, measured right after
+    unbatched: list[Result] | None = None
 
     @property
     def ratios(self) -> dict[str, float]:
+        out = {}
+        for row in self.unbatched or ():
+            out[f"unbatched_{row.in_flight}"] = row.cpu_us_per_call / self.floor_us
+        if not self.ours:
+            return out
         seq, par = self.ours
-        out = {"cpu_vs_crypto": par.cpu_us_per_call / self.floor_us}
+        out["cpu_vs_crypto"] = par.cpu_us_per_call / self.floor_us
         if self.grpc:
             g1, g64 = self.grpc
             out["throughput_vs_grpc"] = par.rate / g64.rate
@@ -216,6 +270,11 @@ class Round:
 
 
 def measure_round(args: argparse.Namespace) -> Round:
+    unbatched = None
+    if args.shape in ("unbatched", "both"):
+        unbatched = run_unbatched(args.seconds, args.connections, args.processes)
+    if args.shape == "unbatched":
+        return Round([], [], float("nan"), None, None, crypto_floor_us(), unbatched)
     ours, client_us, per_conn = run_ampcap(args.seconds, args.capability, args.profile, args.idle_connections)
     echo = grpc = None
     if args.only == "all":
@@ -228,13 +287,22 @@ def measure_round(args: argparse.Namespace) -> Round:
             grpc = grpc_baseline.run(seconds=args.seconds)
         except ImportError:
             print("grpcio not installed: pip install 'ampcap[bench]' for the baseline", file=sys.stderr)
-    return Round(ours, client_us, per_conn, echo, grpc, crypto_floor_us())
+    return Round(ours, client_us, per_conn, echo, grpc, crypto_floor_us(), unbatched)
 
 
 def report_round(r: Round, args: argparse.Namespace) -> None:
-    print(summarize([*r.ours, *(r.echo or ()), *(r.grpc or ())]))
-    seq, par = r.ours
+    print(summarize([*r.ours, *(r.unbatched or ()), *(r.echo or ()), *(r.grpc or ())]))
     floor = r.floor_us
+    if r.unbatched:
+        print()
+        print(f"Ed25519 sign+verify here: {floor:.0f} µs")
+        print("unbatched (one write per message, 1 in flight per connection), daemon CPU per invoke: " + ", ".join(
+            f"{row.cpu_us_per_call:,.0f} µs = {row.cpu_us_per_call / floor:.2f}× Ed25519 at {row.in_flight}"
+            + (f" (target ≤ {UNBATCHED_TARGETS[row.in_flight]:.1f}×)" if row.in_flight in UNBATCHED_TARGETS else "")
+            for row in r.unbatched))
+    if not r.ours:
+        return
+    seq, par = r.ours
     scaled = CPU_TARGET_US * floor / ISSUE_CRYPTO_US
     print()
     print(f"Ed25519 sign+verify here: {floor:.0f} µs (issue's machine: {ISSUE_CRYPTO_US:.0f} µs), "
@@ -266,7 +334,10 @@ def report_round(r: Round, args: argparse.Namespace) -> None:
         print(f"vs trio echo ceiling: {seq.rate / e1.rate:.2f}× (1 in flight), {par.rate / e64.rate:.2f}× (64)")
 
 
-_TARGETS = {"cpu_vs_crypto": ("daemon CPU / Ed25519 floor, 64 in flight", "≤ 2.4"),
+_TARGETS = {"unbatched_1": ("unbatched, 1 connection: daemon CPU / Ed25519", "≤ 3.0"),
+            "unbatched_16": ("unbatched, 16 connections: daemon CPU / Ed25519", "-"),
+            "unbatched_64": ("unbatched, 64 connections: daemon CPU / Ed25519", "≤ 2.0"),
+            "cpu_vs_crypto": ("daemon CPU / Ed25519 floor, 64 in flight", "≤ 2.4"),
             "throughput_vs_grpc": ("ampcap/grpcio throughput, 64 in flight", "≥ 1.5"),
             "p50_vs_grpc": ("ampcap/grpcio p50 latency, sequential", "≤ 0.5")}
 
@@ -278,7 +349,14 @@ def main() -> None:
                         help="passes over every system; with more than one, each ratio's median and range "
                              "across rounds is printed at the end (this machine drifts by tens of percent)")
     parser.add_argument("--capability", default="org.ampcap.demo.echo:1.0.0")
-    parser.add_argument("--only", choices=("ampcap", "all"), default="all")
+    parser.add_argument("--only", choices=("ampcap", "all"), default="all",
+                        help="the batched rows of ampcap only, or with the echo and grpcio baselines")
+    parser.add_argument("--shape", choices=("batched", "unbatched", "both"), default="both",
+                        help="ampcap's own batching client, the unbatched load (tools/loadgen.py), or both")
+    parser.add_argument("--connections", type=lambda t: tuple(int(x) for x in t.split(",")),
+                        default=UNBATCHED_CONNECTIONS, help="unbatched: connection counts (default 1,16,64)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="unbatched: client processes to spread the connections over (default 1)")
     parser.add_argument("--idle-connections", type=int, default=500, help="for the memory figure (0 = skip)")
     parser.add_argument("--profile", default=None, metavar="FILE", help="cProfile the daemon into FILE")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (0.5 s rows, 20 idle connections)")
@@ -287,6 +365,8 @@ def main() -> None:
         parser.error("--rounds must be at least 1")
     if args.quick:
         args.seconds, args.idle_connections = 0.5, min(args.idle_connections, 20)
+        if args.connections == UNBATCHED_CONNECTIONS:
+            args.connections = (1, 16)
 
     print(f"capability {args.capability}, {args.seconds:.0f} s per row, loopback, CPython {sys.version.split()[0]}")
     rounds = []

@@ -208,6 +208,12 @@ class McpClient:
     async def session(self) -> Any:
         """The live session; while one is starting, wait for it (bounded by
         the connect timeout); when there is none, :class:`NotRun` 5002."""
+        session = self._session
+        if session is not None and not self._closed and not self._lost.is_set():
+            # Up: the usual case, answered without a cancel scope (a scope with
+            # a deadline enters and leaves trio's deadline heap, about a tenth
+            # of what this client adds to a call).
+            return session
         with trio.move_on_after(self._connect_timeout_s + 1):
             while not self._closed:
                 if self._session is not None and not self._lost.is_set():
