@@ -22,7 +22,7 @@ from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
 from .tls_options import tls_advice, tls_client_context
 
-__all__ = ["SHOWN_TEXT", "call_daemon", "parse_session_id", "to_json"]
+__all__ = ["SHOWN_TEXT", "call_daemon", "interruptible", "parse_session_id", "to_json"]
 
 SHOWN_TEXT = 500  # characters of a peer's message or progress note per line (--json has all)
 
@@ -99,6 +99,33 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
     # main's to report as such, not mistaken for an unreachable peer.
     print(output)
     return EXIT_OK
+
+
+async def interruptible(work: Any) -> Any:
+    """``await work()``; a Ctrl-C (SIGINT) meanwhile cancels it and raises
+    KeyboardInterrupt (exit 130). Cancelled, an invoke asks the provider to
+    stop it (ampcap's cancel, R23, when the peer announced it), and the
+    connection's close still flushes that message before the process ends."""
+    import signal
+
+    import trio
+
+    interrupted = False
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            async def watch() -> None:
+                nonlocal interrupted
+                async for _ in signals:
+                    interrupted = True
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(watch)
+            result = await work()
+            nursery.cancel_scope.cancel()
+    if interrupted:
+        raise KeyboardInterrupt
+    return result
 
 
 def _calls_itself(args: argparse.Namespace, did: str) -> str:

@@ -29,7 +29,7 @@ from ..peer.config import RELAY_DID
 from ..wire.cbor import MAX_BIGNUM_BYTES, UINT64_MAX
 from ..files.identity import default_identity_path
 from .argtypes import MAX_SECONDS, did, seconds, semver, semver_range
-from .calling import SHOWN_TEXT, call_daemon, parse_session_id, to_json
+from .calling import SHOWN_TEXT, call_daemon, interruptible, parse_session_id, to_json
 from .errors import UsageError
 from .tls_options import add_tls_client_arguments
 
@@ -232,6 +232,9 @@ def run_invoke(args: argparse.Namespace) -> int:
     on_input = answers(args.answer)
 
     async def call(remote: Any) -> str:
+        return await interruptible(lambda: invoke(remote))  # Ctrl-C cancels the invoke at the provider too
+
+    async def invoke(remote: Any) -> str:
         if session_id is not None:
             from .session import resumed
 

@@ -74,6 +74,7 @@ from .actions import Action, Cancel, Execute, Job
 from .admission import ExecutorConfig, delegation_violation
 from .admission import has_ext_delegation as _has_ext_delegation
 from .caller_checks import DENIED, CallerChecks
+from .extensions import CANCELLED_DETAILS
 from .caller_checks import denied as _denied
 from .delegated import Audit, DelegationDenied, audit_line, check_negotiated, decide
 from .dedupe import CacheStatus, InvokeCache, InvokeKey, Terminal
@@ -473,6 +474,22 @@ class Executor:
             actions += self._finish(key, body, now_ms)
             actions.append(Cancel(key=key, code=TIMEOUT))
         return actions
+
+    def cancel_requested(self, sender: str, invoke_id: bytes, now_ms: int) -> list[Action]:
+        """ampcap's cancel (R23, peer/extensions.py): ``sender`` asks to stop
+        its invoke ``invoke_id``. While it runs, it ends now with CAP_RESULT
+        5003 ``details = {"cancelled": true}`` (sealed and journaled like any
+        terminal reply, so a resend gets these bytes) and a :class:`Cancel`
+        for its task; a completion that comes after is dropped. Once it has
+        ended (the result won the race), or when it is unknown, nothing is
+        sent: the invoke has, or will have, its one terminal reply. Only its
+        own sender can cancel an invoke (the key holds the sender)."""
+        key = InvokeKey(sender, invoke_id)
+        run = self._running.get(key)
+        if run is None:
+            return []
+        error = AmpError(TIMEOUT, "cancelled by the caller", details=dict(CANCELLED_DETAILS))
+        return [*self._finish(key, result_error(error, run.job.session), now_ms), Cancel(key=key, code=TIMEOUT)]
 
     def shutdown(self, now_ms: int) -> list[Action]:
         """End every running job now: CAP_RESULT ``config.shutdown_code``

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...display import MESSAGE_LIMIT, shown
 from ...errors import AmpError
 from ...peer.admission import delegation_violation
+from ...peer.extensions import CANCEL, cancelled_invoke
 from ...peer.events import (
     ConnectionTerminated,
     Event,
@@ -58,6 +59,7 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.INPUT_REQUIRED, MessageType.ERROR, MessageType.CAP_RESULT,
                                       MessageType.CAP_DECLARE,
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
+_EXTENSION = int(MessageType.EXTENSION)
 _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
@@ -204,6 +206,12 @@ class InboundDispatch:
             self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
         elif typ == _PONG:  # liveness answer: nothing to say back
             log.debug("PONG from %s", shown(env.sender))
+        elif typ == _EXTENSION and CANCEL in link.driver.conn.extensions \
+                and (invoke_id := cancelled_invoke(inbound.body)) is not None:
+            # R23: the caller asks us to stop its invoke; the answer is the
+            # invoke's own terminal reply, never one to this message.
+            if self._executor is not None:
+                self._apply(self._executor.cancel_requested(env.sender, invoke_id, now))
         else:
             # RFC 001 §1.5: a type this agent does not implement (MESSAGE,
             # REQUEST, CONTACT_*, PRESENCE_*, DOC_*, ...) is answered 1005,
