@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 import trio
 
+from ...caps.binding.context import SERVING_DEADLINE, budget_ms
 from ...caps.descriptor import Descriptor
 from ...caps.names import OssaRef, is_full_id, parse_ossa_uri
 from ...caps.order import ORDERS, Order
@@ -112,7 +113,7 @@ class Remote:
         return QueryResult(answer.descriptors, answer.next_cursor)
 
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
-                     negotiate: Negotiate | None = None, params: Any = None, timeout: float = 60.0,
+                     negotiate: Negotiate | None = None, params: Any = None, timeout: float | None = None,
                      on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False,
                      encrypt: bool = False, delegation: Any = None,
                      on_input: InputCallback | None = None) -> Any:
@@ -140,8 +141,16 @@ class Remote:
         provider runs it once; a CAP_RESULT error is final). ``encrypt=True``
         sends the invoke authcrypted (RFC 001 §8.5) to the peer's X25519 key
         (did:key, or the keyring); an ampcap daemon encrypts its replies back.
+
+        ``timeout`` (seconds) defaults to 60. Called while serving an invoke
+        (inside a capability), the call gets what is left of that invoke's
+        budget less a small margin, ``timeout`` included, and fails 5003
+        before sending anything when none is left (deadlines that travel).
+        Cancelled (trio), the call asks the provider to stop the invoke
+        when the peer announced ampcap's cancel in HELLO (docs/steering.md).
         """
         target = _target(capability, version, range, negotiate)
+        timeout_ms = _invoke_timeout_ms(timeout, self._daemon.clock.wall_ms())
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
         evidence = None
         if delegation is not None:
@@ -149,7 +158,7 @@ class Remote:
 
             evidence = evidence_body(delegation)
         return await self._daemon.calls.invoke(self._link, target, {} if params is None else params,
-                                               timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
+                                               timeout_ms=timeout_ms, retry=policy, on_progress=on_progress,
                                                to=self._to, encrypt=encrypt, delegation=evidence,
                                                on_input=on_input)
 
@@ -272,6 +281,21 @@ def _uri(capability: str) -> OssaRef | None:
         return parse_ossa_uri(capability)
     except AmpError as exc:
         raise ValueError(exc.message) from None
+
+
+DEFAULT_INVOKE_TIMEOUT_MS = 60_000
+
+
+def _invoke_timeout_ms(timeout: float | None, now_ms: int) -> int:
+    """An invoke's ``timeout_ms``: the caller's (60 s by default), within
+    the budget left of the invoke this task serves, if any (R23)."""
+    wanted = _ms(timeout) if timeout is not None else None
+    deadline = SERVING_DEADLINE.get()
+    if deadline is None:
+        return wanted if wanted is not None else DEFAULT_INVOKE_TIMEOUT_MS
+    budget = budget_ms(deadline, now_ms, wanted)
+    assert budget is not None
+    return budget
 
 
 def _ms(seconds: float) -> int:
