@@ -246,3 +246,21 @@ def test_ctrl_c_cancels_the_invoke_at_the_provider(tmp_path: Path) -> None:
                 break
             time.sleep(0.1)
         assert "cap=org.ampcap.demo.sleep:1.0.0 code=5003" in daemon.stderr(), daemon.stderr()
+
+
+def test_invoke_and_query_print_a_deprecation_line(tmp_path: Path) -> None:
+    """R23: a deprecated version (examples/manifest.toml's countdown 0.9.0) is
+    one line on stderr; stdout stays the result."""
+    examples = Path(__file__).parents[2] / "examples" / "manifest.toml"
+    with serve_process(tmp_path, "--manifest", str(examples)) as served:
+        out = ampcap(tmp_path / "caller", "invoke", served.url, "org.example.greeter.countdown:0.9.0",
+                     "--params", '{"from": 1}', "--json")
+        assert out.returncode == 0 and json.loads(out.stdout) == {"result": {"done": True}}, out.stderr
+        lines = [line for line in out.stderr.splitlines() if line.startswith("warning: ")]
+        assert lines == ["warning: org.example.greeter.countdown:0.9.0 is deprecated; use "
+                         "org.example.greeter.countdown:1.0.0; sunset 2027-06-30"], out.stderr
+        out = ampcap(tmp_path / "caller", "query", served.url, "org.example.greeter.countdown")
+        assert out.returncode == 0 and "is deprecated" in out.stderr and "is deprecated" not in out.stdout
+        out = ampcap(tmp_path / "caller", "invoke", served.url, "org.example.greeter.greet:1.2.0",
+                     "--params", '{"name": "Ada"}')
+        assert out.returncode == 0 and "warning" not in out.stderr

@@ -64,3 +64,15 @@ async def test_a_host_cancelling_a_tool_call_cancels_the_invoke_at_the_provider(
             # The gateway still serves calls afterwards.
             result = await session.call_tool("org.example.slow", {"seconds": 0})
             assert result.structured_content == {"slept": 0}
+
+
+@pytest.mark.trio
+async def test_a_deprecated_version_says_so_in_its_tool_description() -> None:
+    examples = Path(__file__).parents[2] / "examples" / "manifest.toml"
+    async with Peer(new_identity(), manifest=examples).serve("amp://127.0.0.1:0") as served:
+        async with gateway_session(served.url) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            text = tools["org.example.greeter.countdown"].description
+            assert "Deprecated: org.example.greeter.countdown:0.9.0 is deprecated; use " \
+                   "org.example.greeter.countdown:1.0.0; sunset 2027-06-30." in text
+            assert "Deprecated" not in (tools["org.example.greeter.greet"].description or "")

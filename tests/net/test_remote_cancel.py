@@ -19,7 +19,7 @@ from ampcap import AmpError  # noqa: E402
 from ampcap.net.api.peer import Peer, connect  # noqa: E402
 from ampcap.net.daemon.config import DaemonConfig  # noqa: E402
 from ampcap.peer.config import ConnectionConfig  # noqa: E402
-from ampcap.peer.extensions import CANCEL  # noqa: E402
+from ampcap.wire.extensions import CANCEL  # noqa: E402
 
 SLOW = "org.example.slow"
 WITHOUT_EXTENSIONS = DaemonConfig(connection=ConnectionConfig(extensions=()))

@@ -11,8 +11,10 @@ loop and the Python API are imported inside :func:`call_daemon` only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from ..display import json_safe, printable
@@ -87,7 +89,8 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
     from ..net.api.peer import CallsItself
 
     try:
-        output = trio.run(main)
+        with _deprecation_lines():
+            output = trio.run(main)
     except CallsItself as exc:
         raise UsageError(_calls_itself(args, exc.did)) from None
     except AmpError as exc:
@@ -99,6 +102,26 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
     # main's to report as such, not mistaken for an unreachable peer.
     print(output)
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _deprecation_lines() -> Iterator[None]:
+    """A provider's in-band deprecation notice (R23) as one line on stderr,
+    once per capability version, whatever the call's outcome."""
+    import warnings
+
+    from ..caps.deprecation import AmpDeprecationWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AmpDeprecationWarning)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                if issubclass(warning.category, AmpDeprecationWarning):
+                    print(f"warning: {warning.message}", file=sys.stderr, flush=True)
+                else:
+                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 async def interruptible(work: Any) -> Any:

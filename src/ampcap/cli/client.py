@@ -120,6 +120,8 @@ def run_query(args: argparse.Namespace) -> int:
     async def call(remote: Any) -> str:
         page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,
                                   order=args.order, timeout=args.timeout or 30.0)
+        for notice in page.deprecations.values():  # R23: said in-band by the provider
+            print(f"warning: {notice.line()}", file=sys.stderr, flush=True)
         if args.json:
             return to_json({"capabilities": [d.to_wire() for d in page.capabilities], "next_cursor": page.next_cursor})
         lines = [_describe(d) for d in page.capabilities]

@@ -168,6 +168,9 @@ class Gateway:
         description = descriptor.notes or f"AMP capability {descriptor.id}"
         if len(self.links) > 1:
             description += f" (peer {link.label})"
+        notice = link.deprecations.get(descriptor.id)  # R23: said in-band by the peer
+        if notice is not None:
+            description += f" Deprecated: {notice.line()}."
         listed = types.Tool(name=name, description=description,
                             input_schema=mapping.input_schema_for(params_schema),
                             output_schema=mapping.output_schema_for(result_schema))

@@ -74,7 +74,8 @@ from .actions import Action, Cancel, Execute, Job
 from .admission import ExecutorConfig, delegation_violation
 from .admission import has_ext_delegation as _has_ext_delegation
 from .caller_checks import DENIED, CallerChecks
-from .extensions import CANCELLED_DETAILS
+from ..caps.deprecation import DeprecationNotices
+from ..wire.extensions import CANCELLED_DETAILS
 from .caller_checks import denied as _denied
 from .delegated import Audit, DelegationDenied, audit_line, check_negotiated, decide
 from .dedupe import CacheStatus, InvokeCache, InvokeKey, Terminal
@@ -175,7 +176,7 @@ class Executor:
                  params: ParamsChecker, seal: Callable[[Outbound, int], Outbound],
                  policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
                  config: ExecutorConfig = ExecutorConfig(), delegation: ChainVerifier | None = None,
-                 journal: bool = False) -> None:
+                 journal: bool = False, deprecations: DeprecationNotices | None = None) -> None:
         """``seal`` signs a terminal reply the way its connection would
         (:class:`~ampcap.peer.sealing.Sealer`): the result carries its wire
         bytes, kept for retries (R8). ``journal``: emit :class:`Persist`
@@ -187,7 +188,9 @@ class Executor:
         self._seal = seal
         self._policy = policy
         self._callers = CallerChecks(policy)
-        self._queries = QueryAnswers(registry, resolver.canonical_name, self._callers)
+        self._queries = QueryAnswers(registry, resolver.canonical_name, self._callers, deprecations)
+        # R23: the deprecated versions a CAP_RESULT says so for (None: none are)
+        self._deprecations = deprecations
         self._limits = limits if limits is not None else InFlightLimits()
         self.config = config
         self._cache = InvokeCache(max_entries=config.cache_entries, max_bytes=config.cache_bytes,
@@ -476,7 +479,7 @@ class Executor:
         return actions
 
     def cancel_requested(self, sender: str, invoke_id: bytes, now_ms: int) -> list[Action]:
-        """ampcap's cancel (R23, peer/extensions.py): ``sender`` asks to stop
+        """ampcap's cancel (R23, wire/extensions.py): ``sender`` asks to stop
         its invoke ``invoke_id``. While it runs, it ends now with CAP_RESULT
         5003 ``details = {"cancelled": true}`` (sealed and journaled like any
         terminal reply, so a resend gets these bytes) and a :class:`Cancel`
@@ -543,7 +546,12 @@ class Executor:
         self._deadlines.discard(key)
         self._limits.release(run.job.conn)
         # Sealed once, here: every waiter, and every later retry, gets these bytes (R8).
-        terminal = self._seal(self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded), now_ms)
+        out = self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded)
+        if self._deprecations is not None and run.job.capability_id in self._deprecations.by_id:
+            ext = self._deprecations.ext_for((run.job.capability_id,), run.job.conn, key.msg_id)
+            if ext is not None:
+                out = msgspec.structs.replace(out, ext=ext)
+        terminal = self._seal(out, now_ms)
         kept = _terminal(terminal)
         sends: list[Action] = [Send(conn, terminal) for conn in self._cache.finish(key, kept, now_ms)]
         if self.journal:  # committed before the terminal message leaves

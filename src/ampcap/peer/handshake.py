@@ -24,7 +24,7 @@ from ..wire.receive import Inbound, ReceivePipeline, addressed_to
 from ..wire.registry import MessageType
 from ..wire.transport import TRANSPORT_VERSION, HandshakeRequest, HandshakeResponse, TransportError, effective_max
 from .config import UNKNOWN_PEER_DID, ConnectionConfig, major_of
-from .extensions import agreed
+from ..wire.extensions import agreed
 from .events import ConnectionTerminated, Event, HandshakeCompleted, MessageRejected, Negotiated
 from .state import ConnInput, ConnState, HelloInput, HelloState, advance, advance_hello
 
@@ -59,7 +59,7 @@ class Handshake:
         self.peer_did_hint: str | None = None  # handshake ``did`` (unauthenticated)
         self._expected_peer = peer_did
         self.negotiated_version: str | None = None
-        # ampcap extensions both sides announced in HELLO (peer/extensions.py)
+        # ampcap extensions both sides announced in HELLO (wire/extensions.py)
         self.extensions: frozenset[str] = frozenset()
         self._major = 1
         self.max_msg_size = self.config.max_msg_size

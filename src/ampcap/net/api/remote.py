@@ -27,6 +27,7 @@ from ...caps.descriptor import Descriptor
 from ...caps.names import OssaRef, is_full_id, parse_ossa_uri
 from ...caps.order import ORDERS, Order
 from ...errors import AmpError
+from ...caps.deprecation import Notice
 from ...peer.invoker import RetryPolicy, Target
 from ...session.record import ThreadMode
 from ...wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
@@ -67,6 +68,8 @@ class QueryResult(msgspec.Struct, frozen=True):
 
     capabilities: tuple[Descriptor, ...]
     next_cursor: str | None
+    # R23: what the provider said in-band about deprecated versions listed, by id
+    deprecations: Mapping[str, Notice] = msgspec.field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Descriptor]:
         return iter(self.capabilities)
@@ -110,7 +113,7 @@ class Remote:
             flt["version"] = range
         answer = await self._daemon.calls.query(self._link, flt, limit=limit, cursor=cursor, order=order,
                                                 timeout_ms=_ms(timeout), to=self._to)
-        return QueryResult(answer.descriptors, answer.next_cursor)
+        return QueryResult(answer.descriptors, answer.next_cursor, {n.id: n for n in answer.notices})
 
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
                      negotiate: Negotiate | None = None, params: Any = None, timeout: float | None = None,

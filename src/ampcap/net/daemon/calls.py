@@ -18,10 +18,12 @@ The daemon owns one :class:`Calls`; the Python API
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import trio
 
 from ...errors import AmpError, LocalProtocolError, MessageTooLarge
@@ -41,13 +43,14 @@ from ...peer.invoker import (
     Target,
 )
 from ...wire.registry import MessageType
-from ...peer.extensions import CANCEL, cancel_body
+from ...caps.deprecation import AmpDeprecationWarning, Notice
+from ...wire.extensions import CANCEL, cancel_body
 from ...peer.outbound import Outbound
 from ...peer.state import ConnState
 from ..transport.clock import Clock
 from .link import Link, why_silent
 
-__all__ = ["Calls", "CallOutcome", "send_cancel"]
+__all__ = ["Calls", "CallOutcome", "send_cancel", "warn_deprecated"]
 
 # The daemon's logger: these are its lines, whichever module writes them.
 log = logging.getLogger("ampcap.daemon")
@@ -75,6 +78,20 @@ class CallOutcome:
     # The CAP_INVOKE this call sent (None for queries and requests): what a
     # cancel names when the caller gives up (R23).
     invoke: Outbound | None = None
+    # R23: deprecation notices the provider's verified reply carried.
+    notices: tuple[Notice, ...] = ()
+
+
+def warn_deprecated(notices: tuple[Notice, ...]) -> None:
+    """A :class:`AmpDeprecationWarning` per deprecated capability version,
+    once per process (the caller's frame: five up, through _await, Calls.invoke, Remote.invoke)."""
+    for notice in notices:
+        if notice.id not in _WARNED:
+            _WARNED.add(notice.id)
+            warnings.warn(AmpDeprecationWarning(notice.line()), stacklevel=5)
+
+
+_WARNED: set[str] = set()
 
 
 def _ended(link: Link) -> AmpError:
@@ -162,7 +179,10 @@ class Calls:
         handle, out = self._invoker.start_query(link, filter, limit=limit, cursor=cursor, order=order,
                                                 timeout_ms=timeout_ms, to=to or link.peer_did,
                                                 now_ms=self._clock.wall_ms())
-        answer: QueryAnswered = await self._await(handle, self.register(link, handle, out, None))
+        outcome = self.register(link, handle, out, None)
+        answer: QueryAnswered = await self._await(handle, outcome)
+        if outcome.notices:  # handed on, not warned: a listing calls nothing deprecated
+            answer = msgspec.structs.replace(answer, notices=outcome.notices)
         return answer
 
     async def request(self, link: Link, typ: int, body: Any, *, timeout_ms: int, to: str | None = None) -> Replied:
@@ -207,9 +227,17 @@ class Calls:
                 self._pending.pop(handle, None)
                 if outcome.invoke is not None and outcome.link is not None:
                     send_cancel(outcome.link, outcome.invoke)
+        if outcome.notices and outcome.invoke is not None:
+            warn_deprecated(outcome.notices)
         if outcome.error is not None:
             raise outcome.error
         return outcome.result
+
+    def note(self, handle: bytes | None, notices: tuple[Notice, ...]) -> None:
+        """The reply to call ``handle`` carried verified deprecation notices (R23)."""
+        outcome = self._pending.get(handle) if handle is not None else None
+        if outcome is not None and notices:
+            outcome.notices = notices
 
     def link_of(self, handle: bytes) -> Link | None:
         """The link call ``handle`` was sent on, while it is pending."""

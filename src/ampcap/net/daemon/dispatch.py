@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...display import MESSAGE_LIMIT, shown
 from ...errors import AmpError
 from ...peer.admission import delegation_violation
-from ...peer.extensions import CANCEL, cancelled_invoke
+from ...caps.deprecation import read_entry
+from ...wire.extensions import CANCEL, DEPRECATION, cancelled_invoke
 from ...peer.events import (
     ConnectionTerminated,
     Event,
@@ -197,6 +198,9 @@ class InboundDispatch:
         elif typ in _REPLIES:
             if self._session_routing.refuse_reply(link, inbound, self._executor):  # RFC 006 §4.4, §6
                 return
+            if env.ext is not None and DEPRECATION in link.driver.conn.extensions:  # R23, caps/deprecation.py
+                self.calls.note(env.reply_to, read_entry(env.ext, env.sender, env.reply_to,
+                                                         self.pipeline.resolver.ed25519_for))
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
             self._send(link, delegation.answer(self.deleg_service, inbound, now))
