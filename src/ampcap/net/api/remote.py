@@ -136,7 +136,8 @@ class Remote:
         seconds pass without a terminal reply, or, when the connection ends
         first, the code and reason that ended it (5002 without a code: the
         peer closed it). ``on_progress(pct, text)``
-        (plain or async) sees every PROGRESS; ``on_input(prompt, options)``
+        (plain or async) sees every PROGRESS, and, with pct None, every PROCESSING
+        that has a text (progress without a total); ``on_input(prompt, options)``
         (plain or async) answers the provider's questions (RFC 006
         INPUT_REQUIRED) with a string, or None to decline (without it every
         question is declined). ``retry=True`` resends the same

@@ -296,7 +296,11 @@ class Calls:
         if outcome is not None and event.question is not None:
             self._ask_caller(outcome, event.question)
             return
-        if outcome is None or outcome.on_progress is None or event.kind != "progress":
+        if outcome is None or outcome.on_progress is None:
+            return
+        # PROGRESS, and PROCESSING that says something (progress with no
+        # percentage, as an MCP server without a total reports it): pct None.
+        if event.kind != "progress" and not (event.kind == "processing" and event.text):
             return
         try:
             maybe = outcome.on_progress(event.pct, event.text)

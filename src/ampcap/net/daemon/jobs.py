@@ -116,8 +116,12 @@ class Jobs:
         key = job.key
 
         async def progress(pct: float | None, text: str | None) -> None:
-            if pct is not None and key in self._running:
+            if key not in self._running:
+                return
+            if pct is not None:
                 self._apply(self._executor.progress(key, pct, text, now_ms=self._clock.wall_ms()))
+            elif text:  # progress with no percentage (an MCP server's without a total): PROCESSING
+                self._apply(self._executor.processing(key, text, now_ms=self._clock.wall_ms()))
 
         async def ask(prompt: str, options: list[str] | None, timeout_ms: int | None) -> str:
             return await self._ask(job, prompt, options, timeout_ms)
