@@ -43,6 +43,11 @@ def test_bench_daemon_quick() -> None:
     assert "daemon CPU per invoke" in out and "Ed25519 sign+verify here" in out
 
 
+def test_bench_cancel_quick() -> None:
+    out = run_tool("bench_cancel.py", "--quick")
+    assert "cancel of a running one" in out and "a cancel's daemon CPU / a plain invoke's" in out
+
+
 def test_bench_protocol_quick() -> None:
     out = run_tool("bench_protocol.py", "--quick")
     assert "Ed25519 sign + verify here" in out and "least a sequential round trip" in out

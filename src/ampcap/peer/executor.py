@@ -116,6 +116,11 @@ DELEGATION_INVALID = 3004
 INTERNAL_ERROR, UNAVAILABLE, TIMEOUT, OVERLOADED = 5001, 5002, 5003, 5004
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
 
+# The CAP_RESULT a cancel that wins the race ends an invoke with (R23).
+_CANCELLED = AmpError(TIMEOUT, "cancelled by the caller", details=dict(CANCELLED_DETAILS))
+_CANCELLED_BODY = result_error(_CANCELLED)
+_CANCELLED_CBOR = dumps(_CANCELLED_BODY)
+
 # Reading back a message we sealed ourselves: a result may be bigger or deeper
 # than what we accept from a peer, and it must come back all the same.
 _OWN_BYTES = DecodeLimits(max_depth=1024, max_items=1 << 62, max_bytes=1 << 62)
@@ -491,8 +496,11 @@ class Executor:
         run = self._running.get(key)
         if run is None:
             return []
-        error = AmpError(TIMEOUT, "cancelled by the caller", details=dict(CANCELLED_DETAILS))
-        return [*self._finish(key, result_error(error, run.job.session), now_ms), Cancel(key=key, code=TIMEOUT)]
+        if run.job.session is None:  # the same body every time: encoded once
+            body, encoded = _CANCELLED_BODY, _CANCELLED_CBOR
+        else:
+            body, encoded = result_error(_CANCELLED, run.job.session), None
+        return [*self._finish(key, body, now_ms, encoded), Cancel(key=key, code=TIMEOUT)]
 
     def shutdown(self, now_ms: int) -> list[Action]:
         """End every running job now: CAP_RESULT ``config.shutdown_code``
