@@ -25,8 +25,8 @@ SLOW = "org.example.slow"
 WITHOUT_EXTENSIONS = DaemonConfig(connection=ConnectionConfig(extensions=()))
 
 
-def slow_peer(seen: dict, config: DaemonConfig = DaemonConfig()) -> Peer:
-    peer = Peer(new_identity(), config=config)
+def slow_peer(seen: dict, config: DaemonConfig = DaemonConfig(), **options: object) -> Peer:
+    peer = Peer(options.pop("identity", None) or new_identity(), config=config, **options)  # type: ignore[arg-type]
 
     @peer.capability(SLOW, version="1.0.0")
     async def slow(seconds: float, ctx=None) -> dict:
@@ -109,3 +109,38 @@ async def test_no_cancel_without_the_extension_on_both_sides(quiet: str) -> None
             # The caller stopped waiting locally; the capability ran to its end.
             await trio.sleep(1.2)
             assert not seen["cancelled"].is_set()
+
+
+@pytest.mark.trio
+async def test_the_journal_keeps_a_cancelled_invoke_as_done_across_a_restart(tmp_path: Path) -> None:
+    from ampcap.store import StateStore
+
+    provider_identity, caller_identity = new_identity(), new_identity()
+    seen = events()
+    sent: list = []
+    store = StateStore.open(tmp_path / "state")
+    provider = slow_peer(seen, identity=provider_identity, store=store)
+    async with provider.serve("amp://127.0.0.1:0") as server:
+        async with connect(server.url, identity=caller_identity) as remote:
+            calls, link = remote._daemon.calls, remote._link
+            with trio.move_on_after(5):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(lambda: calls.invoke(link, f"{SLOW}:1.0.0", {"seconds": 30},
+                                                            timeout_ms=60_000, sent=sent.append))
+                    await seen["started"].wait()
+                    nursery.cancel_scope.cancel()
+            with trio.fail_after(5):
+                await seen["cancelled"].wait()
+            await trio.sleep(0.2)  # the journal's tick commits
+    store.close()
+
+    again = events()
+    store = StateStore.open(tmp_path / "state")
+    restarted = slow_peer(again, identity=provider_identity, store=store)
+    async with restarted.serve("amp://127.0.0.1:0") as server:
+        async with connect(server.url, identity=caller_identity) as remote:
+            with trio.fail_after(5), pytest.raises(AmpError) as exc:
+                await remote._daemon.calls.resend(remote._link, sent[0], timeout_ms=5_000)
+            assert exc.value.code == 5003 and exc.value.details == {"cancelled": True}
+            assert not again["started"].is_set()  # answered from the journal, not run again
+    store.close()
