@@ -228,6 +228,9 @@ def plain_result(capability_id: str, result: Any, throttle: LogThrottle) -> Any:
         raise AmpError(INTERNAL_ERROR, "capability result is not encodable") from None
 
 
+_LOCAL = (PythonBinding, CommandBinding, Fallback)  # Fallback: each of its bindings decides
+
+
 class BindingRunner:
     """Runs bindings; caches imported callables by target."""
 
@@ -262,7 +265,12 @@ class BindingRunner:
         return self._remote
 
     async def run(self, binding: Binding, params: Any, context: InvocationContext) -> Any:
-        timeout_ms = binding_timeout_ms(binding.timeout_ms, context)
+        timeout_ms = binding.timeout_ms
+        if not isinstance(binding, _LOCAL):
+            # Another protocol's request (MCP, HTTP, gRPC) gets the invoke's
+            # budget left less the margin (R23), so that its failure is the
+            # reply; a local one is stopped at the invoke's deadline itself.
+            timeout_ms = binding_timeout_ms(timeout_ms, context)
         if timeout_ms is None:
             return await self._dispatch(binding, params, context)
         with trio.move_on_after(timeout_ms / 1000) as scope:

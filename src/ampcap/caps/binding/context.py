@@ -5,7 +5,9 @@ second positional argument to a callable that takes one (and the runners
 of the bindings to other protocols receive it too). It is how a capability
 reports progress, asks for input, sleeps and reads the time without
 importing an event loop or a clock, which keeps capability code sans-I/O
-and testable.
+and testable. ``remaining_ms()`` is what is left of the invoke's budget:
+calls made while serving it get that less a margin (:func:`budget_ms`,
+:data:`SERVING_DEADLINE`; docs/steering.md).
 """
 
 from __future__ import annotations
@@ -87,4 +89,4 @@ def binding_timeout_ms(own_ms: int | None, context: InvocationContext) -> int | 
     left = remaining() if remaining is not None else None
     if left is None:
         return own_ms
-    return budget_ms(left, 0, own_ms)
+    return budget_ms(left, 0, own_ms)  # a deadline ``left`` ms after a "now" of 0
