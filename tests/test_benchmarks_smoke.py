@@ -53,6 +53,11 @@ def test_profile_invoke_help() -> None:
     assert "--side" in out and "callgrind" in out
 
 
+def test_bench_cancel_quick() -> None:
+    out = run_tool("bench_cancel.py", "--quick")
+    assert "cancel of a running one" in out and "a cancel's daemon CPU / a plain invoke's" in out
+
+
 def test_bench_protocol_quick() -> None:
     out = run_tool("bench_protocol.py", "--quick")
     assert "Ed25519 sign + verify here" in out and "least a sequential round trip" in out

@@ -58,6 +58,7 @@ class Recorder:
     def __init__(self) -> None:
         self.calls = 0
         self.cancelled = threading.Event()
+        self.time_remaining: float | None = None  # the last call's deadline as the server saw it (seconds)
 
 
 @contextmanager
@@ -68,6 +69,7 @@ def grpc_server(tls: tuple[bytes, bytes] | None = None) -> Iterator[tuple[str, R
 
     def scan(request: Any, context: grpc.ServicerContext) -> Any:
         rec.calls += 1
+        rec.time_remaining = context.time_remaining()
         if request.delay_ms:
             context.add_callback(rec.cancelled.set)  # runs when the RPC ends, cancelled or not
             deadline = time.monotonic() + request.delay_ms / 1000

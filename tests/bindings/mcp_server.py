@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypedDict
 
 import anyio
+from pydantic import BaseModel
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -80,6 +81,28 @@ async def slow(ms: int, tag: str, ctx: Context) -> Sum:
         mark(f"cancelled-{tag}")
         raise
     return {"total": ms}
+
+
+class Choice(BaseModel):
+    answer: str
+
+
+@server.tool()
+async def confirm(question: str, ctx: Context) -> dict:  # type: ignore[type-arg]
+    """Ask the client (elicitation/create) and say what came back."""
+    result = await ctx.elicit(question, Choice)
+    if result.action == "accept":
+        return {"action": "accept", "answer": result.data.answer}
+    return {"action": result.action}
+
+
+@server.tool()
+async def unknown_total(steps: int, ctx: Context) -> Sum:
+    """Progress with no total, STEPS times."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, None, f"step {step} of ?")
+        await anyio.sleep(0.01)
+    return {"total": steps}
 
 
 @server.tool()

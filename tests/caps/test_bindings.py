@@ -87,6 +87,9 @@ def test_context_protocol_is_runtime_checkable() -> None:
         def now_ms(self) -> int:
             return 0
 
+        def remaining_ms(self) -> int | None:  # R23: the invoke's budget left
+            return None
+
         async def sleep(self, ms: int) -> None: ...
 
         async def progress(self, percent: float | None, message: str | None = None) -> None: ...

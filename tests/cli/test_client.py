@@ -221,3 +221,47 @@ def test_malformed_versions_ranges_and_uris_are_usage_errors(tmp_path: Path, arg
 def test_an_ossa_uri_alone_invokes_its_compatible_versions(daemon: ServeProcess, tmp_path: Path) -> None:
     out = ampcap(tmp_path, "invoke", daemon.url, "ossa:demo/add@1.0", "--params", '{"a": 2, "b": 40}')
     assert out.returncode == 0 and json.loads(out.stdout) == {"sum": 42}, out.stderr
+
+
+def test_ctrl_c_cancels_the_invoke_at_the_provider(tmp_path: Path) -> None:
+    """R23: on Ctrl-C `ampcap invoke` asks the daemon to stop the invoke; its
+    task ends at once with 5003 (it would have slept 20 s)."""
+    import signal
+    import time
+
+    with serve_process(tmp_path, verbose=True) as daemon:
+        env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "caller"))
+        proc = subprocess.Popen([PY, "-m", "ampcap.cli.main", "invoke", daemon.url, "org.ampcap.demo.sleep:1.0.0",
+                                 "--params", '{"ms": 20000}'], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        while line and not line.startswith("progress"):
+            line = proc.stderr.readline()
+        assert line.startswith("progress"), line
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130 and "Traceback" not in err, err
+        for _ in range(100):
+            if "cap=org.ampcap.demo.sleep:1.0.0 code=5003" in daemon.stderr():
+                break
+            time.sleep(0.1)
+        assert "cap=org.ampcap.demo.sleep:1.0.0 code=5003" in daemon.stderr(), daemon.stderr()
+
+
+def test_invoke_and_query_print_a_deprecation_line(tmp_path: Path) -> None:
+    """R23: a deprecated version (examples/manifest.toml's countdown 0.9.0) is
+    one line on stderr; stdout stays the result."""
+    examples = Path(__file__).parents[2] / "examples" / "manifest.toml"
+    with serve_process(tmp_path, "--manifest", str(examples)) as served:
+        out = ampcap(tmp_path / "caller", "invoke", served.url, "org.example.greeter.countdown:0.9.0",
+                     "--params", '{"from": 1}', "--json")
+        assert out.returncode == 0 and json.loads(out.stdout) == {"result": {"done": True}}, out.stderr
+        lines = [line for line in out.stderr.splitlines() if line.startswith("warning: ")]
+        assert lines == ["warning: org.example.greeter.countdown:0.9.0 is deprecated; use "
+                         "org.example.greeter.countdown:1.0.0; sunset 2027-06-30"], out.stderr
+        out = ampcap(tmp_path / "caller", "query", served.url, "org.example.greeter.countdown")
+        assert out.returncode == 0 and "is deprecated" in out.stderr and "is deprecated" not in out.stdout
+        out = ampcap(tmp_path / "caller", "invoke", served.url, "org.example.greeter.greet:1.2.0",
+                     "--params", '{"name": "Ada"}')
+        assert out.returncode == 0 and "warning" not in out.stderr

@@ -27,7 +27,7 @@ from typing import Any
 
 import trio
 
-from ..caps.binding.context import InvocationContext
+from ..caps.binding.context import InvocationContext, binding_timeout_ms
 from ..caps.binding.other_protocols import GrpcBinding, NotRun, map_fields
 from ..display import shown
 from ..errors import AmpError
@@ -154,7 +154,10 @@ class GrpcRunner:
         except (json_format.ParseError, TypeError, ValueError) as exc:
             raise AmpError(BAD_PARAMS, f"params do not fit {request_class.DESCRIPTOR.full_name}: {shown(exc)}") \
                 from None
-        future = call.future(request, timeout=binding.timeout_ms / 1000)
+        # The gRPC deadline: the binding's timeout, or less when the invoke's
+        # budget has less left (R23); the server sees it as grpc-timeout.
+        deadline_ms = binding_timeout_ms(binding.timeout_ms, context) or binding.timeout_ms
+        future = call.future(request, timeout=deadline_ms / 1000)
         done = trio.Event()
         token = trio.lowlevel.current_trio_token()
 
@@ -176,7 +179,7 @@ class GrpcRunner:
             status = exc.code()
             detail = shown(exc.details() or "")
             if status is grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise AmpError(TIMEOUT, f"{binding.method} did not finish within {binding.timeout_ms} ms") from None
+                raise AmpError(TIMEOUT, f"{binding.method} did not finish within {deadline_ms} ms") from None
             code = UNAVAILABLE if status is grpc.StatusCode.UNAVAILABLE else INTERNAL
             raise AmpError(code, f"{binding.method} failed: {status.name}{': ' + detail if detail else ''}",
                            details={"grpc_status": status.name}) from None

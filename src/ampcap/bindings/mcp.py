@@ -6,7 +6,9 @@ server's one session (:mod:`ampcap.mcp.client`); the result is the tool's
 …}`` (:func:`ampcap.mcp.sdk.tool_result_json`), renamed by
 ``output_mapping``. ``isError`` or a JSON-RPC error is 5001, or the code
 ``error_mapping`` gives the tool error's code. MCP progress becomes AMP
-PROGRESS (as a percentage when the server gives a total).
+PROGRESS (as a percentage when the server gives a total; without one, as
+PROCESSING), and an elicitation from the server becomes INPUT_REQUIRED to
+the caller, whose answer goes back (mcp/elicitation.py).
 """
 
 from __future__ import annotations
@@ -33,12 +35,17 @@ async def run_mcp(clients: McpClients, binding: McpBinding, params: Any, context
         raise AmpError(INTERNAL, "an MCP tool takes an object of arguments; these params are not one")
 
     async def progress(done: float, total: float | None, message: str | None) -> None:
+        # Without a total there is no percentage: the caller hears that work
+        # goes on (PROCESSING, with the server's message or the count).
         percent = done * 100 / total if total else None
-        await context.progress(percent, message)
+        await context.progress(percent, message if message or percent is not None else f"{done:g} done")
+
+    async def ask(prompt: str, options: list[str] | None) -> str:
+        return await context.ask(prompt, options=options)  # INPUT_REQUIRED to the AMP caller
 
     client = clients.get(binding.server)
     try:
-        result = await client.call_tool(binding.tool, arguments, progress)
+        result = await client.call_tool(binding.tool, arguments, progress, ask)
     except MCPError as exc:
         code = binding.error_mapping.get(str(exc.code), INTERNAL)
         raise AmpError(code, f"MCP error {exc.code} from {binding.server.name}/{binding.tool}: "

@@ -37,7 +37,7 @@ import cbor2
 import msgspec
 import trio
 
-from ..caps.binding.context import InvocationContext
+from ..caps.binding.context import InvocationContext, binding_timeout_ms
 from ..caps.binding.kinds import Binding
 from ..caps.binding.local import CommandBinding, PythonBinding, resolve_callable, wants_context
 from ..caps.binding.other_protocols import Fallback, NotRun
@@ -87,9 +87,14 @@ class RunnerContext:
     delegator: str | None = None
     """RFC 005: the DID the caller acts for (a verified chain's first delegator), or None."""
     ask_sink: AskSink = _cannot_ask
+    deadline_ms: int | None = None
+    """The invoke's deadline (Unix ms): when its budget runs out (R23)."""
 
     def now_ms(self) -> int:
         return self.clock_ms()
+
+    def remaining_ms(self) -> int | None:
+        return None if self.deadline_ms is None else max(0, self.deadline_ms - self.clock_ms())
 
     async def sleep(self, ms: int) -> None:
         await trio.sleep(max(0, ms) / 1000)
@@ -129,6 +134,9 @@ class ThreadContext:
 
     def now_ms(self) -> int:
         return self.context.now_ms()
+
+    def remaining_ms(self) -> int | None:
+        return self.context.remaining_ms()
 
     def sleep(self, ms: int) -> None:
         trio.from_thread.run(self.context.sleep, ms)
@@ -220,6 +228,9 @@ def plain_result(capability_id: str, result: Any, throttle: LogThrottle) -> Any:
         raise AmpError(INTERNAL_ERROR, "capability result is not encodable") from None
 
 
+_LOCAL = (PythonBinding, CommandBinding, Fallback)  # Fallback: each of its bindings decides
+
+
 class BindingRunner:
     """Runs bindings; caches imported callables by target."""
 
@@ -255,6 +266,11 @@ class BindingRunner:
 
     async def run(self, binding: Binding, params: Any, context: InvocationContext) -> Any:
         timeout_ms = binding.timeout_ms
+        if not isinstance(binding, _LOCAL):
+            # Another protocol's request (MCP, HTTP, gRPC) gets the invoke's
+            # budget left less the margin (R23), so that its failure is the
+            # reply; a local one is stopped at the invoke's deadline itself.
+            timeout_ms = binding_timeout_ms(timeout_ms, context)
         if timeout_ms is None:
             return await self._dispatch(binding, params, context)
         with trio.move_on_after(timeout_ms / 1000) as scope:

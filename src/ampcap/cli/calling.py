@@ -11,8 +11,10 @@ loop and the Python API are imported inside :func:`call_daemon` only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from ..display import json_safe, printable
@@ -23,7 +25,7 @@ from .errors import EXIT_FAILURE, EXIT_OK, UsageError
 from .serve import load_or_create_identity
 from .tls_options import tls_advice, tls_client_context
 
-__all__ = ["SHOWN_TEXT", "call_daemon", "parse_session_id", "to_json"]
+__all__ = ["SHOWN_TEXT", "call_daemon", "interruptible", "parse_session_id", "to_json"]
 
 SHOWN_TEXT = 500  # characters of a peer's message or progress note per line (--json has all)
 
@@ -88,7 +90,8 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
     from ..net.api.peer import CallsItself
 
     try:
-        output = trio.run(main)
+        with _deprecation_lines():
+            output = trio.run(main)
     except CallsItself as exc:
         raise UsageError(_calls_itself(args, exc.did)) from None
     except AmpError as exc:
@@ -100,6 +103,53 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
     # main's to report as such, not mistaken for an unreachable peer.
     print(output)
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _deprecation_lines() -> Iterator[None]:
+    """A provider's in-band deprecation notice (R23) as one line on stderr,
+    once per capability version, whatever the call's outcome."""
+    import warnings
+
+    from ..caps.deprecation import AmpDeprecationWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AmpDeprecationWarning)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                if issubclass(warning.category, AmpDeprecationWarning):
+                    print(f"warning: {warning.message}", file=sys.stderr, flush=True)
+                else:
+                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+async def interruptible(work: Any) -> Any:
+    """``await work()``; a Ctrl-C (SIGINT) meanwhile cancels it and raises
+    KeyboardInterrupt (exit 130). Cancelled, an invoke asks the provider to
+    stop it (ampcap's cancel, R23, when the peer announced it), and the
+    connection's close still flushes that message before the process ends."""
+    import signal
+
+    import trio
+
+    interrupted = False
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            async def watch() -> None:
+                nonlocal interrupted
+                async for _ in signals:
+                    interrupted = True
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(watch)
+            result = await work()
+            nursery.cancel_scope.cancel()
+    if interrupted:
+        raise KeyboardInterrupt
+    return result
 
 
 def _calls_itself(args: argparse.Namespace, did: str) -> str:

@@ -30,7 +30,7 @@ from ..peer.config import RELAY_DID
 from ..wire.cbor import MAX_BIGNUM_BYTES, UINT64_MAX
 from ..files.identity import default_caller_path
 from .argtypes import MAX_SECONDS, did, seconds, semver, semver_range
-from .calling import SHOWN_TEXT, call_daemon, parse_session_id, to_json
+from .calling import SHOWN_TEXT, call_daemon, interruptible, parse_session_id, to_json
 from .errors import UsageError
 from .tls_options import add_tls_client_arguments
 
@@ -130,6 +130,8 @@ def run_query(args: argparse.Namespace) -> int:
     async def call(remote: Any) -> str:
         page = await remote.query(args.name, range=args.range, limit=args.limit, cursor=args.cursor,
                                   order=args.order, timeout=args.timeout or 30.0)
+        for notice in page.deprecations.values():  # R23: said in-band by the provider
+            print(f"warning: {notice.line()}", file=sys.stderr, flush=True)
         schemas = ([await remote.schemas(d, timeout=args.timeout or 30.0) for d in page.capabilities]
                    if args.show_schema else None)
         if args.json:
@@ -258,6 +260,9 @@ def run_invoke(args: argparse.Namespace) -> int:
     on_input = answers(args.answer)
 
     async def call(remote: Any) -> str:
+        return await interruptible(lambda: invoke(remote))  # Ctrl-C cancels the invoke at the provider too
+
+    async def invoke(remote: Any) -> str:
         if session_id is not None:
             from .session import resumed
 

@@ -19,6 +19,7 @@ from ..wire.receive import Finding, Inspection, ReceivePipeline
 from ..wire.registry import MessageType, type_name
 from ..wire.signing import Profile
 from ..wire.transport import decode_control_payload
+from .steering import steering_notes
 
 __all__ = ["Record", "Inspector", "CddlVerdict", "load_schemas"]
 
@@ -65,6 +66,7 @@ class Record:
     signature_note: str | None = None  # why the signature could not be checked, when that is not obvious
     time: str | None = None  # TimeVerdict value
     cddl: CddlVerdict = CddlVerdict("unavailable")
+    ext: Any = None  # the envelope's ext map (unsigned, RFC 001 §8.7), as sent
     control: Any = None  # decoded payload of a HANDSHAKE/GOAWAY/ERROR/PING/PONG frame
     errors: list[Finding] = field(default_factory=list)
     # correlation
@@ -166,6 +168,9 @@ class Inspector:
             rec.signature_note = ("the sender's key is known, but the signature covers the encrypted plaintext: "
                                   "it cannot be checked without the recipient's X25519 secret")
         rec.time = report.time.value
+        if env is not None:
+            rec.ext = env.ext
+            rec.notes.extend(steering_notes(env, rec.body, rec.body_known, self._resolver))  # R23
         if rec.typ is not None and rec.body_known:
             rec.cddl = self._cddl(rec)
             if isinstance(rec.body, dict) and ("delegation" in rec.body or rec.typ == _DELEG_GRANT):

@@ -54,6 +54,7 @@ def record_to_json(rec: Record) -> dict[str, Any]:
         "expiry": rec.time,
         "body": to_json_value(rec.body) if rec.body_known else None,
         "body_known": rec.body_known,
+        "ext": to_json_value(rec.ext) if rec.ext is not None else None,
         "cddl": {"status": rec.cddl.status, "failing_paths": list(rec.cddl.failing_paths)},
         "extension_keys": list(rec.cddl.extension_keys),
         "errors": [_finding_json(f) for f in rec.errors],

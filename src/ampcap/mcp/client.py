@@ -37,18 +37,23 @@ from ..caps.binding.other_protocols import McpServer, NotRun, expand_env
 from ..display import shown
 from ..errors import AmpError
 from . import sdk
+from .elicitation import content_for, question_for
 
-__all__ = ["McpClient", "McpClients", "Progress", "list_server_tools"]
+__all__ = ["Ask", "McpClient", "McpClients", "Progress", "list_server_tools"]
 
 log = logging.getLogger("ampcap.mcp")
 
 UNAVAILABLE = 5002
 INTERNAL = 5001
+TIMEOUT = 5003
 STABLE_S = 10.0  # a session that lived this long had started fine: its end is restarted at once
 CONNECTION_CLOSED = -32000  # the SDK's code for "the connection closed under a request"
 
 # (progress, total, message) as the SDK reports it.
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+# (prompt, options) -> the AMP caller's answer (RFC 006 INPUT_REQUIRED):
+# what an elicitation from the server becomes (mcp/elicitation.py).
+Ask = Callable[[str, list[str] | None], Awaitable[str]]
 
 
 class McpClient:
@@ -72,6 +77,11 @@ class McpClient:
         self._scope: trio.CancelScope | None = None
         self.starts = 0  # sessions that came up (a restart counts)
         self._up_at = math.inf
+        # The calls in flight that can put a question to their caller. MCP
+        # over stdio does not say which call an elicitation belongs to, so
+        # one is asked only while it is the only such call.
+        self._askers: dict[int, Ask] = {}
+        self._next_asker = 0
 
     # ------------------------------------------------------------ life
 
@@ -149,7 +159,8 @@ class McpClient:
             if self._closed:
                 scope.cancel()
             async with self._transport() as (read, write):
-                async with ClientSession(_Watched(read, self._lost), write) as session:
+                async with ClientSession(_Watched(read, self._lost), write,
+                                         elicitation_callback=self._on_elicit) as session:
                     await session.initialize()
                     scope.deadline = math.inf
                     self.starts += 1
@@ -227,20 +238,52 @@ class McpClient:
             raise NotRun(UNAVAILABLE, f"MCP server {self.server.name} is not running ({self._why_down})")
         return session
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any], progress: Progress | None = None) -> Any:
+    async def call_tool(self, tool: str, arguments: dict[str, Any], progress: Progress | None = None,
+                        ask: Ask | None = None) -> Any:
         """``tools/call`` on the one session. Raises :class:`NotRun` when the
         server is not running (nothing was sent), ``AmpError(5001)`` when it
         goes away during the call, and the SDK's ``MCPError`` for a
-        JSON-RPC error reply."""
+        JSON-RPC error reply. ``ask`` answers the server's elicitations
+        during the call (see :meth:`_on_elicit`)."""
         from mcp.shared.exceptions import MCPError
 
         session = await self.session()
+        token = self._next_asker
+        self._next_asker += 1
+        if ask is not None:
+            self._askers[token] = ask
         try:
             return await session.call_tool(tool, arguments, progress_callback=progress)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED or self._lost.is_set():
                 raise AmpError(INTERNAL, f"MCP server {self.server.name} went away during the call") from None
             raise
+        finally:
+            self._askers.pop(token, None)
+
+    async def _on_elicit(self, context: Any, params: Any) -> Any:
+        """The server's ``elicitation/create``: put to the AMP caller of the
+        one call in flight as INPUT_REQUIRED, its answer sent back (accept),
+        or decline (the caller declined, the answer does not fit the form,
+        several calls are in flight, or it is a URL-mode request); cancel
+        when no answer came in time."""
+        from mcp.types import ElicitResult
+
+        askers = list(self._askers.values())
+        if len(askers) != 1 or getattr(params, "mode", "form") != "form":
+            log.info("MCP server %s elicitation declined: %s", self.server.name,
+                     "URL mode" if getattr(params, "mode", "form") != "form" else
+                     f"{len(askers)} calls that could be asking are in flight")
+            return ElicitResult(action="decline")
+        question = question_for(params.message, params.requested_schema)
+        try:
+            answer = await askers[0](question.prompt, question.options)
+        except AmpError as exc:
+            return ElicitResult(action="cancel" if exc.code == TIMEOUT else "decline")
+        content = content_for(question, answer)
+        if content is None:
+            return ElicitResult(action="decline")
+        return ElicitResult(action="accept", content=content)
 
     async def list_tools(self) -> list[sdk.ToolInfo]:
         """Every tool the server offers (all pages)."""

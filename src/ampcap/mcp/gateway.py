@@ -62,6 +62,7 @@ from ..errors import AmpError
 from ..net.api.peer import Remote
 from ..wire.identity import Identity
 from . import tools as mapping
+from .elicitation import answer_from, schema_for
 from .gateway_links import DialOptions, PeerLink
 
 __all__ = ["GatewayServer", "Gateway", "gateway"]
@@ -176,6 +177,9 @@ class Gateway:
         description = descriptor.notes or f"AMP capability {descriptor.id}"
         if len(self.links) > 1:
             description += f" (peer {link.label})"
+        notice = link.deprecations.get(descriptor.id)  # R23: said in-band by the peer
+        if notice is not None:
+            description += f" Deprecated: {notice.line()}."
         hints = mapping.annotations_for(descriptor)
         listed = types.Tool(name=name, description=description, title=hints.get("title"),
                             input_schema=mapping.input_schema_for(params_schema),
@@ -248,12 +252,25 @@ class Gateway:
 
         async def progress(pct: int | None, text: str | None) -> None:
             nonlocal last
-            last = float(pct) if pct is not None else last  # MCP progress only grows; no pct keeps the last
+            if pct is None:  # progress without a total (AMP PROCESSING): one more step, total unknown
+                last += 1.0
+                await ctx.session.report_progress(last, None, text)
+                return
+            last = max(last, float(pct))  # MCP progress only grows
             await ctx.session.report_progress(last, 100.0, text)
+
+        async def ask(prompt: str, options: tuple[str, ...] | None) -> str | None:
+            # AMP INPUT_REQUIRED -> an elicitation to the host (when it offers
+            # them); its answer goes back, anything else declines.
+            if not ctx.session.check_client_capability(types.ClientCapabilities(
+                    elicitation=types.ElicitationCapability())):
+                return None
+            reply = await ctx.session.elicit(prompt, schema_for(options))
+            return answer_from(reply.action, reply.content)
 
         try:
             result = await remote.invoke(tool.descriptor.id, params=arguments, timeout=self.call_timeout_s,
-                                         on_progress=progress)
+                                         on_progress=progress, on_input=ask)
         except AmpError as exc:
             return _failure(exc)
         structured, text = mapping.result_content(result)

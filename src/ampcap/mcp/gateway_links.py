@@ -50,6 +50,7 @@ from ..errors import AmpError
 from ..net.daemon.core import DaemonConfig
 from ..net.api.peer import CallsItself, Peer, Remote
 from ..peer.config import RELAY_DID
+from ..caps.deprecation import Notice
 from ..wire.identity import Identity
 
 __all__ = ["DialOptions", "PeerLink", "BACKOFF_MIN_S", "BACKOFF_MAX_S", "CALLER_BACKOFF_S", "CALLER_WAIT_S",
@@ -103,6 +104,7 @@ class PeerLink:
         self.on_change = on_change
         self.remote: Remote | None = None
         self.descriptors: tuple[Descriptor, ...] = ()
+        self.deprecations: dict[str, Notice] = {}  # R23: the peer's in-band notices, by capability id
         self._kick = trio.Event()
         self._warned_listing = False
         self._rng = random.Random()
@@ -315,6 +317,7 @@ class PeerLink:
                                     "listing extension: name them with --capability)", shown(self.label))
                     break
                 found.extend(page.capabilities)
+                self.deprecations.update(page.deprecations)
                 cursor = page.next_cursor
                 if cursor is None:
                     break

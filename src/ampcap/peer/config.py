@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from .._version import __version__
 from ..wire.frames import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, Framing
 from ..wire.signing import Profile
+from ..wire.extensions import OFFERED
 
 __all__ = ["ConnectionConfig", "UNKNOWN_PEER_DID", "RELAY_DID", "RELAY_MAX_MSG_SIZE", "RELAY_HELLO_VERSION",
            "rust_example_config"]
@@ -59,6 +60,9 @@ class ConnectionConfig:
     versions: tuple[str, ...] = ("1.0",)  # offered / accepted AMP versions, preferred first
     agent_name: str = "ampcap"
     implementation: str = f"ampcap/{__version__}"
+    # ampcap's extensions offered in HELLO (wire/extensions.py, R22/R23);
+    # () offers none, as another implementation would.
+    extensions: tuple[str, ...] = OFFERED
     # RFC 002 A.7: an application message before HELLO completes is answered
     # with ERROR 1004; this says whether the connection is then closed.
     close_on_pre_hello: bool = True

@@ -74,6 +74,8 @@ from .actions import Action, Cancel, Execute, Job
 from .admission import ExecutorConfig, delegation_violation
 from .admission import has_ext_delegation as _has_ext_delegation
 from .caller_checks import DENIED, CallerChecks
+from ..caps.deprecation import DeprecationNotices
+from ..wire.extensions import CANCELLED_DETAILS
 from .caller_checks import denied as _denied
 from .delegated import Audit, DelegationDenied, audit_line, check_negotiated, decide
 from .dedupe import CacheStatus, InvokeCache, InvokeKey, Lookup, Terminal
@@ -115,6 +117,11 @@ __all__ = [
 DELEGATION_INVALID = 3004
 INTERNAL_ERROR, UNAVAILABLE, TIMEOUT, OVERLOADED = 5001, 5002, 5003, 5004
 _INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
+
+# The CAP_RESULT a cancel that wins the race ends an invoke with (R23).
+_CANCELLED = AmpError(TIMEOUT, "cancelled by the caller", details=dict(CANCELLED_DETAILS))
+_CANCELLED_BODY = result_error(_CANCELLED)
+_CANCELLED_CBOR = dumps(_CANCELLED_BODY)
 
 # Reading back a message we sealed ourselves: a result may be bigger or deeper
 # than what we accept from a peer, and it must come back all the same.
@@ -177,7 +184,7 @@ class Executor:
                  policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
                  config: ExecutorConfig = ExecutorConfig(), delegation: ChainVerifier | None = None,
                  journal: bool = False, records: InvokeRecords | None = None,
-                 fetch_statuses: bool = False) -> None:
+                 fetch_statuses: bool = False, deprecations: DeprecationNotices | None = None) -> None:
         """``seal`` signs a terminal reply the way its connection would
         (:class:`~ampcap.peer.sealing.Sealer`): the result carries its wire
         bytes, kept for retries (R8). ``journal``: emit :class:`Persist`
@@ -203,7 +210,9 @@ class Executor:
         self._seal = seal
         self._policy = policy
         self._callers = CallerChecks(policy)
-        self._queries = QueryAnswers(registry, resolver.canonical_name, self._callers)
+        self._queries = QueryAnswers(registry, resolver.canonical_name, self._callers, deprecations)
+        # R23: the deprecated versions a CAP_RESULT says so for (None: none are)
+        self._deprecations = deprecations
         self._limits = limits if limits is not None else InFlightLimits()
         self.config = config
         self._cache = InvokeCache(max_entries=config.cache_entries, max_bytes=config.cache_bytes,
@@ -515,6 +524,25 @@ class Executor:
             actions.append(Cancel(key=key, code=TIMEOUT))
         return actions
 
+    def cancel_requested(self, sender: str, invoke_id: bytes, now_ms: int) -> list[Action]:
+        """ampcap's cancel (R23, wire/extensions.py): ``sender`` asks to stop
+        its invoke ``invoke_id``. While it runs, it ends now with CAP_RESULT
+        5003 ``details = {"cancelled": true}`` (sealed and journaled like any
+        terminal reply, so a resend gets these bytes) and a :class:`Cancel`
+        for its task; a completion that comes after is dropped. Once it has
+        ended (the result won the race), or when it is unknown, nothing is
+        sent: the invoke has, or will have, its one terminal reply. Only its
+        own sender can cancel an invoke (the key holds the sender)."""
+        key = InvokeKey(sender, invoke_id)
+        run = self._running.get(key)
+        if run is None:
+            return []
+        if run.job.session is None:  # the same body every time: encoded once
+            body, encoded = _CANCELLED_BODY, _CANCELLED_CBOR
+        else:
+            body, encoded = result_error(_CANCELLED, run.job.session), None
+        return [*self._finish(key, body, now_ms, encoded), Cancel(key=key, code=TIMEOUT)]
+
     def shutdown(self, now_ms: int) -> list[Action]:
         """End every running job now: CAP_RESULT ``config.shutdown_code``
         (5002 UNAVAILABLE by default: the service went away, the request did
@@ -638,7 +666,12 @@ class Executor:
         self._deadlines.discard(key)
         self._limits.release(run.job.conn)
         # Sealed once, here: every waiter, and every later retry, gets these bytes (R8).
-        terminal = self._seal(self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded), now_ms)
+        out = self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded)
+        if self._deprecations is not None and run.job.capability_id in self._deprecations.by_id:
+            ext = self._deprecations.ext_for((run.job.capability_id,), run.job.conn, key.msg_id)
+            if ext is not None:
+                out = msgspec.structs.replace(out, ext=ext)
+        terminal = self._seal(out, now_ms)
         kept = _terminal(terminal)
         sends: list[Action] = [Send(conn, terminal) for conn in self._cache.finish(key, kept, now_ms)]
         if self.journal:  # committed before the terminal message leaves

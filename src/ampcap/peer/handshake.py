@@ -24,6 +24,7 @@ from ..wire.receive import Inbound, ReceivePipeline, addressed_to
 from ..wire.registry import MessageType
 from ..wire.transport import TRANSPORT_VERSION, HandshakeRequest, HandshakeResponse, TransportError, effective_max
 from .config import UNKNOWN_PEER_DID, ConnectionConfig, major_of
+from ..wire.extensions import agreed
 from .events import ConnectionTerminated, Event, HandshakeCompleted, MessageRejected, Negotiated
 from .state import ConnInput, ConnState, HelloInput, HelloState, advance, advance_hello
 
@@ -58,6 +59,8 @@ class Handshake:
         self.peer_did_hint: str | None = None  # handshake ``did`` (unauthenticated)
         self._expected_peer = peer_did
         self.negotiated_version: str | None = None
+        # ampcap extensions both sides announced in HELLO (wire/extensions.py)
+        self.extensions: frozenset[str] = frozenset()
         self._major = 1
         self.max_msg_size = self.config.max_msg_size
         self.draining_by_us = False
@@ -152,7 +155,11 @@ class Handshake:
                 self._state_to_closed(ConnInput.FAIL)
                 self._events.append(ConnectionTerminated(code=1004, reason="no compatible AMP version"))
                 return
-            self._send_control_message(MessageType.HELLO_ACK, {"selected": selected}, env, now_ms)
+            self.extensions = agreed(self.config.extensions, body)
+            ack: dict[str, Any] = {"selected": selected}
+            if self.extensions:  # only to a peer that offered some: others see the RFC's body exactly
+                ack["extensions"] = sorted(self.extensions)
+            self._send_control_message(MessageType.HELLO_ACK, ack, env, now_ms)
             self._negotiated(selected, env.sender, advance_hello(self.hello_state, HelloInput.SEND_HELLO_ACK))
         elif typ == MessageType.HELLO_ACK:
             next_state = advance_hello(self.hello_state, HelloInput.RECV_HELLO_ACK)
@@ -161,6 +168,7 @@ class Handshake:
                 self.hello_state = HelloState.FAILED
                 raise RemoteProtocolError(1004, f"HELLO_ACK selected {quoted(selected)}, which we did not offer",
                                           path="body.selected")
+            self.extensions = agreed(self.config.extensions, body)
             self._negotiated(selected, env.sender, next_state)
         else:
             self.hello_state = advance_hello(self.hello_state, HelloInput.RECV_HELLO_REJECT)
@@ -234,8 +242,10 @@ class Handshake:
 
     def _send_hello(self, now_ms: int | None) -> None:
         now = self._last_rx if now_ms is None else now_ms
-        body = {"versions": list(self.config.versions),
+        body: dict[str, Any] = {"versions": list(self.config.versions),
                 "agent_info": {"name": self.config.agent_name, "implementation": self.config.implementation}}
+        if self.config.extensions:
+            body["extensions"] = list(self.config.extensions)
         env, wire = seal(self.identity, typ=MessageType.HELLO, to=self._expected_peer or UNKNOWN_PEER_DID,
                          body=body, now_ms=now, entropy=self._entropy, ttl=self.config.handshake_timeout_ms,
                          v=1, profile=self.config.profile)

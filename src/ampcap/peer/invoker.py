@@ -202,6 +202,7 @@ class QueryAnswered(msgspec.Struct, frozen=True, kw_only=True):
     handle: Handle
     descriptors: tuple[Descriptor, ...]
     next_cursor: str | None
+    notices: tuple[Any, ...] = ()  # R23: the provider's signed deprecation notices (caps/deprecation.py)
 
 
 class QueryFailed(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
+import msgspec
+
 from ..caps.bodies import QueryPage, QueryRequest, parse_query_body
 from ..display import shown
 from ..errors import AmpError
@@ -22,6 +24,7 @@ from ..wire.registry import MessageType
 from .actions import Action
 from .admission import has_ext_delegation as _has_ext_delegation
 from .caller_checks import CallerChecks, denied
+from ..caps.deprecation import DeprecationNotices
 from .outbound import Log, Send, error_reply, reply_to
 
 __all__ = ["CapabilityDirectory", "QueryAnswers"]
@@ -44,10 +47,11 @@ class QueryAnswers:
     decides on (:meth:`CapabilityResolver.canonical_name
     <ampcap.peer.executor.CapabilityResolver.canonical_name>`)."""
 
-    __slots__ = ("_registry", "_canonical_name", "_callers")
+    __slots__ = ("_registry", "_canonical_name", "_callers", "_deprecations")
 
     def __init__(self, registry: CapabilityDirectory | None, canonical_name: Callable[[str], str],
-                 callers: CallerChecks) -> None:
+                 callers: CallerChecks, deprecations: DeprecationNotices | None = None) -> None:
+        self._deprecations = deprecations  # R23: deprecated versions listed get a signed ext entry
         self._registry = registry
         self._canonical_name = canonical_name
         self._callers = callers
@@ -89,4 +93,9 @@ class QueryAnswers:
         except Exception as exc:
             return [Log(logging.ERROR, f"query crashed: {shown(repr(exc))}", "query crash"),
                     Send(conn, error_reply(env, AmpError(INTERNAL_ERROR, "internal error"), encrypt=inbound.decrypted))]
-        return [Send(conn, reply_to(env, int(MessageType.CAP_DECLARE), body, encrypt=inbound.decrypted))]
+        out = reply_to(env, int(MessageType.CAP_DECLARE), body, encrypt=inbound.decrypted)
+        if self._deprecations is not None:
+            ext = self._deprecations.ext_for((d.id for d in page.descriptors), conn, env.id)
+            if ext is not None:
+                out = msgspec.structs.replace(out, ext=ext)
+        return [Send(conn, out)]

@@ -22,11 +22,13 @@ from typing import Any
 import msgspec
 import trio
 
+from ...caps.binding.context import SERVING_DEADLINE, budget_ms
 from ...caps.descriptor import Descriptor
 from ...caps.names import OssaRef, is_full_id, parse_ossa_uri
 from ...caps.order import ORDERS, Order
 from ...caps.semver import Range, Version
 from ...errors import AmpError
+from ...caps.deprecation import Notice
 from ...peer.invoker import RetryPolicy, Target
 from ...session.record import ThreadMode
 from ...wire.cbor import UINT64_MAX  # timeout_ms and limit are wire uints
@@ -67,6 +69,8 @@ class QueryResult(msgspec.Struct, frozen=True):
 
     capabilities: tuple[Descriptor, ...]
     next_cursor: str | None
+    # R23: what the provider said in-band about deprecated versions listed, by id
+    deprecations: Mapping[str, Notice] = msgspec.field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Descriptor]:
         return iter(self.capabilities)
@@ -114,7 +118,7 @@ class Remote:
             flt["version"] = range
         answer = await self._daemon.calls.query(await self._live(), flt, limit=limit, cursor=cursor, order=order,
                                                 timeout_ms=_ms(timeout), to=self._to)
-        return QueryResult(answer.descriptors, answer.next_cursor)
+        return QueryResult(answer.descriptors, answer.next_cursor, {n.id: n for n in answer.notices})
 
     async def schemas(self, descriptor: Descriptor, *, timeout: float = 30.0) -> tuple[Any, Any]:
         """(params schema, result schema) of one of this peer's descriptors,
@@ -133,7 +137,7 @@ class Remote:
         return await fetcher.schemas(descriptor)
 
     async def invoke(self, capability: str, *, version: str | None = None, range: str | None = None,
-                     negotiate: Negotiate | None = None, params: Any = None, timeout: float = 60.0,
+                     negotiate: Negotiate | None = None, params: Any = None, timeout: float | None = None,
                      on_progress: ProgressCallback | None = None, retry: bool | RetryPolicy = False,
                      encrypt: bool = False, delegation: Any = None,
                      on_input: InputCallback | None = None) -> Any:
@@ -153,7 +157,8 @@ class Remote:
         seconds pass without a terminal reply, or, when the connection ends
         first, the code and reason that ended it (5002 without a code: the
         peer closed it). ``on_progress(pct, text)``
-        (plain or async) sees every PROGRESS; ``on_input(prompt, options)``
+        (plain or async) sees every PROGRESS, and, with pct None, every PROCESSING
+        that has a text (progress without a total); ``on_input(prompt, options)``
         (plain or async) answers the provider's questions (RFC 006
         INPUT_REQUIRED) with a string, or None to decline (without it every
         question is declined). ``retry=True`` resends the same
@@ -161,8 +166,16 @@ class Remote:
         provider runs it once; a CAP_RESULT error is final). ``encrypt=True``
         sends the invoke authcrypted (RFC 001 §8.5) to the peer's X25519 key
         (did:key, or the keyring); an ampcap daemon encrypts its replies back.
+
+        ``timeout`` (seconds) defaults to 60. Called while serving an invoke
+        (inside a capability), the call gets what is left of that invoke's
+        budget less a small margin, ``timeout`` included, and fails 5003
+        before sending anything when none is left (deadlines that travel).
+        Cancelled (trio), the call asks the provider to stop the invoke
+        when the peer announced ampcap's cancel in HELLO (docs/steering.md).
         """
         target = _target(capability, version, range, negotiate)
+        timeout_ms = _invoke_timeout_ms(timeout, self._daemon.clock.wall_ms())
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
         evidence = None
         if delegation is not None:
@@ -171,7 +184,7 @@ class Remote:
             evidence = evidence_body(delegation)
         link = self._link if self._link.open else await self._live()  # the hot path skips the redial check
         return await self._daemon.calls.invoke(link, target, {} if params is None else params,
-                                               timeout_ms=_ms(timeout), retry=policy, on_progress=on_progress,
+                                               timeout_ms=timeout_ms, retry=policy, on_progress=on_progress,
                                                to=self._to, encrypt=encrypt, delegation=evidence,
                                                on_input=on_input)
 
@@ -331,6 +344,21 @@ def _uri(capability: str) -> OssaRef | None:
         return parse_ossa_uri(capability)
     except AmpError as exc:
         raise ValueError(exc.message) from None
+
+
+DEFAULT_INVOKE_TIMEOUT_MS = 60_000
+
+
+def _invoke_timeout_ms(timeout: float | None, now_ms: int) -> int:
+    """An invoke's ``timeout_ms``: the caller's (60 s by default), within
+    the budget left of the invoke this task serves, if any (R23)."""
+    wanted = _ms(timeout) if timeout is not None else None
+    deadline = SERVING_DEADLINE.get()
+    if deadline is None:
+        return wanted if wanted is not None else DEFAULT_INVOKE_TIMEOUT_MS
+    budget = budget_ms(deadline, now_ms, wanted)
+    assert budget is not None
+    return budget
 
 
 def _ms(seconds: float) -> int:

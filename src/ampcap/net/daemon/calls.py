@@ -18,10 +18,12 @@ The daemon owns one :class:`Calls`; the Python API
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import trio
 
 from ...errors import AmpError, LocalProtocolError, MessageTooLarge
@@ -41,17 +43,20 @@ from ...peer.invoker import (
     Target,
 )
 from ...wire.registry import MessageType
+from ...caps.deprecation import AmpDeprecationWarning, Notice
+from ...wire.extensions import CANCEL, cancel_body
 from ...peer.outbound import Outbound
 from ...peer.state import ConnState
 from ..transport.clock import Clock
 from .link import Link, why_silent
 
-__all__ = ["Calls", "CallOutcome"]
+__all__ = ["Calls", "CallOutcome", "send_cancel", "warn_deprecated"]
 
 # The daemon's logger: these are its lines, whichever module writes them.
 log = logging.getLogger("ampcap.daemon")
 
 UNAVAILABLE, TIMEOUT = 5002, 5003
+_EXTENSION = int(MessageType.EXTENSION)
 _SHUTTING_DOWN = "local daemon shutting down"
 
 
@@ -70,6 +75,23 @@ class CallOutcome:
     # RFC 006 INPUT_REQUIRED: (prompt, options) -> the answer (str), or None
     # to decline; plain or async. Without one, every question is declined.
     on_input: Callable[[str, tuple[str, ...] | None], Any] | None = None
+    # The CAP_INVOKE this call sent (None for queries and requests): what a
+    # cancel names when the caller gives up (R23).
+    invoke: Outbound | None = None
+    # R23: deprecation notices the provider's verified reply carried.
+    notices: tuple[Notice, ...] = ()
+
+
+def warn_deprecated(notices: tuple[Notice, ...]) -> None:
+    """A :class:`AmpDeprecationWarning` per deprecated capability version,
+    once per process (the caller's frame: five up, through _await, Calls.invoke, Remote.invoke)."""
+    for notice in notices:
+        if notice.id not in _WARNED:
+            _WARNED.add(notice.id)
+            warnings.warn(AmpDeprecationWarning(notice.line()), stacklevel=5)
+
+
+_WARNED: set[str] = set()
 
 
 def _ended(link: Link) -> AmpError:
@@ -80,6 +102,25 @@ def _ended(link: Link) -> AmpError:
     # Its code when it has one (as a failed dial reports it too): 1001 for a
     # peer that broke the framing, a transport ERROR's own, 5003 keepalive.
     return AmpError(term.code or UNAVAILABLE, f"connection closed before the reply: {term.reason}")
+
+
+def send_cancel(link: Link, invoke: Outbound) -> bool:
+    """Ask the provider to stop ``invoke`` (ampcap's cancel, R23), when the
+    peer announced the extension in HELLO and the link still takes messages;
+    other peers are never sent one (the caller just stops waiting). The
+    provider's terminal reply, which still comes, is dropped by the invoker.
+    True when the cancel was queued."""
+    if CANCEL not in link.driver.conn.extensions or link.driver.terminated is not None:
+        return False
+    assert invoke.msg_id is not None
+    try:
+        link.driver.send_nowait(Outbound(typ=_EXTENSION, body=cancel_body(invoke.msg_id), reply_to=invoke.msg_id,
+                                         thread_id=invoke.thread_id, to=invoke.to, encrypt=invoke.encrypt))
+    except (LocalProtocolError, MessageTooLarge) as exc:  # closing: its terminal reply is lost anyway
+        log.debug("cancel of %s not sent: %s", invoke.msg_id.hex(), exc.message)
+        return False
+    log.info("cancel sent for invoke %s", invoke.msg_id.hex())
+    return True
 
 
 class Calls:
@@ -115,7 +156,9 @@ class Calls:
                                                  now_ms=self._clock.wall_ms())
         if sent is not None:
             sent(out)
-        return await self._await(handle, self.register(link, handle, out, on_progress, on_input))
+        outcome = self.register(link, handle, out, on_progress, on_input)
+        outcome.invoke = out
+        return await self._await(handle, outcome)
 
     async def resend(self, link: Link, out: Outbound, *, timeout_ms: int,
                      on_progress: Callable[[int | None, str | None], Any] | None = None,
@@ -124,7 +167,9 @@ class Calls:
         if self._refusing:
             raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
         handle = self._invoker.resend(link, out, timeout_ms=timeout_ms, now_ms=self._clock.wall_ms())
-        return await self._await(handle, self.register(link, handle, out, on_progress, on_input))
+        outcome = self.register(link, handle, out, on_progress, on_input)
+        outcome.invoke = out
+        return await self._await(handle, outcome)
 
     async def query(self, link: Link, filter: Mapping[str, Any], *, limit: int | None, cursor: str | None,
                     order: str | None, timeout_ms: int, to: str | None = None) -> QueryAnswered:
@@ -134,7 +179,10 @@ class Calls:
         handle, out = self._invoker.start_query(link, filter, limit=limit, cursor=cursor, order=order,
                                                 timeout_ms=timeout_ms, to=to or link.peer_did,
                                                 now_ms=self._clock.wall_ms())
-        answer: QueryAnswered = await self._await(handle, self.register(link, handle, out, None))
+        outcome = self.register(link, handle, out, None)
+        answer: QueryAnswered = await self._await(handle, outcome)
+        if outcome.notices:  # handed on, not warned: a listing calls nothing deprecated
+            answer = msgspec.structs.replace(answer, notices=outcome.notices)
         return answer
 
     async def request(self, link: Link, typ: int, body: Any, *, timeout_ms: int, to: str | None = None) -> Replied:
@@ -177,9 +225,19 @@ class Calls:
             if not outcome.done.is_set():  # cancelled by our caller: forget the call
                 self._invoker.abandon(handle)
                 self._pending.pop(handle, None)
+                if outcome.invoke is not None and outcome.link is not None:
+                    send_cancel(outcome.link, outcome.invoke)
+        if outcome.notices and outcome.invoke is not None:
+            warn_deprecated(outcome.notices)
         if outcome.error is not None:
             raise outcome.error
         return outcome.result
+
+    def note(self, handle: bytes | None, notices: tuple[Notice, ...]) -> None:
+        """The reply to call ``handle`` carried verified deprecation notices (R23)."""
+        outcome = self._pending.get(handle) if handle is not None else None
+        if outcome is not None and notices:
+            outcome.notices = notices
 
     def link_of(self, handle: bytes) -> Link | None:
         """The link call ``handle`` was sent on, while it is pending."""
@@ -238,7 +296,11 @@ class Calls:
         if outcome is not None and event.question is not None:
             self._ask_caller(outcome, event.question)
             return
-        if outcome is None or outcome.on_progress is None or event.kind != "progress":
+        if outcome is None or outcome.on_progress is None:
+            return
+        # PROGRESS, and PROCESSING that says something (progress with no
+        # percentage, as an MCP server without a total reports it): pct None.
+        if event.kind != "progress" and not (event.kind == "processing" and event.text):
             return
         try:
             maybe = outcome.on_progress(event.pct, event.text)

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...display import MESSAGE_LIMIT, shown
 from ...errors import AmpError
 from ...peer.admission import delegation_violation
+from ...caps.deprecation import read_entry
+from ...wire.extensions import CANCEL, DEPRECATION, cancelled_invoke
 from ...peer.events import (
     ConnectionTerminated,
     Event,
@@ -58,6 +60,7 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.INPUT_REQUIRED, MessageType.ERROR, MessageType.CAP_RESULT,
                                       MessageType.CAP_DECLARE,
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
+_EXTENSION = int(MessageType.EXTENSION)
 _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
@@ -207,6 +210,9 @@ class InboundDispatch:
         elif typ in _REPLIES:
             if self._session_routing.refuse_reply(link, inbound, self._executor):  # RFC 006 §4.4, §6
                 return
+            if env.ext is not None and DEPRECATION in link.driver.conn.extensions:  # R23, caps/deprecation.py
+                self.calls.note(env.reply_to, read_entry(env.ext, env.sender, env.reply_to,
+                                                         self.pipeline.resolver.ed25519_for))
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
         elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
             self._send(link, delegation.answer(self.deleg_service, inbound, now))
@@ -216,6 +222,12 @@ class InboundDispatch:
             self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
         elif typ == _PONG:  # liveness answer: nothing to say back
             log.debug("PONG from %s", shown(env.sender))
+        elif typ == _EXTENSION and CANCEL in link.driver.conn.extensions \
+                and (invoke_id := cancelled_invoke(inbound.body)) is not None:
+            # R23: the caller asks us to stop its invoke; the answer is the
+            # invoke's own terminal reply, never one to this message.
+            if self._executor is not None:
+                self._apply(self._executor.cancel_requested(env.sender, invoke_id, now))
         else:
             # RFC 001 §1.5: a type this agent does not implement (MESSAGE,
             # REQUEST, CONTACT_*, PRESENCE_*, DOC_*, ...) is answered 1005,

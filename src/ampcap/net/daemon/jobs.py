@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from ...caps.binding.context import SERVING_DEADLINE
 from ...caps.stats import UsageStats
 from ...errors import AmpError
 from ...peer.dedupe import InvokeKey
@@ -115,15 +116,22 @@ class Jobs:
         key = job.key
 
         async def progress(pct: float | None, text: str | None) -> None:
-            if pct is not None and key in self._running:
+            if key not in self._running:
+                return
+            if pct is not None:
                 self._apply(self._executor.progress(key, pct, text, now_ms=self._clock.wall_ms()))
+            elif text:  # progress with no percentage (an MCP server's without a total): PROCESSING
+                self._apply(self._executor.processing(key, text, now_ms=self._clock.wall_ms()))
 
         async def ask(prompt: str, options: list[str] | None, timeout_ms: int | None) -> str:
             return await self._ask(job, prompt, options, timeout_ms)
 
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
                                 progress_sink=progress, clock_ms=self._clock.wall_ms, delegator=job.delegator,
-                                ask_sink=ask)
+                                ask_sink=ask, deadline_ms=job.deadline_ms)
+        # Deadlines that travel (R23): calls this task makes while serving
+        # the invoke get what is left of its budget (this task's context only).
+        SERVING_DEADLINE.set(job.deadline_ms)
         result: Any = None
         error: AmpError | None = None
         try:
@@ -195,7 +203,7 @@ class Jobs:
         thread and no cancel scope (it cannot be interrupted anyway)."""
         self._received(job)
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
-                                clock_ms=self._clock.wall_ms, delegator=job.delegator)
+                                clock_ms=self._clock.wall_ms, delegator=job.delegator, deadline_ms=job.deadline_ms)
         result: Any = None
         error: AmpError | None = None
         started = time.perf_counter()

@@ -37,6 +37,8 @@ from ...deleg.chain import ChainVerifier, VerifierConfig
 from ...deleg.revocation import RevocationChecker, StatusCache
 from ...deleg.service import DelegationService
 from ...peer import executor as executor_module
+from ...caps.deprecation import DeprecationNotices, notices_for
+from ...wire.extensions import DEPRECATION
 from ...peer.limits import InFlightLimits
 from ...peer.logthrottle import LogThrottle
 from ...peer.policy import Policy
@@ -60,6 +62,21 @@ log = logging.getLogger("ampcap.daemon")
 
 # The executor's action classes the daemon's _apply tells apart by identity.
 ACTION_CLASSES = (executor_module.Execute, executor_module.Cancel, executor_module.Audit, FetchStatus)
+
+
+def _deprecations(identity: Identity, catalog: Catalog) -> DeprecationNotices | None:
+    """R23: the catalog's deprecated versions, told in-band to peers that
+    announced ``ampcap.deprecation``; None when nothing is deprecated (then
+    no reply pays for the check)."""
+    found = notices_for(spec.descriptor for spec in catalog.specs)
+    if not found:
+        return None
+    return DeprecationNotices(found, sign=identity.sign, did=identity.did,
+                              announced=_announced_deprecation)
+
+
+def _announced_deprecation(link: Any) -> bool:  # the executor's ``conn`` is the daemon's Link
+    return DEPRECATION in link.driver.conn.extensions
 
 
 class ServingHalf:
@@ -97,7 +114,8 @@ class ServingHalf:
         self.executor = executor_module.Executor(registry=catalog, resolver=catalog, params=params, policy=policy,
                                                  limits=limits, config=config.executor, seal=sealer,
                                                  delegation=self.verifier, journal=self.store.durable,
-                                                 fetch_statuses=publisher is not None)
+                                                 fetch_statuses=publisher is not None,
+                                                 deprecations=_deprecations(identity, catalog))
         self.durable: DurableState | None = None
         self.holds: Callable[[list[Any]], bool] | None = None  # which action lists the durable state holds
         if self.store.durable:
