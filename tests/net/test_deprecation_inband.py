@@ -19,7 +19,7 @@ from amp_helpers import new_identity  # noqa: E402
 
 from ampcap.caps.manifest import manifest_from_data  # noqa: E402
 from ampcap.net.api.peer import Peer, connect  # noqa: E402
-from ampcap.net.daemon.core import calls as calls_module  # noqa: E402
+from ampcap.net.daemon import calls as calls_module  # noqa: E402
 from ampcap.net.daemon.config import DaemonConfig  # noqa: E402
 from ampcap.peer.config import ConnectionConfig  # noqa: E402
 from ampcap.caps.deprecation import EXT_KEY, AmpDeprecationWarning, Notice, notices_for, read_entry, signed_entry  # noqa: E402
