@@ -27,7 +27,8 @@ from ampcap.net.api.peer import Peer  # noqa: E402
 
 @asynccontextmanager
 async def gateway_session(peers: Any, **session_options: Any) -> AsyncIterator[ClientSession]:
-    async with ampcap.mcp.gateway(peers, identity=new_identity()) as server:
+    # Dotted tool names (the default since issue 36 is underscores): these tests are about steering.
+    async with ampcap.mcp.gateway(peers, identity=new_identity(), underscore=False) as server:
         async with trio.open_nursery() as nursery:
             url = await nursery.start(ampcap.mcp.serve_http, server, "127.0.0.1", 0)
             async with streamable_http_client(url) as (read, write):
