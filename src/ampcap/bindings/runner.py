@@ -87,6 +87,10 @@ class RunnerContext:
     delegator: str | None = None
     """RFC 005: the DID the caller acts for (a verified chain's first delegator), or None."""
     ask_sink: AskSink = _cannot_ask
+    sender: str | None = None
+    """The caller's DID (the invoke envelope's ``from``): for in-process handlers that act per caller."""
+    session: Any = None
+    """The invoke body's ``session`` map (RFC 006), or None."""
 
     def now_ms(self) -> int:
         return self.clock_ms()

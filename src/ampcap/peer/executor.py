@@ -64,7 +64,7 @@ from ..caps.bodies import (
 )
 from ..deleg.chain import ChainVerifier, Decision, Step
 from ..display import MESSAGE_LIMIT, shown
-from ..errors import AmpError, ReportedFailure
+from ..errors import AmpError, NotExecuted, ReportedFailure
 from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
 from ..wire.envelope import BODY_MAX_DEPTH, Envelope, decode_envelope, id_timestamp
 from ..wire.receive import ID_TS_TOLERANCE_MS, MAX_CLOCK_SKEW_MS, Inbound
@@ -114,7 +114,7 @@ __all__ = [
 
 DELEGATION_INVALID = 3004
 INTERNAL_ERROR, UNAVAILABLE, TIMEOUT, OVERLOADED = 5001, 5002, 5003, 5004
-_INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
+_INVOKE, _QUERY, _RESULT = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY), int(MessageType.CAP_RESULT)
 
 # Reading back a message we sealed ourselves: a result may be bigger or deeper
 # than what we accept from a peer, and it must come back all the same.
@@ -431,6 +431,8 @@ class Executor:
                 logs = _operator_lines(exc)
             except Exception:  # the adapter's bug is the caller's 5001, like a binding's
                 error = AmpError(INTERNAL_ERROR, "capability bridge failed")
+        if isinstance(error, NotExecuted):  # refused before executing: AMP ERROR, as a step-7 rejection
+            return self._finish(key, error.to_body(), now_ms, typ=int(MessageType.ERROR))
         if error is not None:
             body = result_error(error, session)
         else:
@@ -632,13 +634,13 @@ class Executor:
         return run.state if run is not None else None
 
     def _finish(self, key: InvokeKey, body: dict[str, Any], now_ms: int,
-                encoded: bytes | None = None) -> list[Action]:
+                encoded: bytes | None = None, typ: int = _RESULT) -> list[Action]:
         run = self._running.pop(key)
         run.state = advance(run.state, InvokeInput.FINISH)
         self._deadlines.discard(key)
         self._limits.release(run.job.conn)
         # Sealed once, here: every waiter, and every later retry, gets these bytes (R8).
-        terminal = self._seal(self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded), now_ms)
+        terminal = self._seal(self._reply(run.job, typ, body, encoded), now_ms)
         kept = _terminal(terminal)
         sends: list[Action] = [Send(conn, terminal) for conn in self._cache.finish(key, kept, now_ms)]
         if self.journal:  # committed before the terminal message leaves

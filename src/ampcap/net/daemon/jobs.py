@@ -123,7 +123,7 @@ class Jobs:
 
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
                                 progress_sink=progress, clock_ms=self._clock.wall_ms, delegator=job.delegator,
-                                ask_sink=ask)
+                                ask_sink=ask, sender=job.key.sender, session=job.session)
         result: Any = None
         error: AmpError | None = None
         try:
@@ -195,7 +195,8 @@ class Jobs:
         thread and no cancel scope (it cannot be interrupted anyway)."""
         self._received(job)
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
-                                clock_ms=self._clock.wall_ms, delegator=job.delegator)
+                                clock_ms=self._clock.wall_ms, delegator=job.delegator, sender=job.key.sender,
+                                session=job.session)
         result: Any = None
         error: AmpError | None = None
         started = time.perf_counter()
