@@ -37,7 +37,7 @@ from .tls_options import add_tls_client_arguments
 if TYPE_CHECKING:
     from ..caps.descriptor import Descriptor
 
-__all__ = ["register", "run_query", "run_invoke"]
+__all__ = ["common_parser", "register", "run_query", "run_invoke"]
 
 # caps.registry's DEFAULT_PAGE_LIMIT and MAX_PAGE_LIMIT, for --limit's help;
 # written out because importing the registry costs every command ~50 ms
@@ -45,7 +45,8 @@ __all__ = ["register", "run_query", "run_invoke"]
 DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 100, 1000
 
 
-def register(subparsers: Any) -> None:
+def common_parser() -> argparse.ArgumentParser:
+    """The options of every command that calls a daemon (query, invoke, pay)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
     common.add_argument("--identity", type=Path, default=None, metavar="FILE",
@@ -67,6 +68,11 @@ def register(subparsers: Any) -> None:
                         help=f"with --to: the relay's own DID (default {RELAY_DID})")
     common.add_argument("--compat", choices=("rust-example",), default=None,
                         help="talk like the public Rust example (raw framing + its Sig_Input variant)")
+    return common
+
+
+def register(subparsers: Any) -> None:
+    common = common_parser()
 
     q = subparsers.add_parser("query", parents=[common],
                               help="CAP_QUERY: list a capability's versions, or every capability ('*')",
