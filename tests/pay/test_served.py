@@ -159,3 +159,50 @@ async def test_rejections_are_amp_error_failures_cap_result_and_the_descriptor_i
                 "money": {"amount_minor": 10, "asset": "USD", "network": LEDGER_NETWORK}}})
             assert quote.envelope.typ == RESULT and quote.body["status"] == "success"
             assert quote.body["result"]["op"] == "quote"
+
+
+async def test_a7_a18_delegated_payment_through_the_daemon(store: StateStore) -> None:
+    """The executor's RFC 005 step runs before the workflow: a good chain makes
+    the delegate pay for its principal (the principal's balance moves); a bad
+    one is 3004 and nothing is stored."""
+    import time
+
+    from ampcap.deleg.credential import issue
+
+    owner, assistant = Identity.from_seed(os.urandom(32)), Identity.from_seed(os.urandom(32))
+    now = time.time_ns() // 1_000_000
+    good = [issue(owner, delegation_id="pay-1", delegate=assistant.did, issued_at=now - 1000,
+                  expires_at=now + 3_600_000, capabilities=[WORKFLOW_NAME])]
+    expired = [issue(owner, delegation_id="pay-2", delegate=assistant.did, issued_at=now - 7_200_000,
+                     expires_at=now - 3_600_000, capabilities=[WORKFLOW_NAME])]
+    async with payee_daemon(store) as (daemon, url, service):
+        async with Peer(assistant).connect(url) as remote:
+            payer = Payer(remote, delegation=good)
+            quote, captured = await payer.pay(USD(300))
+            assert quote.payer == owner.did and captured["status"] == "settled"
+            balances = service.state.balances("USD", LEDGER_NETWORK)
+            assert balances[owner.did] == DEMO_CREDIT.amount_minor - 300 and assistant.did not in balances
+            # The principal itself may act on the payment too (it is the payer).
+            async with Peer(owner).connect(url) as own:
+                assert (await Payer(own).status(quote.payment_id))["status"] == "settled"
+            with pytest.raises(AmpError) as bad:
+                await Payer(remote, delegation=expired).quote(USD(300), payment_id=bytes(range(16)))
+            assert bad.value.code == 3004
+            assert service.state.payment(bytes(range(16))) is None
+
+
+async def test_a6_a20_session_scoped_payment(store: StateStore) -> None:
+    """A payment inside an RFC 006 session carries the session in its body;
+    a body naming another session than the envelope's is 4001 (A.20)."""
+    async with payee_daemon(store) as (daemon, url, service):
+        async with Peer(Identity.from_seed(os.urandom(32))).connect(url) as remote:
+            async with remote.session() as session:
+                payer = Payer(session)
+                quote, captured = await payer.pay(USD(40))
+                assert captured["status"] == "settled"
+                assert service.state.payment(quote.payment_id).session_id == session.session_id
+                body = {"pay_v": 1, "op": "status_query", "payment_id": quote.payment_id,
+                        "session": {"session_id": bytes(16), "session_scope": True}}
+                with pytest.raises(AmpError) as other:
+                    await session.invoke(WORKFLOW_NAME, version="1.0.0", params=body)
+                assert other.value.code == 4001

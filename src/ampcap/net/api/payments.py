@@ -44,7 +44,7 @@ class Payer:
                  clock_ms: Callable[[], int] | None = None,
                  entropy: Callable[[int], bytes] = os.urandom) -> None:
         self.target = target
-        self.payee = payee if payee is not None else target.did if hasattr(target, "did") else None
+        self.payee = payee if payee is not None else getattr(target, "did", None) or getattr(target, "peer_did", None)
         self.delegation = delegation
         self.session_id: bytes | None = getattr(target, "session_id", None)
         self.trusted = frozenset(trusted_adapters) if trusted_adapters is not None else (
