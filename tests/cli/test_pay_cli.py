@@ -65,3 +65,36 @@ def test_bad_pay_arguments_are_usage_errors(tmp_path: Path) -> None:
         done = ampcap(tmp_path, *args)
         assert done.returncode == 2, (args, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_signed_descriptors_served_and_required_with_trust(tmp_path: Path) -> None:
+    """serve signs what the manifest asks (descriptor_signer = "identity") and
+    the workflow; --trust requires signatures: signed ones pass (schemas
+    fetched and hash-checked), unsigned ones are 3001 before any invoke."""
+    manifest = tmp_path / "signed.toml"
+    manifest.write_text('descriptor_signer = "identity"\n'
+                        '[[capability]]\nname = "org.example.signed.add"\nversion = "1.0.0"\n'
+                        'binding = { python = "ampcap.caps.demo:add" }\n'
+                        'input_schema = { type = "object", required = ["a", "b"], properties = '
+                        '{ a = { type = "integer" }, b = { type = "integer" } } }\n'
+                        'output_schema = { type = "object" }\n')
+    with serve_process(tmp_path, "--payments", "--state-dir", "none", "--manifest", str(manifest)) as daemon:
+        trust = tmp_path / "trust.toml"
+        trust.write_text('require_signatures = ["org.example.signed.add", "org.agentries.payment.workflow", '
+                         f'"org.ampcap.demo.echo"]\n[owners]\n"org" = ["{daemon.did}"]\n')
+        listed = ampcap(tmp_path, "query", daemon.url, "org.example.signed.add", "--trust", str(trust))
+        assert listed.returncode == 0, listed.stderr
+        assert "signed, verified" in listed.stdout
+        added = ampcap(tmp_path, "invoke", daemon.url, "org.example.signed.add:1.0.0", "--trust", str(trust),
+                       "--json", "--params", '{"a": 2, "b": 3}')
+        assert added.returncode == 0 and json.loads(added.stdout) == {"result": {"sum": 5}}, added.stderr
+        bought = ampcap(tmp_path, "pay", "buy", daemon.url, "--amount", "100", "--trust", str(trust))
+        assert bought.returncode == 0 and "status=settled" in bought.stdout, bought.stderr
+        refused = ampcap(tmp_path, "invoke", daemon.url, "org.ampcap.demo.echo:1.0.0", "--trust", str(trust),
+                         "--params", '{"message": "x"}')
+        assert refused.returncode == 1 and "error 3001" in refused.stderr
+        stranger = tmp_path / "stranger.toml"
+        stranger.write_text('require_signatures = "all"\n[owners]\n'
+                            '"org" = ["did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"]\n')
+        forged = ampcap(tmp_path, "query", daemon.url, "org.example.signed.add", "--trust", str(stranger))
+        assert forged.returncode == 1 and "error 3001" in forged.stderr

@@ -206,3 +206,32 @@ async def test_a6_a20_session_scoped_payment(store: StateStore) -> None:
                 with pytest.raises(AmpError) as other:
                     await session.invoke(WORKFLOW_NAME, version="1.0.0", params=body)
                 assert other.value.code == 4001
+
+
+async def test_a17_a_trusted_caller_refuses_unsigned_wrongly_signed_and_unreachable(store: StateStore) -> None:
+    """A.17a/A.17b through the client: a profile requiring signatures refuses
+    an unsigned descriptor and one signed by a key the owner does not hold
+    (3001) before invoking; a signed one whose schemas the peer does not
+    serve (this daemon offers no artifact service) is 5002."""
+    from ampcap.net.api.trusted import TrustedCaller
+
+    async with payee_daemon(store) as (daemon, url, service):
+        async with Peer(Identity.from_seed(os.urandom(32))).connect(url) as remote:
+            own = {"org.agentries.payment": (daemon.identity.did,), "org.ampcap": (daemon.identity.did,)}
+            caller = TrustedCaller(remote, DescriptorTrust(require=frozenset({"org.ampcap.demo.echo"}), owners=own))
+            with pytest.raises(AmpError) as unsigned:
+                await caller.invoke("org.ampcap.demo.echo:1.0.0", params={"message": "x"})
+            assert unsigned.value.code == 3001
+            other = {"org.agentries.payment": (Identity.from_seed(bytes(32)).did,)}
+            with pytest.raises(AmpError) as wrong:
+                await TrustedCaller(remote, DescriptorTrust(require_all=True, owners=other)).invoke(
+                    WORKFLOW_ID, params={})
+            assert wrong.value.code == 3001
+            with pytest.raises(AmpError) as unreachable:
+                await TrustedCaller(remote, DescriptorTrust(require_all=True, owners=own)).invoke(
+                    WORKFLOW_ID, params={})
+            assert unreachable.value.code == 5002
+            # Not required: the unsigned demo echo runs, its verdict says unsigned.
+            relaxed = TrustedCaller(remote, DescriptorTrust(owners=own))
+            assert await relaxed.invoke("org.ampcap.demo.echo:1.0.0", params={"message": "x"})
+            assert (await relaxed.descriptor_verdict("org.ampcap.demo.echo:1.0.0")).status is SignatureStatus.UNSIGNED

@@ -155,8 +155,9 @@ def run_step(args: argparse.Namespace) -> int:
 
     async def call(remote: Any) -> str:
         from ..net.api.payments import Payer
+        from .client import trusted
 
-        payer = Payer(remote, delegation=chain, timeout=args.timeout or 30.0)
+        payer = Payer(trusted(args, remote) or remote, delegation=chain, timeout=args.timeout or 30.0)
         if step in ("quote", "buy"):
             assert money is not None
             if step == "quote":
