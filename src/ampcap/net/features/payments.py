@@ -45,10 +45,12 @@ from ...pay.ledger import LEDGER_NETWORK, LocalLedger
 from ...pay.lifecycle import State
 from ...pay.money import Money
 from ...pay.payee import Payee, handle
+from ...pay.settlement import SettlementUnavailable
 from ...pay.workflow import WORKFLOW_ID, capability_table
 from ...store.payments import PaymentStore
 
-__all__ = ["PaymentService", "PAYMENT_PARAM", "DEMO_CREDIT", "PAID_ECHO_ID", "paid_echo_table"]
+__all__ = ["PaymentService", "PAYMENT_PARAM", "DEMO_CREDIT", "PAID_ECHO_ID", "PAID_ECHO_PRICE", "OFFLINE_NETWORK",
+           "DemoLedger", "paid_echo_table"]
 
 log = logging.getLogger("ampcap.daemon")
 
@@ -60,6 +62,24 @@ PAID_ECHO_PRICE = Money(500, "USD", LEDGER_NETWORK)
 Handler = Callable[[Any, Any], Awaitable[Any]]
 _PAID_STATES = (State.CAPTURED, State.SETTLED)
 _BINDING = {"python": "ampcap.net.features.payments:_in_process_only"}
+
+
+OFFLINE_NETWORK = "ampcap-offline-ledger"  # --demo: a network whose settlement is always down
+
+
+class DemoLedger(LocalLedger):
+    """The local ledger, plus (``--demo``) a network whose settlement is
+    always unavailable: an authorization there is accepted and then fails
+    (5002, CAP_RESULT error, nothing stored): A.21's second case, and what
+    a payer sees when an adapter cannot complete a step (fails closed)."""
+
+    def supports(self, money: Money) -> bool:
+        return money.network == OFFLINE_NETWORK or super().supports(money)
+
+    def reserve(self, payment_id: bytes, payer: str, money: Money, balance: Any) -> Any:
+        if money.network == OFFLINE_NETWORK:
+            raise SettlementUnavailable(f"{OFFLINE_NETWORK} is down (a demo network that never settles)")
+        return super().reserve(payment_id, payer, money, balance)
 
 
 def _in_process_only(params: Any) -> Any:  # pragma: no cover - the daemon's handler runs instead
@@ -108,7 +128,7 @@ class PaymentService:
                  demo_credit: Money | None = None, quote_ttl_ms: int | None = None) -> None:
         self.identity = identity
         self.state = PaymentStore(store)
-        self.ledger = LocalLedger(identity)
+        self.ledger = DemoLedger(identity) if demo_credit is not None else LocalLedger(identity)
         self.prices = dict(prices or {})
         self.demo_credit = demo_credit
         extra = {} if quote_ttl_ms is None else {"quote_ttl_ms": quote_ttl_ms}
