@@ -35,7 +35,7 @@ capability runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...errors import AmpError, NotExecuted
@@ -59,7 +59,6 @@ DEMO_CREDIT = Money(100_000, "USD", LEDGER_NETWORK)  # what --demo credits a new
 PAID_ECHO_ID = "org.ampcap.demo.paid_echo:1.0.0"
 PAID_ECHO_PRICE = Money(500, "USD", LEDGER_NETWORK)
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
 _PAID_STATES = (State.CAPTURED, State.SETTLED)
 _BINDING = {"python": "ampcap.net.features.payments:_in_process_only"}
 
@@ -133,7 +132,6 @@ class PaymentService:
         self.demo_credit = demo_credit
         extra = {} if quote_ttl_ms is None else {"quote_ttl_ms": quote_ttl_ms}
         self.payee = Payee(identity.did, self.ledger, price=self._quote_price, **extra)
-        self.paid: dict[str, Handler] = {}
 
     # ---------------------------------------------------------- declaring
 
@@ -152,10 +150,13 @@ class PaymentService:
         data = {"bundle_id": "org.agentries.payment", "capability": self.tables()}
         return sign_manifest(manifest_from_data(data, source="<payments>"), self.identity)
 
-    def handlers(self) -> dict[str, Handler]:
-        out: dict[str, Handler] = {WORKFLOW_ID: self.workflow}
+    def handlers(self) -> dict[str, Any]:
+        """In-process handlers by capability id. Both are plain functions
+        marked ``inline``: the daemon calls them on the spot, with no task
+        (they never wait: one store transaction each)."""
+        out: dict[str, Any] = {WORKFLOW_ID: _inline(self.workflow)}
         if PAID_ECHO_ID in self.prices:
-            out[PAID_ECHO_ID] = self.paying(PAID_ECHO_ID, _paid_echo)
+            out[PAID_ECHO_ID] = _inline(self.paying(PAID_ECHO_ID, _paid_echo))
         return out
 
     # ---------------------------------------------------------- the workflow
@@ -172,7 +173,7 @@ class PaymentService:
                                         "(minor units)", path="params.money.amount_minor")
         return price
 
-    async def workflow(self, params: Any, ctx: Any) -> Any:
+    def workflow(self, params: Any, ctx: Any) -> Any:
         """One CAP_INVOKE of ``org.agentries.payment.workflow:1.0.0``."""
         sender = ctx.sender
         if sender is None:  # only the daemon calls this, always with the envelope's sender
@@ -192,11 +193,11 @@ class PaymentService:
 
     # ---------------------------------------------------------- paid capabilities
 
-    def paying(self, capability_id: str, run: Handler) -> Handler:
-        """``run`` behind the payment check: the payment is spent, then ``run`` runs."""
+    def paying(self, capability_id: str, run: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """``run`` (a plain function) behind the payment check: the payment is spent, then ``run`` runs."""
         price = self.prices[capability_id]
 
-        async def paid(params: Any, ctx: Any) -> Any:
+        def paid(params: Any, ctx: Any) -> Any:
             if not isinstance(params, Mapping) or PAYMENT_PARAM not in params:
                 raise NotExecuted(UNAUTHORIZED, f"payment required: quote {capability_id} (service_ref) from "
                                                 f"{self.identity.did}, then pass its payment_id as {PAYMENT_PARAM}",
@@ -206,7 +207,7 @@ class PaymentService:
             if not self.state.consume(payment_id, capability_id, ctx.sender or "", ctx.now_ms()):
                 raise NotExecuted(UNAUTHORIZED, "this payment has already bought a call",
                                   path=f"params.{PAYMENT_PARAM}")
-            return await run({k: v for k, v in params.items() if k != PAYMENT_PARAM}, ctx)
+            return run({k: v for k, v in params.items() if k != PAYMENT_PARAM}, ctx)
 
         return paid
 
@@ -227,5 +228,15 @@ class PaymentService:
             raise NotExecuted(UNAUTHORIZED, "this payment has already bought a call", path=where)
 
 
-async def _paid_echo(params: Any, ctx: Any) -> Any:
+def _paid_echo(params: Any, ctx: Any) -> Any:
     return {"message": params["message"], "paid": True}
+
+
+def _inline(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``fn`` marked for the daemon's inline path (net/daemon/jobs.py)."""
+
+    def handler(params: Any, ctx: Any) -> Any:
+        return fn(params, ctx)
+
+    handler.inline = True  # type: ignore[attr-defined]
+    return handler
