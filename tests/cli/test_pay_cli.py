@@ -98,3 +98,32 @@ def test_signed_descriptors_served_and_required_with_trust(tmp_path: Path) -> No
                             '"org" = ["did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"]\n')
         forged = ampcap(tmp_path, "query", daemon.url, "org.example.signed.add", "--trust", str(stranger))
         assert forged.returncode == 1 and "error 3001" in forged.stderr
+
+
+def test_a_manifest_price_makes_any_capability_paid(tmp_path: Path) -> None:
+    """price = { … } on a manifest capability: its schema asks for $payment,
+    a call without a captured payment for it is 3001, with one it runs once."""
+    manifest = tmp_path / "priced.toml"
+    manifest.write_text('[[capability]]\nname = "org.example.priced.add"\nversion = "1.0.0"\n'
+                        'binding = { python = "ampcap.caps.demo:add" }\n'
+                        'price = { amount_minor = 250, asset = "USD", network = "ampcap-local-ledger" }\n'
+                        'input_schema = { type = "object", required = ["a", "b"], properties = '
+                        '{ a = { type = "integer" }, b = { type = "integer" } } }\n'
+                        'output_schema = { type = "object" }\n')
+    refused = ampcap(tmp_path, "serve", "--manifest", str(manifest), "--listen", "127.0.0.1:0", "--state-dir", "none")
+    assert refused.returncode == 2 and "--payments" in refused.stderr
+    target = "org.example.priced.add:1.0.0"
+    with serve_process(tmp_path, "--payments", "--state-dir", "none", "--manifest", str(manifest)) as daemon:
+        unpaid = ampcap(tmp_path, "invoke", daemon.url, target, "--params", '{"a": 1, "b": 2, "$payment": "' +
+                        "00" * 16 + '"}')
+        assert unpaid.returncode == 1 and "error 3001" in unpaid.stderr
+        cheap = ampcap(tmp_path, "pay", "buy", daemon.url, "--amount", "100", "--service-ref", target)
+        assert cheap.returncode == 1 and "error 4001" in cheap.stderr
+        bought = ampcap(tmp_path, "pay", "buy", daemon.url, "--amount", "250", "--service-ref", target)
+        assert bought.returncode == 0, bought.stderr
+        payment_id = bought.stdout.split()[1].split("=", 1)[1]
+        params = json.dumps({"a": 1, "b": 2, "$payment": payment_id})
+        added = ampcap(tmp_path, "invoke", daemon.url, target, "--json", "--params", params)
+        assert added.returncode == 0 and json.loads(added.stdout) == {"result": {"sum": 3}}, added.stderr
+        again = ampcap(tmp_path, "invoke", daemon.url, target, "--params", params)
+        assert again.returncode == 1 and "error 3001" in again.stderr

@@ -241,6 +241,9 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
     manifests = _manifests(args)  # files before the identity: a mistake in them creates no key file
+    priced = tuple(spec for m in manifests for spec in m.capabilities if spec.price is not None)
+    if priced and not getattr(args, "payments", False):
+        raise UsageError(f"{priced[0].id} has a price: serve it with --payments (docs/payments.md)")
     with local_file_errors():
         policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
     ssl_context = None
@@ -262,8 +265,11 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     if getattr(args, "payments", False):
         from ..net.features.payments import DEMO_CREDIT, PAID_ECHO_ID, PAID_ECHO_PRICE, PaymentService
 
-        payments = PaymentService(identity, state, prices={PAID_ECHO_ID: PAID_ECHO_PRICE} if args.demo else {},
-                                  demo_credit=DEMO_CREDIT if args.demo else None)
+        try:
+            payments = PaymentService(identity, state, prices={PAID_ECHO_ID: PAID_ECHO_PRICE} if args.demo else {},
+                                      demo_credit=DEMO_CREDIT if args.demo else None, priced=priced)
+        except AmpError as exc:
+            raise UsageError(exc.message) from None
         manifests.append(payments.manifest())
         payment_handlers = payments.handlers()
     if len(manifests) == 1:

@@ -124,11 +124,21 @@ class PaymentService:
     of one daemon, over its state store."""
 
     def __init__(self, identity: Any, store: Any, *, prices: Mapping[str, Money] | None = None,
-                 demo_credit: Money | None = None, quote_ttl_ms: int | None = None) -> None:
+                 demo_credit: Money | None = None, quote_ttl_ms: int | None = None,
+                 priced: tuple[Any, ...] = ()) -> None:
+        """``priced``: manifest capability specs with a ``price`` (python or
+        command bindings), served behind the payment check."""
         self.identity = identity
         self.state = PaymentStore(store)
         self.ledger = DemoLedger(identity) if demo_credit is not None else LocalLedger(identity)
         self.prices = dict(prices or {})
+        self.priced = {spec.id: spec for spec in priced}
+        for spec in priced:
+            kind = type(spec.binding).__name__
+            if kind not in ("PythonBinding", "CommandBinding"):
+                raise AmpError(4001, f"{spec.id}: a price needs a python or command binding, not {kind}")
+            self.prices[spec.id] = Money(*spec.price)
+        self._runner: Any = None
         self.demo_credit = demo_credit
         extra = {} if quote_ttl_ms is None else {"quote_ttl_ms": quote_ttl_ms}
         self.payee = Payee(identity.did, self.ledger, price=self._quote_price, **extra)
@@ -157,7 +167,22 @@ class PaymentService:
         out: dict[str, Any] = {WORKFLOW_ID: _inline(self.workflow)}
         if PAID_ECHO_ID in self.prices:
             out[PAID_ECHO_ID] = _inline(self.paying(PAID_ECHO_ID, _paid_echo))
+        for spec in self.priced.values():
+            out[spec.id] = self._paid_binding(spec)
         return out
+
+    def _paid_binding(self, spec: Any) -> Any:
+        """A manifest capability with a price: the payment is spent, then its binding runs."""
+        from ...bindings.runner import BindingRunner
+
+        if self._runner is None:
+            self._runner = BindingRunner()
+        runner, price = self._runner, self.prices[spec.id]
+
+        async def paid(params: Any, ctx: Any) -> Any:
+            return await runner.run(spec.binding, self.spend(spec.id, price, params, ctx), ctx)
+
+        return paid
 
     # ---------------------------------------------------------- the workflow
 
@@ -198,18 +223,21 @@ class PaymentService:
         price = self.prices[capability_id]
 
         def paid(params: Any, ctx: Any) -> Any:
-            if not isinstance(params, Mapping) or PAYMENT_PARAM not in params:
-                raise NotExecuted(UNAUTHORIZED, f"payment required: quote {capability_id} (service_ref) from "
-                                                f"{self.identity.did}, then pass its payment_id as {PAYMENT_PARAM}",
-                                  path=f"params.{PAYMENT_PARAM}")
-            payment_id = _payment_id(params[PAYMENT_PARAM])
-            self.check_payment(payment_id, capability_id, price, ctx)
-            if not self.state.consume(payment_id, capability_id, ctx.sender or "", ctx.now_ms()):
-                raise NotExecuted(UNAUTHORIZED, "this payment has already bought a call",
-                                  path=f"params.{PAYMENT_PARAM}")
-            return run({k: v for k, v in params.items() if k != PAYMENT_PARAM}, ctx)
+            return run(self.spend(capability_id, price, params, ctx), ctx)
 
         return paid
+
+    def spend(self, capability_id: str, price: Money, params: Any, ctx: Any) -> dict[str, Any]:
+        """Check ``params[$payment]`` pays for one call and spend it; the params without it."""
+        if not isinstance(params, Mapping) or PAYMENT_PARAM not in params:
+            raise NotExecuted(UNAUTHORIZED, f"payment required: quote {capability_id} (service_ref) from "
+                                            f"{self.identity.did}, then pass its payment_id as {PAYMENT_PARAM}",
+                              path=f"params.{PAYMENT_PARAM}")
+        payment_id = _payment_id(params[PAYMENT_PARAM])
+        self.check_payment(payment_id, capability_id, price, ctx)
+        if not self.state.consume(payment_id, capability_id, ctx.sender or "", ctx.now_ms()):
+            raise NotExecuted(UNAUTHORIZED, "this payment has already bought a call", path=f"params.{PAYMENT_PARAM}")
+        return {k: v for k, v in params.items() if k != PAYMENT_PARAM}
 
     def check_payment(self, payment_id: bytes, capability_id: str, price: Money, ctx: Any) -> None:
         record = self.state.payment(payment_id)
