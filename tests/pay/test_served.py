@@ -79,6 +79,9 @@ async def test_a_payment_bought_and_spent_on_a_paid_call(store: StateStore) -> N
             with pytest.raises(AmpError) as again:
                 await remote.invoke(PAID_ECHO_ID, params={"message": "hi", "$payment": quote.payment_id})
             assert again.value.code == 3001 and "already bought" in again.value.message
+            with pytest.raises(AmpError) as refund:
+                await payer.refund(quote.payment_id)
+            assert refund.value.code == 4103  # the call it bought ran
             with pytest.raises(AmpError) as unpaid:
                 await remote.invoke(PAID_ECHO_ID, params={"message": "hi"})
             assert unpaid.value.code in (3001, 4004)

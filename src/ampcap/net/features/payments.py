@@ -40,7 +40,7 @@ from typing import Any
 
 from ...errors import AmpError, NotExecuted
 from ...pay.bodies import QuoteRequest
-from ...pay.codes import BAD_REQUEST, UNAUTHORIZED, UNSUPPORTED_ASSET, Answered, Rejected
+from ...pay.codes import BAD_REQUEST, INVALID_TRANSITION, UNAUTHORIZED, UNSUPPORTED_ASSET, Answered, Rejected
 from ...pay.ledger import LEDGER_NETWORK, LocalLedger
 from ...pay.lifecycle import State
 from ...pay.money import Money
@@ -208,6 +208,11 @@ class PaymentService:
             payer = ctx.delegator or sender
             credit = self.demo_credit
             self.state.deposit(self.ledger.deposit(f"demo:{payer}:{credit.asset}", payer, credit))
+        if (isinstance(params, Mapping) and params.get("op") == "refund" and isinstance(params.get("payment_id"), bytes)
+                and self.state.consumed(params["payment_id"]) is not None):
+            # Payee policy: the call it bought has run; its money is not given back.
+            raise NotExecuted(INVALID_TRANSITION, "this payment has bought a call that ran: not refundable",
+                              path="params.payment_id")
         decision, _ = handle(self.payee, params, sender=sender, now_ms=now, state=self.state,
                              acting_for=ctx.delegator, envelope_session=_session_id(ctx.session))
         if isinstance(decision, Answered):
