@@ -1,4 +1,4 @@
-"""What does an RFC 007 payment cost a real daemon? (issue 37, phase B)
+"""What does an RFC 007 payment cost a real daemon? (issue 37)
 
 ``tools/bench_payments.py`` measures the payee's protocol work alone; this
 runs ``ampcap serve --demo --payments --state-dir DIR`` (SQLite WAL, the

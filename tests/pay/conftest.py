@@ -68,7 +68,7 @@ def pid(n: int) -> bytes:
 
 class World:
     """A payee with a local ledger over one store, and helpers that send it
-    CAP params the way phase B's executor will."""
+    CAP params the way the daemon's executor does."""
 
     def __init__(self, db: StateStore, *, funds: int = 10_000) -> None:
         self.ledger = LocalLedger(Identity.from_seed(LEDGER_SEED))

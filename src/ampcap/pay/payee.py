@@ -281,7 +281,7 @@ def handle(payee: Payee, params: Any, *, sender: str, now_ms: int, state: Paymen
            acting_for: str | None = None, envelope_session: bytes | None = None) -> tuple[Decision, Plan | None]:
     """One CAP_INVOKE of the payment workflow: the decision, and the plan
     that was committed (None for a rejection before planning). The edge
-    turns the decision into bytes (phase B: the executor's ERROR or
+    turns the decision into bytes (net/features/payments.py: the executor's ERROR or
     CAP_RESULT)."""
     try:
         request = parse_request(params)
