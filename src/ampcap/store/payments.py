@@ -35,7 +35,7 @@ COMPONENT, VERSION = "payments", 2
 
 _CONSUMED = """CREATE TABLE IF NOT EXISTS pay_consumed (
         payment_id BLOB NOT NULL PRIMARY KEY, capability_id TEXT NOT NULL, caller TEXT NOT NULL,
-        consumed_at INTEGER NOT NULL)"""
+        invoke_id BLOB NOT NULL, consumed_at INTEGER NOT NULL)"""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS pay_payments (
@@ -133,15 +133,22 @@ class PaymentStore:
         rows = self.store.query("SELECT capability_id FROM pay_consumed WHERE payment_id = ?", (payment_id,))
         return str(rows[0][0]) if rows else None
 
-    def consume(self, payment_id: bytes, capability_id: str, caller: str, now_ms: int) -> bool:
+    def consume(self, payment_id: bytes, capability_id: str, caller: str, now_ms: int,
+                invoke_id: bytes = b"") -> bool:
         """Spend ``payment_id`` on one call of ``capability_id``: True for the
-        one caller that spends it (a conditional insert, by rowcount: two
-        daemons sharing the store cannot both spend it), False after."""
+        one invoke that spends it (a conditional insert, by rowcount: two
+        daemons sharing the store cannot both spend it), and again for that
+        same invoke (``caller``, ``invoke_id``) run again after a restart
+        (an idempotent capability: R19); False for any other."""
         with self.store.transaction() as db:
-            done = db.execute("INSERT INTO pay_consumed (payment_id, capability_id, caller, consumed_at) "
-                              "VALUES (?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING",
-                              (payment_id, capability_id, caller, now_ms))
-            return bool(done.rowcount == 1)
+            done = db.execute("INSERT INTO pay_consumed (payment_id, capability_id, caller, invoke_id, consumed_at) "
+                              "VALUES (?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING",
+                              (payment_id, capability_id, caller, invoke_id, now_ms))
+            if done.rowcount == 1:
+                return True
+            row = db.execute("SELECT caller, invoke_id FROM pay_consumed WHERE payment_id = ?",
+                             (payment_id,)).fetchone()
+        return bool(invoke_id) and row is not None and row[0] == caller and bytes(row[1]) == invoke_id
 
     # ----------------------------------------------------------- PaymentState
 

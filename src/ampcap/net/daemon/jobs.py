@@ -126,7 +126,8 @@ class Jobs:
 
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
                                 progress_sink=progress, clock_ms=self._clock.wall_ms, delegator=job.delegator,
-                                ask_sink=ask, sender=job.key.sender, session=job.session)
+                                ask_sink=ask, sender=job.key.sender, session=job.session,
+                                invoke_id=job.key.msg_id)
         result: Any = None
         error: AmpError | None = None
         try:
@@ -201,7 +202,7 @@ class Jobs:
         self._received(job)
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
                                 clock_ms=self._clock.wall_ms, delegator=job.delegator, sender=job.key.sender,
-                                session=job.session)
+                                session=job.session, invoke_id=job.key.msg_id)
         result: Any = None
         error: AmpError | None = None
         started = time.perf_counter()

@@ -28,8 +28,8 @@ A paid capability (a ``price`` here) requires ``params["$payment"]``, the
 captured or settled, whose payer is the caller (or the principal it acts
 for), for at least the price; it is spent by the call
 (:meth:`PaymentStore.consume`, a conditional insert: one payment buys one
-call, even across daemons sharing the store). Otherwise: 3001, before the
-capability runs.
+call, even across daemons sharing the store; the same invoke run again after
+a restart may spend it again). Otherwise: 3001, before the capability runs.
 """
 
 from __future__ import annotations
@@ -240,7 +240,8 @@ class PaymentService:
                               path=f"params.{PAYMENT_PARAM}")
         payment_id = _payment_id(params[PAYMENT_PARAM])
         self.check_payment(payment_id, capability_id, price, ctx)
-        if not self.state.consume(payment_id, capability_id, ctx.sender or "", ctx.now_ms()):
+        if not self.state.consume(payment_id, capability_id, ctx.sender or "", ctx.now_ms(),
+                                  getattr(ctx, "invoke_id", b"")):
             raise NotExecuted(UNAUTHORIZED, "this payment has already bought a call", path=f"params.{PAYMENT_PARAM}")
         return {k: v for k, v in params.items() if k != PAYMENT_PARAM}
 
@@ -257,8 +258,6 @@ class PaymentService:
             raise refused
         if not record.money.same_denomination(price) or record.captured < price.amount_minor:
             raise refused
-        if self.state.consumed(payment_id) is not None:
-            raise NotExecuted(UNAUTHORIZED, "this payment has already bought a call", path=where)
 
 
 def _paid_echo(params: Any, ctx: Any) -> Any:
