@@ -116,12 +116,12 @@ class DemoDaemon:
     own home (identity, config); ``state``: ``"none"`` or ``"dir"`` (a fresh
     state directory). ``url`` and ``did`` are what it printed."""
 
-    def __init__(self, state: str = "none", *, prefix: str = "ampcap-bench-") -> None:
+    def __init__(self, state: str = "none", *, prefix: str = "ampcap-bench-", extra: Sequence[str] = ()) -> None:
         self.home = tempfile.mkdtemp(prefix=prefix)
         state_dir = "none" if state == "none" else os.path.join(self.home, "state")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ampcap.cli.main", "serve", "--demo", "--listen", "127.0.0.1:0",
-             "--state-dir", state_dir, "--max-in-flight-per-connection", "256"],
+             "--state-dir", state_dir, "--max-in-flight-per-connection", "256", *extra],
             stdout=subprocess.PIPE, text=True, env={**os.environ, "XDG_CONFIG_HOME": self.home})
         assert self.proc.stdout is not None
         self.url, self.did = self.proc.stdout.readline().split()

@@ -9,8 +9,9 @@ capture, status_query) against one Ed25519 sign + verify of a 200-byte
 message in the same run, the floor of any signed AMP message; and the
 cached signed-descriptor check (RFC 004 §5.2) a client repeats per invoke.
 
-Phase B measures the daemon's CPU for a paid invoke against a plain one
-(target ≤ 1.5x); this is the part of it that is new.
+tools/bench_payments_daemon.py measures the daemon's CPU for a paid invoke
+and each payment step against a plain invoke; this is the part of it that
+is new.
 
     python tools/bench_payments.py [--quick]
 """

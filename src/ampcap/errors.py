@@ -14,8 +14,8 @@ from typing import Any
 
 from .wire.registry import error_body, error_info
 
-__all__ = ["AmpError", "LocalProtocolError", "MessageTooLarge", "RemoteProtocolError", "ReportedFailure",
-           "SignedButRefused", "Unreachable"]
+__all__ = ["AmpError", "LocalProtocolError", "MessageTooLarge", "NotExecuted", "RemoteProtocolError",
+           "ReportedFailure", "SignedButRefused", "Unreachable"]
 
 
 class AmpError(Exception):
@@ -60,6 +60,13 @@ class AmpError(Exception):
 
 class RemoteProtocolError(AmpError):
     """The peer (or the input) broke the protocol."""
+
+
+class NotExecuted(AmpError):
+    """Raised by an in-process capability handler that refuses a request
+    before executing anything (RFC 007 A.21: a payment the workflow rejects
+    on its shape, terms or state): the caller gets AMP ERROR with this code,
+    not CAP_RESULT error, as for a step-7 rejection."""
 
 
 class ReportedFailure(AmpError):

@@ -13,6 +13,7 @@ import pytest
 from ampcap.pay.ledger import LocalLedger
 from ampcap.pay.money import Money
 from ampcap.pay.payee import Payee, handle
+from ampcap.store import open_store as open_target
 from ampcap.store.database import StateStore
 from ampcap.store.payments import PaymentStore
 from ampcap.wire.identity import Identity
@@ -41,14 +42,17 @@ def open_store() -> Iterator[Callable[[], StateStore]]:
 
 
 @pytest.fixture
-def store(open_store: Callable[[], StateStore]) -> StateStore:
-    return open_store()
+def store(store_target: str) -> Iterator[StateStore]:
+    """One store per test, on SQLite and on PostgreSQL (``store_target``)."""
+    db = open_target(store_target)
+    yield db
+    db.close()
 
 
 @pytest.fixture
-def store_pair(tmp_path: Path) -> Iterator[tuple[StateStore, StateStore]]:
-    """Two connections to one database: two workers sharing state (R25)."""
-    first, second = StateStore.open(tmp_path), StateStore.open(tmp_path)
+def store_pair(store_target: str) -> Iterator[tuple[StateStore, StateStore]]:
+    """Two connections to one database: two workers sharing state (R25), on both backends."""
+    first, second = open_target(store_target), open_target(store_target)
     yield first, second
     first.close()
     second.close()
@@ -64,7 +68,7 @@ def pid(n: int) -> bytes:
 
 class World:
     """A payee with a local ledger over one store, and helpers that send it
-    CAP params the way phase B's executor will."""
+    CAP params the way the daemon's executor does."""
 
     def __init__(self, db: StateStore, *, funds: int = 10_000) -> None:
         self.ledger = LocalLedger(Identity.from_seed(LEDGER_SEED))

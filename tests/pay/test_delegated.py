@@ -2,7 +2,7 @@
 checked first by the real verifier (step 3 of RFC 004 §7.2); a bad chain
 is 3004 and the payment engine never runs, a good one hands the engine the
 principal the delegate acts for, and the payment's semantics do not change.
-Phase B runs the same over a daemon (the executor's delegated step)."""
+test_served.py runs the same over a daemon (the executor's delegated step)."""
 
 from __future__ import annotations
 

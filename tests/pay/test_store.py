@@ -117,3 +117,15 @@ def test_the_sql_follows_the_store_contract() -> None:
         assert banned.lower() not in sql.lower(), banned
     types = set(re.findall(r"\b(TEXT|BLOB|INTEGER|REAL|NUMERIC|BOOLEAN|VARCHAR|FLOAT)\b", " ".join(component._SCHEMA)))
     assert types <= {"TEXT", "BLOB", "INTEGER"}
+
+
+def test_a_payment_is_spent_once_except_by_the_same_invoke_again(two_workers: tuple[World, World]) -> None:
+    """pay_consumed: the first invoke spends it; another invoke (even on the
+    other worker) cannot; the same invoke run again after a restart can."""
+    first, second = two_workers
+    assert first.state.consume(pid(9), "org.example.paid:1.0.0", PAYER, T0, b"invoke-1")
+    assert not second.state.consume(pid(9), "org.example.paid:1.0.0", PAYER, T0, b"invoke-2")
+    assert not second.state.consume(pid(9), "org.example.paid:1.0.0", "did:example:other", T0, b"invoke-1")
+    assert second.state.consume(pid(9), "org.example.paid:1.0.0", PAYER, T0, b"invoke-1")
+    assert not second.state.consume(pid(9), "org.example.paid:1.0.0", PAYER, T0)  # no invoke id: never again
+    assert first.state.consumed(pid(9)) == "org.example.paid:1.0.0"

@@ -4,7 +4,7 @@ against the payee's engine over a real store and the local ledger.
 Where a vector's subject is the CAP envelope layer (the descriptor check,
 delegation evidence, the ERROR vs CAP_RESULT bytes) this checks the part
 phase A owns: the decision the engine or the descriptor trust profile hands
-the executor. The end-to-end run over a daemon is phase B (noted per test).
+the executor. The end-to-end runs over a daemon are test_served.py and test_interop_pay.py.
 The A.17a/A.17b descriptor vectors live in tests/caps/test_descriptor_trust.py.
 """
 
@@ -70,7 +70,7 @@ def test_a6_session_scoped_payment_keeps_its_session(world: World) -> None:
 
 
 def test_a7_a18_delegated_payment_semantics_are_unchanged(world: World) -> None:
-    # The CAP layer verifies the chain (3004 when it fails: A.18, phase B runs
+    # The CAP layer verifies the chain (3004 when it fails: A.18, test_served.py runs
     # it over a daemon); the engine then sees the delegate as sender, acting
     # for the payer, and the payment behaves as if the payer sent it.
     delegate = "did:example:assistant"

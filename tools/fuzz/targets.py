@@ -432,3 +432,8 @@ TARGETS = {
 from http_targets import http_targets  # noqa: E402
 
 TARGETS.update(http_targets(Target))
+
+# RFC 007 payment bodies at the payee's engine (tools/fuzz/pay_targets.py).
+from pay_targets import pay_targets  # noqa: E402
+
+TARGETS.update(pay_targets(Target))

@@ -89,6 +89,12 @@ class RunnerContext:
     ask_sink: AskSink = _cannot_ask
     deadline_ms: int | None = None
     """The invoke's deadline (Unix ms): when its budget runs out (R23)."""
+    sender: str | None = None
+    """The caller's DID (the invoke envelope's ``from``): for in-process handlers that act per caller."""
+    session: Any = None
+    """The invoke body's ``session`` map (RFC 006), or None."""
+    invoke_id: bytes = b""
+    """The CAP_INVOKE's message id (with ``sender``, the invoke's key)."""
 
     def now_ms(self) -> int:
         return self.clock_ms()

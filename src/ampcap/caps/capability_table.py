@@ -41,8 +41,11 @@ _CAP_KEYS = frozenset({
     "id", "name", "version", "aliases", "notes", "stability", "deprecated_by", "sunset_date",
     "policy", "supported_ranges", "deprecated_ranges", "input_schema", "output_schema", "binding", "bridge",
     "binding_order",
-    "idempotent", "annotations",
+    "idempotent", "annotations", "price",
 })
+# RFC 007 §4.2 money, as a price (the payment core checks it again when quoting).
+_ASSET_RE, _NETWORK_RE = re.compile(r"[A-Z0-9._-]{1,32}"), re.compile(r"[a-z0-9._-]{1,64}")
+PAYMENT_PARAM = "$payment"  # the params key a priced capability's caller names its payment in
 # MCP's tool annotations (hints about a tool's behaviour), kept on the
 # descriptor as the extension key "annotations" with MCP's own spelling, so
 # that a tool imported from MCP goes back out of the gateway with them.
@@ -90,9 +93,10 @@ class CapabilityReader:
         if not isinstance(idempotent, bool):
             self.problem("must be true or false", "idempotent")
         annotations = self._annotations(table.get("annotations"))
+        price = self._price(table.get("price"))
         schemas = {}
         for which in ("input_schema", "output_schema"):
-            schemas[which] = self._schema(table, which, name, version)
+            schemas[which] = self._schema(table, which, name, version, priced=price is not None)
         binding = self.bindings.read(table.get("binding"), table.get("binding_order"))
         bridge, bridge_result = self._bridge(table, policy)
         in_schema, out_schema = schemas["input_schema"], schemas["output_schema"]
@@ -114,7 +118,25 @@ class CapabilityReader:
         return CapabilitySpec(descriptor=descriptor, policy=policy, binding=binding,
                               input_schema=in_doc, output_schema=out_doc,
                               input_source=in_src, output_source=out_src, bridge=bridge,
-                              bridge_result=bridge_result, idempotent=idempotent is True)
+                              bridge_result=bridge_result, idempotent=idempotent is True, price=price)
+
+    def _price(self, raw: Any) -> tuple[int, str, str] | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, dict) or set(raw) != {"amount_minor", "asset", "network"}:
+            self.problem("must be { amount_minor = N, asset = \"USD\", network = \"ampcap-local-ledger\" }", "price")
+            return None
+        amount, asset, network = raw["amount_minor"], raw["asset"], raw["network"]
+        if isinstance(amount, bool) or not isinstance(amount, int) or not 0 < amount < 1 << 63:
+            self.problem("amount_minor must be a whole number of minor units, 1 or more", "price.amount_minor")
+            return None
+        if not isinstance(asset, str) or not _ASSET_RE.fullmatch(asset):
+            self.problem("asset must be an upper-case code ([A-Z0-9._-], at most 32)", "price.asset")
+            return None
+        if not isinstance(network, str) or not _NETWORK_RE.fullmatch(network):
+            self.problem("network must be [a-z0-9._-], at most 64", "price.network")
+            return None
+        return amount, asset, network
 
     def _annotations(self, raw: Any) -> dict[str, Any]:
         """``annotations = { readOnlyHint = true, title = "…" }``: MCP's tool hints."""
@@ -298,7 +320,7 @@ class CapabilityReader:
         return aliases
 
     def _schema(self, table: Mapping[str, Any], which: str, name: str | None,
-                version: Version | None) -> tuple[SchemaRef, Any, str] | None:
+                version: Version | None, priced: bool = False) -> tuple[SchemaRef, Any, str] | None:
         if which not in table:
             self.problem("missing (an inline table or a path to a JSON file)", which)
             return None
@@ -324,6 +346,16 @@ class CapabilityReader:
         else:
             self.problem("must be an inline table or a path string", which)
             return None
+        if priced and which == "input_schema":
+            # The published schema says what a call needs: the payment's id too.
+            if not (isinstance(doc, dict) and doc.get("type") == "object"):
+                self.problem('a priced capability needs an object schema (type = "object") to add "$payment" to',
+                             which)
+                return None
+            doc = {**doc, "properties": {**doc.get("properties", {}), PAYMENT_PARAM: {
+                       "description": "payment_id of a captured payment for this call (RFC 007)"}},
+                   "required": [*doc.get("required", []), PAYMENT_PARAM]}
+            data = canonical_json(doc)
         try:
             compile_schema(doc, what=which.replace("_", " "))
         except AmpError as exc:

@@ -80,6 +80,10 @@ class CapabilitySpec:
     # idempotent = true: running it twice does no harm, so an invoke a
     # restart interrupted runs again on retry instead of 5002 (ruling R19).
     idempotent: bool = False
+    # price = { amount_minor, asset, network } (RFC 007, docs/payments.md):
+    # a call needs a captured payment named by params["$payment"]; checked
+    # here for shape only, served by `serve --payments`.
+    price: tuple[int, str, str] | None = None
 
     @property
     def id(self) -> str:

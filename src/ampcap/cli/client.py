@@ -37,7 +37,7 @@ from .tls_options import add_tls_client_arguments
 if TYPE_CHECKING:
     from ..caps.descriptor import Descriptor
 
-__all__ = ["register", "run_query", "run_invoke"]
+__all__ = ["common_parser", "register", "run_query", "run_invoke"]
 
 # caps.registry's DEFAULT_PAGE_LIMIT and MAX_PAGE_LIMIT, for --limit's help;
 # written out because importing the registry costs every command ~50 ms
@@ -45,7 +45,8 @@ __all__ = ["register", "run_query", "run_invoke"]
 DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 100, 1000
 
 
-def register(subparsers: Any) -> None:
+def common_parser() -> argparse.ArgumentParser:
+    """The options of every command that calls a daemon (query, invoke, pay)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("url", metavar="URL", help="the daemon, e.g. amp://127.0.0.1:7700")
     common.add_argument("--identity", type=Path, default=None, metavar="FILE",
@@ -67,6 +68,27 @@ def register(subparsers: Any) -> None:
                         help=f"with --to: the relay's own DID (default {RELAY_DID})")
     common.add_argument("--compat", choices=("rust-example",), default=None,
                         help="talk like the public Rust example (raw framing + its Sig_Input variant)")
+    common.add_argument("--trust", type=Path, default=None, metavar="FILE",
+                        help="descriptor trust profile (TOML: require_signatures, owners; docs/payments.md): "
+                             "refuse descriptors it requires signed that are unsigned or badly signed (3001), "
+                             "or whose schemas cannot be had (5002)")
+    return common
+
+
+def trusted(args: argparse.Namespace, remote: Any) -> Any:
+    """``remote`` under ``--trust``'s profile (a TrustedCaller), or None without one."""
+    if getattr(args, "trust", None) is None:
+        return None
+    from ..files.trust import load_trust
+    from ..net.api.trusted import TrustedCaller
+    from .errors import local_file_errors
+
+    with local_file_errors():
+        return TrustedCaller(remote, load_trust(args.trust))
+
+
+def register(subparsers: Any) -> None:
+    common = common_parser()
 
     q = subparsers.add_parser("query", parents=[common],
                               help="CAP_QUERY: list a capability's versions, or every capability ('*')",
@@ -132,6 +154,8 @@ def run_query(args: argparse.Namespace) -> int:
                                   order=args.order, timeout=args.timeout or 30.0)
         for notice in page.deprecations.values():  # R23: said in-band by the provider
             print(f"warning: {notice.line()}", file=sys.stderr, flush=True)
+        checker = trusted(args, remote)
+        verdicts = [(await checker.check(d)).describe() for d in page.capabilities] if checker else None
         schemas = ([await remote.schemas(d, timeout=args.timeout or 30.0) for d in page.capabilities]
                    if args.show_schema else None)
         if args.json:
@@ -139,8 +163,12 @@ def run_query(args: argparse.Namespace) -> int:
             if schemas is not None:
                 for entry, (params, result) in zip(listed, schemas):
                     entry["schemas"] = {"params": params, "result": result}
+            for entry, verdict in zip(listed, verdicts or ()):
+                entry["descriptor_verdict"] = verdict
             return to_json({"capabilities": listed, "next_cursor": page.next_cursor})
         lines = [_describe(d) for d in page.capabilities]
+        if verdicts is not None:
+            lines = [f"{line}  [{verdict}]" for line, verdict in zip(lines, verdicts)]
         if schemas is not None:
             lines = [line + "".join(_schema_lines(which, schema) for which, schema in zip(("params", "result"), pair))
                      for line, pair in zip(lines, schemas)]
@@ -245,6 +273,8 @@ def run_invoke(args: argparse.Namespace) -> int:
         raise UsageError("--session with --to: sessions through a relay are not supported")
     if session_id is not None and (args.encrypt or args.delegation is not None):
         raise UsageError("--session with --encrypt or --delegation: not supported inside a session (yet)")
+    if args.trust is not None and not full_id and args.version is None:
+        raise UsageError("--trust checks one exact descriptor: give a full id or --version")
     chain = None
     if args.delegation is not None:
         from ..files.delegation import load_chain
@@ -272,6 +302,9 @@ def run_invoke(args: argparse.Namespace) -> int:
                                               timeout=args.timeout or 60.0, on_progress=show_progress,
                                               on_input=on_input)
         else:
+            checker = trusted(args, remote)
+            if checker is not None:
+                await checker.descriptor_verdict(args.target if full_id else f"{args.target}:{args.version}")
             result = await remote.invoke(args.target, version=args.version, range=args.range, params=params,
                                          timeout=args.timeout or 60.0, on_progress=show_progress, retry=args.retry,
                                          encrypt=args.encrypt, delegation=chain, on_input=on_input)

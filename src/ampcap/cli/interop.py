@@ -60,7 +60,8 @@ def register(subparsers: Any) -> None:
                    help="http(s) URL of the relay's POST /amp/v1/relay/forward endpoint (RFC 002 §6.5) for "
                         "003:A.5/A.6 (default: http on the relay's own host and port)")
     p.add_argument("--self", dest="self_test", action="store_true",
-                   help="start an in-process ampcap daemon with the demo capabilities and test it")
+                   help="start an in-process ampcap daemon with the demo capabilities and RFC 007 payments "
+                        "(serve --demo --payments) and test it")
     p.add_argument("--compat", choices=["rust-example"],
                    help="talk like the public Rust example: raw 4-byte framing and its Sig_Input variant")
     p.add_argument("--capability", metavar="ID",

@@ -35,6 +35,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "dump",     # ampcap dump
     "interop",  # ampcap interop
     "deleg",    # ampcap deleg grant/revoke/show
+    "pay",      # ampcap pay quote/authorize/capture/cancel/refund/status/buy
     "mcp",      # ampcap mcp
     "keys",     # ampcap keygen, ampcap id
 )
@@ -45,7 +46,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 # checks this table against the full parser).
 COMMAND_MODULES: dict[str, str] = {
     "serve": "serve", "query": "client", "invoke": "client", "session": "client", "caps": "caps", "dump": "dump",
-    "interop": "interop", "deleg": "deleg", "mcp": "mcp", "keygen": "keys", "id": "keys",
+    "interop": "interop", "deleg": "deleg", "mcp": "mcp", "keygen": "keys", "id": "keys", "pay": "pay",
 }
 
 

@@ -63,6 +63,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--manifest", type=Path, action="append", default=[], metavar="FILE",
                    help="capability manifest (TOML); may be repeated")
     p.add_argument("--demo", action="store_true", help="serve the built-in demo capabilities")
+    p.add_argument("--payments", action="store_true",
+                   help="serve RFC 007 payments: the capability org.agentries.payment.workflow:1.0.0 (its "
+                        "descriptor signed by this daemon's identity), settled on a local ledger in the state "
+                        "store; with --demo also the paid capability org.ampcap.demo.paid_echo (5.00 USD a "
+                        "call) and a demo balance for every new payer (docs/payments.md)")
     p.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND",
                    help="offer every tool of an MCP server as a capability mcp.NAME.TOOL, without a manifest "
                         "(COMMAND runs it over stdio, split like a shell line; or NAME=http(s)://URL); "
@@ -207,8 +212,8 @@ def _manifests(args: argparse.Namespace) -> list[Manifest]:
 
         found.extend(serve_mcp_manifests(args.mcp, include=args.mcp_include, exclude=args.mcp_exclude,
                                          read_only=args.mcp_read_only))
-    if not found:
-        raise UsageError("nothing to serve: pass --demo, --manifest FILE and/or --mcp NAME=COMMAND")
+    if not found and not getattr(args, "payments", False):
+        raise UsageError("nothing to serve: pass --demo, --manifest FILE, --mcp NAME=COMMAND and/or --payments")
     return found
 
 
@@ -237,6 +242,9 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
     manifests = _manifests(args)  # files before the identity: a mistake in them creates no key file
+    priced = tuple(spec for m in manifests for spec in m.capabilities if spec.price is not None)
+    if priced and not getattr(args, "payments", False):
+        raise UsageError(f"{priced[0].id} has a price: serve it with --payments (docs/payments.md)")
     with local_file_errors():
         policy = load_policy(args.policy) if args.policy is not None else ALLOW_ALL
     ssl_context = None
@@ -248,6 +256,23 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         except ValueError as exc:
             raise CommandError(str(exc)) from None
     identity = load_or_create_identity(args.identity)
+    with local_file_errors():
+        state = _state_store(args.state_dir, args.durability, identity.did)
+        # descriptor_signer: a key file is read here; "identity" is this daemon's key.
+        from ..files.manifest import sign_descriptors
+
+        manifests = [sign_descriptors(m, identity) for m in manifests]
+    payment_handlers: dict[str, Any] = {}
+    if getattr(args, "payments", False):
+        from ..net.features.payments import DEMO_CREDIT, PAID_ECHO_ID, PAID_ECHO_PRICE, PaymentService
+
+        try:
+            payments = PaymentService(identity, state, prices={PAID_ECHO_ID: PAID_ECHO_PRICE} if args.demo else {},
+                                      demo_credit=DEMO_CREDIT if args.demo else None, priced=priced)
+        except AmpError as exc:
+            raise UsageError(exc.message) from None
+        manifests.append(payments.manifest())
+        payment_handlers = payments.handlers()
     if len(manifests) == 1:
         store = manifests[0].schema_store()
     else:
@@ -269,9 +294,8 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         profile=connection.profile, revocation_publisher=args.revocation_publisher,
         delegation=VerifierConfig(max_chain_depth=args.max_chain_depth),
         revocation_publisher_did=args.revocation_publisher_did)
-    with local_file_errors():
-        state = _state_store(args.state_dir, args.durability, identity.did)
     resolver, secrets = _resolver(args.keyring)
+    handlers = {**handlers, **payment_handlers}
     # One store for everything durable: credentials and revocations (RFC 005),
     # the invoke journal and the sessions (RFC 006).
     daemon = Daemon(identity, catalog, config=config, policy=policy, params=ParamsValidator(store),

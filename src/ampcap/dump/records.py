@@ -175,6 +175,10 @@ class Inspector:
             rec.cddl = self._cddl(rec)
             if isinstance(rec.body, dict) and ("delegation" in rec.body or rec.typ == _DELEG_GRANT):
                 rec.delegation = self._delegation(rec, now)
+            if rec.typ == _DECLARE:
+                from .descriptors import descriptor_notes
+
+                rec.notes.extend(descriptor_notes(rec.body, rec.sender))
 
     def _delegation(self, rec: Record, now: int) -> dict[str, Any] | None:
         """The chain a message carries and the RFC 005 §6.1 verdict a
@@ -225,6 +229,7 @@ class Inspector:
 
 
 _DELEG_GRANT = int(MessageType.DELEG_GRANT)
+_DECLARE = int(MessageType.CAP_DECLARE)
 
 
 def _body_path(path: Any) -> str:

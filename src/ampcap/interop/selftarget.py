@@ -1,5 +1,6 @@
 """``ampcap interop --self``: an in-process ampcap daemon with the demo
-capabilities on loopback, for the harness to test.
+capabilities and RFC 007 payments (``serve --demo --payments``) on
+loopback, for the harness to test.
 
 It is assembled the way ``ampcap serve --demo`` assembles its daemon
 (demo manifest → catalog + params validator → :class:`Daemon`), except that
@@ -49,11 +50,27 @@ async def serve_self(*, task_status: trio.TaskStatus[AmpUrl] = trio.TASK_STATUS_
 
     # Set in this task's own context: the daemon's tasks, spawned below, copy it.
     _IN_SELF_TARGET.set(True)
-    manifest = demo_manifest()
-    catalog = Catalog(list(manifest.capabilities), cursor_key=os.urandom(32))
-    daemon = Daemon(Identity.generate(os.urandom), catalog, params=ParamsValidator(manifest.schema_store()))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(daemon.run)
-        listeners = await daemon.listen("127.0.0.1", 0)
-        port = listeners[0].socket.getsockname()[1]
-        task_status.started(AmpUrl("amp", "127.0.0.1", port))
+    from ..caps.artifacts import artifact_service
+    from ..caps.bundle import SchemaStore
+    from ..net.features.payments import DEMO_CREDIT, PAID_ECHO_ID, PAID_ECHO_PRICE, PaymentService
+    from ..store.database import StateStore
+
+    # As `serve --demo --payments --state-dir none`: the RFC 007 vectors need the workflow.
+    identity = Identity.generate(os.urandom)
+    state = StateStore.open(None)
+    payments = PaymentService(identity, state, prices={PAID_ECHO_ID: PAID_ECHO_PRICE}, demo_credit=DEMO_CREDIT)
+    manifests = [demo_manifest(), payments.manifest()]
+    store = SchemaStore([m.bundle for m in manifests], offline=True)
+    specs = [spec for m in manifests for spec in m.capabilities]
+    service, handlers = artifact_service(specs, store)
+    catalog = Catalog(specs + service, cursor_key=os.urandom(32))
+    daemon = Daemon(identity, catalog, params=ParamsValidator(store), handlers={**handlers, **payments.handlers()},
+                    store=state)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(daemon.run)
+            listeners = await daemon.listen("127.0.0.1", 0)
+            port = listeners[0].socket.getsockname()[1]
+            task_status.started(AmpUrl("amp", "127.0.0.1", port))
+    finally:
+        state.close()

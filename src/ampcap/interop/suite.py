@@ -51,12 +51,12 @@ REQUIRED_VECTORS: tuple[str, ...] = (
 )
 
 # Modules that register vectors when imported: one line per plug-in.
-PLUGIN_MODULES: tuple[str, ...] = ("ampcap.interop.deleg_vectors", "ampcap.interop.session_vectors")
+PLUGIN_MODULES: tuple[str, ...] = ("ampcap.interop.deleg_vectors", "ampcap.interop.session_vectors",
+                                   "ampcap.interop.pay_vectors")
 
 # Why a required vector no runner answers is skipped, by RFC.
 UNIMPLEMENTED: dict[str, str] = {
     "005": "not implemented yet (RFC 005 delegation vectors)",
-    "007": "RFC 007 (payments) is an optional extension of the suite that ampcap does not claim",
 }
 
 

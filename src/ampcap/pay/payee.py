@@ -79,26 +79,28 @@ class Payee:
         if (envelope_session is not None and request.session is not None
                 and request.session.session_id != envelope_session):
             return _reject(BAD_REQUEST, "params.session differs from the envelope's session", "params.session")
+        if isinstance(request, StatusQuery):  # read-only, retried freely: no op_key, no digest
+            known = view.payment(request.payment_id)
+            if known is None:
+                return _reject(PAYMENT_NOT_FOUND, "no payment with this payment_id", "params.payment_id")
+            return self._status(request, known, sender, now_ms, acting_for)
         digest = semantic_digest(request)
-        if not isinstance(request, StatusQuery):  # read-only, retried freely
-            prior = view.operation(request.payment_id, request.op, sender)
-            if prior is not None:
-                if prior.digest != digest:
-                    return _reject(BAD_REQUEST, f"conflicting replay of {request.op} for this payment "
-                                                f"(same op_key, different body)", "params")
-                record = view.payment(request.payment_id)
-                if isinstance(request, Refund) and record is not None:
-                    # §5.9: a refund replay answers the *latest* refund_result.
-                    return Plan(decision=Answered(self._refund_result(request, record), replayed=True))
-                return Plan(decision=Answered(loads(prior.result), replayed=True))
+        prior = view.operation(request.payment_id, request.op, sender)
+        if prior is not None:
+            if prior.digest != digest:
+                return _reject(BAD_REQUEST, f"conflicting replay of {request.op} for this payment "
+                                            f"(same op_key, different body)", "params")
+            record = view.payment(request.payment_id)
+            if isinstance(request, Refund) and record is not None:
+                # §5.9: a refund replay answers the *latest* refund_result.
+                return Plan(decision=Answered(self._refund_result(request, record), replayed=True))
+            return Plan(decision=Answered(loads(prior.result), replayed=True))
         record = view.payment(request.payment_id)
         if isinstance(request, QuoteRequest):
             session = envelope_session or (request.session.session_id if request.session else None)
             return self._quote(request, record, sender, now_ms, digest, acting_for, session)
         if record is None:
             return _reject(PAYMENT_NOT_FOUND, "no payment with this payment_id", "params.payment_id")
-        if isinstance(request, StatusQuery):
-            return self._status(request, record, sender, now_ms, acting_for)
         if not self._is_payer(record, sender, acting_for):
             return _reject(UNAUTHORIZED, "only the payer acts on this payment")
         if isinstance(request, Authorize):
@@ -279,7 +281,7 @@ def handle(payee: Payee, params: Any, *, sender: str, now_ms: int, state: Paymen
            acting_for: str | None = None, envelope_session: bytes | None = None) -> tuple[Decision, Plan | None]:
     """One CAP_INVOKE of the payment workflow: the decision, and the plan
     that was committed (None for a rejection before planning). The edge
-    turns the decision into bytes (phase B: the executor's ERROR or
+    turns the decision into bytes (net/features/payments.py: the executor's ERROR or
     CAP_RESULT)."""
     try:
         request = parse_request(params)

@@ -11,7 +11,7 @@ and the checks it makes on what comes back (RFC 007 §2.2 payer profile).
   settlement proof, verified per §6.1 under the payer's adapter trust
   (A.5a: malformed 1001; A.5b: binding or signature 3001).
 
-Phase B's ``Remote.pay`` and ``ampcap pay`` send these over CAP_INVOKE.
+``ampcap.net.api.payments.Payer`` and ``ampcap pay`` send these over CAP_INVOKE.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def output_schema() -> dict[str, Any]:
 
 def capability_table(binding: dict[str, Any]) -> dict[str, Any]:
     """The ``[[capability]]`` table (TOML-shaped) that declares the workflow;
-    phase B's daemon supplies the binding that runs :func:`.payee.handle`."""
+    the daemon (net/features/payments.py) runs :func:`.payee.handle` for it."""
     return {"name": WORKFLOW_NAME, "version": WORKFLOW_VERSION, "input_schema": input_schema(),
             "output_schema": output_schema(), "binding": binding, "idempotent": True,
             "notes": "RFC 007 payment workflow (CAP path): quote, authorize, capture, cancel, refund, status."}

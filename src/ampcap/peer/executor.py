@@ -64,7 +64,7 @@ from ..caps.bodies import (
 )
 from ..deleg.chain import ChainVerifier, Decision, Step
 from ..display import MESSAGE_LIMIT, shown
-from ..errors import AmpError, ReportedFailure
+from ..errors import AmpError, NotExecuted, ReportedFailure
 from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
 from ..wire.envelope import BODY_MAX_DEPTH, Envelope, decode_envelope, id_timestamp
 from ..wire.receive import ID_TS_TOLERANCE_MS, MAX_CLOCK_SKEW_MS, Inbound
@@ -116,7 +116,7 @@ __all__ = [
 
 DELEGATION_INVALID = 3004
 INTERNAL_ERROR, UNAVAILABLE, TIMEOUT, OVERLOADED = 5001, 5002, 5003, 5004
-_INVOKE, _QUERY = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY)
+_INVOKE, _QUERY, _RESULT = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY), int(MessageType.CAP_RESULT)
 
 # The CAP_RESULT a cancel that wins the race ends an invoke with (R23).
 _CANCELLED = AmpError(TIMEOUT, "cancelled by the caller", details=dict(CANCELLED_DETAILS))
@@ -440,6 +440,8 @@ class Executor:
                 logs = _operator_lines(exc)
             except Exception:  # the adapter's bug is the caller's 5001, like a binding's
                 error = AmpError(INTERNAL_ERROR, "capability bridge failed")
+        if isinstance(error, NotExecuted):  # refused before executing: AMP ERROR, as a step-7 rejection
+            return self._finish(key, error.to_body(), now_ms, typ=int(MessageType.ERROR))
         if error is not None:
             body = result_error(error, session)
         else:
@@ -660,13 +662,13 @@ class Executor:
         return run.state if run is not None else None
 
     def _finish(self, key: InvokeKey, body: dict[str, Any], now_ms: int,
-                encoded: bytes | None = None) -> list[Action]:
+                encoded: bytes | None = None, typ: int = _RESULT) -> list[Action]:
         run = self._running.pop(key)
         run.state = advance(run.state, InvokeInput.FINISH)
         self._deadlines.discard(key)
         self._limits.release(run.job.conn)
         # Sealed once, here: every waiter, and every later retry, gets these bytes (R8).
-        out = self._reply(run.job, int(MessageType.CAP_RESULT), body, encoded)
+        out = self._reply(run.job, typ, body, encoded)
         if self._deprecations is not None and run.job.capability_id in self._deprecations.by_id:
             ext = self._deprecations.ext_for((run.job.capability_id,), run.job.conn, key.msg_id)
             if ext is not None:

@@ -31,7 +31,11 @@ from .database import StateStore
 
 __all__ = ["PaymentStore", "COMPONENT", "VERSION"]
 
-COMPONENT, VERSION = "payments", 1
+COMPONENT, VERSION = "payments", 2
+
+_CONSUMED = """CREATE TABLE IF NOT EXISTS pay_consumed (
+        payment_id BLOB NOT NULL PRIMARY KEY, capability_id TEXT NOT NULL, caller TEXT NOT NULL,
+        invoke_id BLOB NOT NULL, consumed_at INTEGER NOT NULL)"""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS pay_payments (
@@ -50,7 +54,10 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS ledger_entries (
         entry TEXT NOT NULL PRIMARY KEY, source TEXT NOT NULL, target TEXT NOT NULL, asset TEXT NOT NULL,
         network TEXT NOT NULL, amount INTEGER NOT NULL)""",
+    _CONSUMED,
 )
+# Version 2: a paid capability's call spends its payment once (docs/payments.md).
+_MIGRATIONS = {1: (_CONSUMED,)}
 
 _COLUMNS = ("payment_id, payer, payee, quote_id, amount, asset, network, quote_expires_at, state, authorized, "
             "captured, refunded, reason_code, settlement, refund_settlement, session_id, service_ref, version, "
@@ -94,7 +101,7 @@ class PaymentStore:
 
     def __init__(self, store: StateStore) -> None:
         self.store = store
-        store.ensure_schema(COMPONENT, VERSION, _SCHEMA)
+        store.ensure_schema(COMPONENT, VERSION, _SCHEMA, _MIGRATIONS)
 
     # ------------------------------------------------------------ PaymentView
 
@@ -120,6 +127,28 @@ class PaymentStore:
         return {owner: int(b) for owner, b in self.store.query(
             "SELECT owner, balance FROM ledger_balances WHERE asset = ? AND network = ? ORDER BY owner",
             (asset, network))}
+
+    def consumed(self, payment_id: bytes) -> str | None:
+        """The capability id a payment bought a call of, once spent (None: unspent)."""
+        rows = self.store.query("SELECT capability_id FROM pay_consumed WHERE payment_id = ?", (payment_id,))
+        return str(rows[0][0]) if rows else None
+
+    def consume(self, payment_id: bytes, capability_id: str, caller: str, now_ms: int,
+                invoke_id: bytes = b"") -> bool:
+        """Spend ``payment_id`` on one call of ``capability_id``: True for the
+        one invoke that spends it (a conditional insert, by rowcount: two
+        daemons sharing the store cannot both spend it), and again for that
+        same invoke (``caller``, ``invoke_id``) run again after a restart
+        (an idempotent capability: R19); False for any other."""
+        with self.store.transaction() as db:
+            done = db.execute("INSERT INTO pay_consumed (payment_id, capability_id, caller, invoke_id, consumed_at) "
+                              "VALUES (?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING",
+                              (payment_id, capability_id, caller, invoke_id, now_ms))
+            if done.rowcount == 1:
+                return True
+            row = db.execute("SELECT caller, invoke_id FROM pay_consumed WHERE payment_id = ?",
+                             (payment_id,)).fetchone()
+        return bool(invoke_id) and row is not None and row[0] == caller and bytes(row[1]) == invoke_id
 
     # ----------------------------------------------------------- PaymentState
 

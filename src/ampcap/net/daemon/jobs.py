@@ -48,7 +48,9 @@ INTERNAL = 5001
 BAD_REQUEST, TIMEOUT = 4001, 5003
 
 # A capability implemented in-process (the Python API): params + context in,
-# result out. Manifest bindings go through the BindingRunner instead.
+# result out. Manifest bindings go through the BindingRunner instead. A plain
+# (not async) function with ``inline = True`` is called on the spot, as a
+# quick pure binding is (net/features/payments.py: the payment workflow).
 LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
 
 
@@ -95,8 +97,9 @@ class Jobs:
     def start(self, job: Job) -> None:
         """Run what the executor's ``Execute`` accepted."""
         assert self.nursery is not None
-        if job.capability_id not in self._handlers and self._runner.is_inline(job.binding):
-            self._run_inline(job)
+        handler = self._handlers.get(job.capability_id)
+        if (self._runner.is_inline(job.binding) if handler is None else getattr(handler, "inline", False)):
+            self._run_inline(job, handler)
             return
         scope = trio.CancelScope()
         running = _RunningJob(job=job, scope=scope, started_ms=self._clock.monotonic_ms())
@@ -128,7 +131,8 @@ class Jobs:
 
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
                                 progress_sink=progress, clock_ms=self._clock.wall_ms, delegator=job.delegator,
-                                ask_sink=ask, deadline_ms=job.deadline_ms)
+                                ask_sink=ask, deadline_ms=job.deadline_ms, sender=job.key.sender,
+                                session=job.session, invoke_id=job.key.msg_id)
         # Deadlines that travel (R23): calls this task makes while serving
         # the invoke get what is left of its budget (this task's context only).
         SERVING_DEADLINE.set(job.deadline_ms)
@@ -198,20 +202,27 @@ class Jobs:
         self._log_done(running, error.code if error else None)
         self._apply(self._executor.complete(key, result=result, error=error, now_ms=self._clock.wall_ms()))
 
-    def _run_inline(self, job: Job) -> None:
+    def _run_inline(self, job: Job, handler: Any = None) -> None:
         """A quick pure function: call it now and answer, with no task, no
-        thread and no cancel scope (it cannot be interrupted anyway)."""
+        thread and no cancel scope (it cannot be interrupted anyway). An
+        in-process handler marked ``inline`` (a plain function, not a
+        coroutine: the payment workflow) runs this way too."""
         self._received(job)
         context = RunnerContext(capability_id=job.capability_id, version=str(job.descriptor.version),
-                                clock_ms=self._clock.wall_ms, delegator=job.delegator, deadline_ms=job.deadline_ms)
+                                clock_ms=self._clock.wall_ms, delegator=job.delegator, deadline_ms=job.deadline_ms,
+                                sender=job.key.sender, session=job.session, invoke_id=job.key.msg_id)
         result: Any = None
         error: AmpError | None = None
         started = time.perf_counter()
         try:
-            result = plain_result(job.capability_id, self._runner.run_inline(job.binding, job.params, context),
-                                  self._runner.crash_lines)
+            ran = (handler(job.params, context) if handler is not None
+                   else self._runner.run_inline(job.binding, job.params, context))
+            result = plain_result(job.capability_id, ran, self._runner.crash_lines)
         except AmpError as exc:
             error = exc
+        except CAPABILITY_FAULTS as exc:  # an inline handler's bug is the caller's 5001, never our crash
+            log_capability_crash(job.capability_id, exc, self._runner.crash_lines)
+            error = AmpError(INTERNAL, "capability execution failed")
         self._done(job, error.code if error else None, (time.perf_counter() - started) * 1000)
         self._apply(self._executor.complete(job.key, result=result, error=error, now_ms=self._clock.wall_ms()))
 
