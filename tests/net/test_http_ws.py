@@ -109,6 +109,31 @@ def test_python_api_over_http_and_websocket(server: Server, scheme: str) -> None
     trio.run(main)
 
 
+def test_star_listing_over_websocket_but_not_over_http_post(server: Server) -> None:
+    """R22: a WebSocket runs HELLO with its extensions, so "*" lists; the
+    HTTP POST binding's HELLO_ACK agrees none, so the caller refuses "*"
+    locally, and the daemon answers a POSTed "*" 4002 (an HTTP principal
+    has no HELLO-agreed extensions) rather than listing."""
+    from ampcap.peer.listing import NOT_OFFERED
+
+    async def main() -> None:
+        async with ampcap.connect(server.ws, identity=Identity.generate(os.urandom)) as remote:
+            assert len(await remote.query("*")) > 3
+        async with ampcap.connect(server.http, identity=Identity.generate(os.urandom)) as remote:
+            with pytest.raises(ampcap.AmpError) as refused:
+                await remote.query("*")
+            assert (refused.value.code, refused.value.message) == (4002, NOT_OFFERED)
+            daemon, link = remote._daemon, remote._link  # sent anyway, as a caller ignoring R22 would
+            handle, out = daemon.invoker.start_query(link, {"capability": "*"}, limit=None, cursor=None, order=None,
+                                                     timeout_ms=10_000, to=link.peer_did,
+                                                     now_ms=daemon.clock.wall_ms())
+            with pytest.raises(ampcap.AmpError) as answered:
+                await daemon.calls._await(handle, daemon.calls.register(link, handle, out, None))
+            assert (answered.value.code, answered.value.message) == (4002, "no capability named '*'")
+
+    trio.run(main)
+
+
 def test_python_api_over_http_waits_for_a_polled_reply(server: Server) -> None:
     async def main() -> None:
         async with ampcap.connect(server.http, identity=Identity.generate(os.urandom)) as remote:
