@@ -256,12 +256,18 @@ async def test_an_amps_peer_checked_against_its_ca(tmp_path: Path) -> None:
 @pytest.mark.parametrize("scheme", ["http", "ws"])
 async def test_a_peer_reached_over_the_rfc002_http_and_websocket_bindings(tmp_path: Path, scheme: str) -> None:
     """Issue 27: the gateway dials what every client dials, http(s):// and
-    ws(s):// included (a real `serve --http`)."""
+    ws(s):// included (a real `serve --http`). The POST binding's HELLO
+    agrees no extension, so over http:// the '*' listing is not asked (R22)
+    and the capabilities are named; a WebSocket runs HELLO and lists."""
     with serve_process(tmp_path, "--http", "127.0.0.1:0") as served:
         assert served.proc.stdout is not None
         http_url = served.proc.stdout.readline().split()[0]  # the second line names the HTTP endpoint
         url = http_url.replace("http://", f"{scheme}://", 1)
-        async with embedded(url) as (mcp_url, _), http_session(mcp_url) as session:
+        if scheme == "http":
+            async with embedded(url) as (mcp_url, _), http_session(mcp_url) as session:
+                assert (await session.list_tools()).tools == []
+        options = {"names": ["org.ampcap.demo.math.add"]} if scheme == "http" else {}
+        async with embedded(url, **options) as (mcp_url, _), http_session(mcp_url) as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
             assert "org.ampcap.demo.math.add" in names
             result = await session.call_tool("org.ampcap.demo.math.add", {"a": 40, "b": 2})
