@@ -174,6 +174,19 @@ def test_post_hello_then_invoke_with_a_token_answers_200(server: Server) -> None
     assert env.typ == MessageType.CAP_RESULT and env.to == ident.did
 
 
+def test_a_posted_extension_message_is_answered_1005(server: Server) -> None:
+    """An HTTP POST agrees no ampcap extension (no HELLO of its own), so a
+    POSTed cancel is a type this agent does not take from it: ERROR 1005,
+    not a dropped connection (the dispatch asked the POST's reply sink for
+    a connection it does not have)."""
+    ident = Identity.generate(os.urandom)
+    cancel = _message(ident, server, MessageType.EXTENSION, {"ampcap": "cancel", "invoke": bytes(16)})
+    reply = _post(server, cancel, _token(ident, server))
+    assert reply.status_code == 200
+    env = decode_envelope(reply.content, cbor.DEFAULT_LIMITS)
+    assert env.typ == MessageType.ERROR and env.body["code"] == 1005
+
+
 def test_missing_expired_and_foreign_tokens_are_refused(server: Server) -> None:
     ident = Identity.generate(os.urandom)
     invoke = _message(ident, server, MessageType.CAP_INVOKE, ECHO)

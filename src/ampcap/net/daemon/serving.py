@@ -53,6 +53,7 @@ from ...wire.registry import error_info
 from ..transport.clock import Clock
 from .config import DaemonConfig
 from .jobs import Jobs, LocalHandler
+from .link import agreed_extensions
 
 if TYPE_CHECKING:
     from .durable import DurableState
@@ -76,19 +77,12 @@ def _deprecations(identity: Identity, catalog: Catalog) -> DeprecationNotices | 
                               announced=_announced_deprecation)
 
 
-def _agreed(conn: Any) -> frozenset[str]:
-    """The extensions agreed in HELLO on the executor's ``conn``: a Link's, or
-    none for an HTTP POST's reply sink (no HELLO on that connection)."""
-    driver = getattr(conn, "driver", None)
-    return driver.conn.extensions if driver is not None else frozenset()
-
-
-def _announced_deprecation(conn: Any) -> bool:
-    return DEPRECATION in _agreed(conn)
+def _announced_deprecation(conn: Any) -> bool:  # conn: a Link, or an HTTP POST's reply sink
+    return DEPRECATION in agreed_extensions(conn)
 
 
 def _agreed_listing(conn: Any, sender: str) -> bool:  # R22: "*" is listed only where both announced it
-    return agrees(_agreed(conn), getattr(conn, "peer_did", None), sender)
+    return agrees(agreed_extensions(conn), getattr(conn, "peer_did", None), sender)
 
 
 class ServingHalf:
