@@ -4,6 +4,7 @@ peer whose capabilities change, a peer with 1,000 capabilities)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -169,8 +170,8 @@ async def test_a_thousand_capabilities_list_in_under_a_second() -> None:
             assert result.structured_content == {"x": 5}
 
 
-def _greeter(greeting: str) -> Peer:
-    peer = Peer(new_identity())
+def _greeter(greeting: str, config: Any = None) -> Peer:
+    peer = Peer(new_identity(), **({} if config is None else {"config": config}))
 
     @peer.capability("org.example.greet", version="1.0.0", notes=f"Says {greeting}.")
     async def greet(name: str) -> dict[str, str]:
@@ -199,6 +200,22 @@ async def test_several_peers_clashes_go_to_the_later_peer_and_names_can_be_liste
         # A peer without the '*' listing is asked name by name (--capability).
         async with embedded(second.url, names=["org.example.greet", "org.example.missing"]) as (url, _), \
                 http_session(url) as session:
+            assert [tool.name for tool in (await session.list_tools()).tools] == ["org.example.greet"]
+
+
+@pytest.mark.trio
+async def test_a_peer_that_did_not_announce_the_listing_needs_its_names(caplog: pytest.LogCaptureFixture) -> None:
+    from ampcap.net.daemon.config import DaemonConfig
+    from ampcap.peer.config import ConnectionConfig
+
+    caplog.set_level(logging.WARNING, "ampcap.mcp")
+    other = _greeter("Hello", DaemonConfig(connection=ConnectionConfig(extensions=())))  # another implementation
+    async with other.serve("amp://127.0.0.1:0") as server:
+        async with embedded(server.url) as (url, _), http_session(url) as session:
+            assert (await session.list_tools()).tools == []
+        assert "does not offer listing every capability" in caplog.text
+        assert "--capability NAME" in caplog.text
+        async with embedded(server.url, names=["org.example.greet"]) as (url, _), http_session(url) as session:
             assert [tool.name for tool in (await session.list_tools()).tools] == ["org.example.greet"]
 
 
@@ -239,12 +256,18 @@ async def test_an_amps_peer_checked_against_its_ca(tmp_path: Path) -> None:
 @pytest.mark.parametrize("scheme", ["http", "ws"])
 async def test_a_peer_reached_over_the_rfc002_http_and_websocket_bindings(tmp_path: Path, scheme: str) -> None:
     """Issue 27: the gateway dials what every client dials, http(s):// and
-    ws(s):// included (a real `serve --http`)."""
+    ws(s):// included (a real `serve --http`). The POST binding's HELLO
+    agrees no extension, so over http:// the '*' listing is not asked (R22)
+    and the capabilities are named; a WebSocket runs HELLO and lists."""
     with serve_process(tmp_path, "--http", "127.0.0.1:0") as served:
         assert served.proc.stdout is not None
         http_url = served.proc.stdout.readline().split()[0]  # the second line names the HTTP endpoint
         url = http_url.replace("http://", f"{scheme}://", 1)
-        async with embedded(url) as (mcp_url, _), http_session(mcp_url) as session:
+        if scheme == "http":
+            async with embedded(url) as (mcp_url, _), http_session(mcp_url) as session:
+                assert (await session.list_tools()).tools == []
+        options = {"names": ["org.ampcap.demo.math.add"]} if scheme == "http" else {}
+        async with embedded(url, **options) as (mcp_url, _), http_session(mcp_url) as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
             assert "org.ampcap.demo.math.add" in names
             result = await session.call_tool("org.ampcap.demo.math.add", {"a": 40, "b": 2})

@@ -109,6 +109,31 @@ def test_python_api_over_http_and_websocket(server: Server, scheme: str) -> None
     trio.run(main)
 
 
+def test_star_listing_over_websocket_but_not_over_http_post(server: Server) -> None:
+    """R22: a WebSocket runs HELLO with its extensions, so "*" lists; the
+    HTTP POST binding's HELLO_ACK agrees none, so the caller refuses "*"
+    locally, and the daemon answers a POSTed "*" 4002 (an HTTP principal
+    has no HELLO-agreed extensions) rather than listing."""
+    from ampcap.peer.listing import NOT_OFFERED
+
+    async def main() -> None:
+        async with ampcap.connect(server.ws, identity=Identity.generate(os.urandom)) as remote:
+            assert len(await remote.query("*")) > 3
+        async with ampcap.connect(server.http, identity=Identity.generate(os.urandom)) as remote:
+            with pytest.raises(ampcap.AmpError) as refused:
+                await remote.query("*")
+            assert (refused.value.code, refused.value.message) == (4002, NOT_OFFERED)
+            daemon, link = remote._daemon, remote._link  # sent anyway, as a caller ignoring R22 would
+            handle, out = daemon.invoker.start_query(link, {"capability": "*"}, limit=None, cursor=None, order=None,
+                                                     timeout_ms=10_000, to=link.peer_did,
+                                                     now_ms=daemon.clock.wall_ms())
+            with pytest.raises(ampcap.AmpError) as answered:
+                await daemon.calls._await(handle, daemon.calls.register(link, handle, out, None))
+            assert (answered.value.code, answered.value.message) == (4002, "no capability named '*'")
+
+    trio.run(main)
+
+
 def test_python_api_over_http_waits_for_a_polled_reply(server: Server) -> None:
     async def main() -> None:
         async with ampcap.connect(server.http, identity=Identity.generate(os.urandom)) as remote:
@@ -147,6 +172,19 @@ def test_post_hello_then_invoke_with_a_token_answers_200(server: Server) -> None
     assert reply.status_code == 200
     env = decode_envelope(reply.content, cbor.DEFAULT_LIMITS)
     assert env.typ == MessageType.CAP_RESULT and env.to == ident.did
+
+
+def test_a_posted_extension_message_is_answered_1005(server: Server) -> None:
+    """An HTTP POST agrees no ampcap extension (no HELLO of its own), so a
+    POSTed cancel is a type this agent does not take from it: ERROR 1005,
+    not a dropped connection (the dispatch asked the POST's reply sink for
+    a connection it does not have)."""
+    ident = Identity.generate(os.urandom)
+    cancel = _message(ident, server, MessageType.EXTENSION, {"ampcap": "cancel", "invoke": bytes(16)})
+    reply = _post(server, cancel, _token(ident, server))
+    assert reply.status_code == 200
+    env = decode_envelope(reply.content, cbor.DEFAULT_LIMITS)
+    assert env.typ == MessageType.ERROR and env.body["code"] == 1005
 
 
 def test_missing_expired_and_foreign_tokens_are_refused(server: Server) -> None:

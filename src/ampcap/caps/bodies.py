@@ -168,7 +168,9 @@ def parse_invoke_body(body: Any) -> InvokeRequest:
 # version, paged like any listing. RFC 004 §6.1 always names one capability,
 # so a tool that mirrors a whole peer (the MCP gateway) had no way to ask;
 # "*" is no capability name (names are dotted identifiers), so a peer
-# without the extension answers 4002 and nothing else changes meaning.
+# without the extension answers 4002 and nothing else changes meaning. It is
+# asked and answered only between peers that announced ampcap.list-all in
+# HELLO (R22, peer/listing.py).
 EVERY_CAPABILITY = "*"
 
 

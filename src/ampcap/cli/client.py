@@ -94,8 +94,11 @@ def register(subparsers: Any) -> None:
                               help="CAP_QUERY: list a capability's versions, or every capability ('*')",
                               description="Ask a daemon which versions of a capability it offers (CAP_QUERY). "
                                           "NAME '*' (quote it from the shell) lists every capability the daemon "
-                                          "lets you see, paged as usual: an ampcap extension, answered by ampcap "
-                                          "peers; others may answer 4002.")
+                                          "lets you see, paged as usual: an ampcap extension (ampcap.list-all), "
+                                          "asked only of a peer that announced it in HELLO. To any other (another "
+                                          "implementation, a relayed --to peer, an http:// URL) nothing is sent: "
+                                          "error 4002 says the peer does not offer listing, exit status 1; name "
+                                          "the capabilities instead.")
     q.add_argument("name", metavar="NAME", help="capability name, alias or legacy type; '*': every capability")
     q.add_argument("--range", default=None, metavar="R", type=semver_range,
                    help="version range, e.g. '>=1.0.0 <2.0.0'")

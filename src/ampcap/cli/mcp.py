@@ -65,7 +65,9 @@ def register(subparsers: Any) -> None:
                         "'org.ampcap.demo.echo=>=1.0.0 <2.0.0' (repeatable)")
     p.add_argument("--capability", action="append", default=[], metavar="NAME",
                    help="list only these capability names (repeatable; default: every capability, through "
-                        "ampcap's '*' listing, which other implementations may not offer)")
+                        "ampcap's '*' listing, asked only of peers that announced it in HELLO (ampcap.list-all): "
+                        "a peer that did not, or one reached through a relay (--to), has no tools unless its "
+                        "names are given here, and the log says so)")
     p.add_argument("--bundle", action="append", default=[], type=Path, metavar="PATH",
                    help="a schema bundle (directory, .zip, .tar.gz) holding the peers' schemas (repeatable; "
                         "ampcap's demo bundle is built in); tools without a local schema accept any object")

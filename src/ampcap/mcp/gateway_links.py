@@ -26,8 +26,10 @@ without that extension answers 4002 once and is not asked again), and keeps
 them by hash across reconnects: :meth:`PeerLink.schema`.
 
 Listing everything uses the ampcap ``"*"`` extension of CAP_QUERY
-(:data:`ampcap.caps.bodies.EVERY_CAPABILITY`); for a peer without it, the
-gateway is given the capability names to list (``names``).
+(:data:`ampcap.caps.bodies.EVERY_CAPABILITY`), which only a peer that
+announced ``ampcap.list-all`` in HELLO is asked (R22; through a relay, none
+is): for any other the query is refused before it is sent, the link logs so
+once, and the gateway must be given the capability names to list (``names``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from ..errors import AmpError
 from ..net.daemon.core import DaemonConfig
 from ..net.api.peer import CallsItself, Peer, Remote
 from ..peer.config import RELAY_DID
+from ..peer.listing import NOT_OFFERED
+from ..wire.extensions import LISTING
 from ..caps.deprecation import Notice
 from ..wire.identity import Identity
 
@@ -313,8 +317,12 @@ class PeerLink:
                         raise
                     if name == EVERY_CAPABILITY and not self._warned_listing:
                         self._warned_listing = True
-                        log.warning("%s lists no capabilities for '*' (none, or a peer without the ampcap "
-                                    "listing extension: name them with --capability)", shown(self.label))
+                        if exc.message == NOT_OFFERED:  # refused before sending (R22, peer/listing.py)
+                            log.warning("%s does not offer listing every capability (it did not announce %s in "
+                                        "HELLO): it has no tools until they are named with --capability NAME",
+                                        shown(self.label), LISTING)
+                        else:
+                            log.warning("%s lists no capabilities for '*'", shown(self.label))
                     break
                 found.extend(page.capabilities)
                 self.deprecations.update(page.deprecations)

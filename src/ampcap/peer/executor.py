@@ -183,17 +183,17 @@ class Executor:
                  params: ParamsChecker, seal: Callable[[Outbound, int], Outbound],
                  policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
                  config: ExecutorConfig = ExecutorConfig(), delegation: ChainVerifier | None = None,
-                 journal: bool = False, records: InvokeRecords | None = None,
-                 fetch_statuses: bool = False, deprecations: DeprecationNotices | None = None) -> None:
+                 journal: bool = False, records: InvokeRecords | None = None, fetch_statuses: bool = False,
+                 deprecations: DeprecationNotices | None = None,
+                 listing: Callable[[Hashable, str], bool] | None = None) -> None:
         """``seal`` signs a terminal reply the way its connection would
         (:class:`~ampcap.peer.sealing.Sealer`): the result carries its wire
         bytes, kept for retries (R8). ``journal``: emit :class:`Persist`
         actions carrying those bytes (ruling R19; see peer/journal.py).
         ``records``: the journal, asked when the cache cannot place an invoke
         (the store is the record; memory only caches it).
-        ``fetch_statuses``: a revocation publisher is configured, so a
-        delegated invoke refused for a stale status waits for the edge to
-        ask it (:class:`~ampcap.peer.status_wait.FetchStatus`, R20)."""
+        ``fetch_statuses``: a revocation publisher is configured, so a delegated invoke refused for a
+        stale status waits for the edge to ask it (:class:`~ampcap.peer.status_wait.FetchStatus`, R20)."""
         self.journal = journal
         self.records = records
         # Ids up to this timestamp may belong to invokes seen before the start
@@ -210,7 +210,7 @@ class Executor:
         self._seal = seal
         self._policy = policy
         self._callers = CallerChecks(policy)
-        self._queries = QueryAnswers(registry, resolver.canonical_name, self._callers, deprecations)
+        self._queries = QueryAnswers(registry, resolver.canonical_name, self._callers, deprecations, listing)  # R22
         # R23: the deprecated versions a CAP_RESULT says so for (None: none are)
         self._deprecations = deprecations
         self._limits = limits if limits is not None else InFlightLimits()

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ..caps.bodies import QueryPage, QueryRequest, parse_query_body
-from ..display import shown
+from ..display import quoted, shown
 from ..errors import AmpError
 from ..wire.receive import Inbound
 from ..wire.registry import MessageType
@@ -47,10 +47,14 @@ class QueryAnswers:
     decides on (:meth:`CapabilityResolver.canonical_name
     <ampcap.peer.executor.CapabilityResolver.canonical_name>`)."""
 
-    __slots__ = ("_registry", "_canonical_name", "_callers", "_deprecations")
+    __slots__ = ("_registry", "_canonical_name", "_callers", "_deprecations", "_listing")
 
     def __init__(self, registry: CapabilityDirectory | None, canonical_name: Callable[[str], str],
-                 callers: CallerChecks, deprecations: DeprecationNotices | None = None) -> None:
+                 callers: CallerChecks, deprecations: DeprecationNotices | None = None,
+                 listing: Callable[[Hashable, str], bool] | None = None) -> None:
+        # R22: listing(conn, sender) says whether that link agreed ampcap.list-all
+        # for that sender (peer/listing.py's agrees); None: no link did.
+        self._listing = listing
         self._deprecations = deprecations  # R23: deprecated versions listed get a signed ext entry
         self._registry = registry
         self._canonical_name = canonical_name
@@ -70,13 +74,23 @@ class QueryAnswers:
             # The ACL runs before the registry is asked, so a denied caller
             # cannot tell 4002/4003 apart (R10 holds for discovery too).
             allowed = None
-            if request.lists_every_name:
+            if request.lists_every_name and self._listing is not None and self._listing(conn, env.sender):
                 # The ampcap "*" listing: the same per-name ACL, applied to
                 # each name listed instead of refusing the whole query.
                 sender, policy = env.sender, self._callers.policy
                 allowed = lambda name: policy.capability_allowed(sender, name)  # noqa: E731
             elif not self._callers.policy.capability_allowed(env.sender, self._canonical_name(request.name)):
                 raise denied()
+            elif request.lists_every_name:
+                # "*" on a link that did not agree the listing: answered as
+                # the RFC answers any name without a descriptor, which is
+                # what another implementation answers. Not 4001: §6.4 types
+                # the filter's capability as any text, so the query is well
+                # formed; §6.1 makes a name nothing matches 4002 (3001 for a
+                # caller a capability rule refuses, as for every unknown
+                # name: R10). The registry is not asked, since it lists for "*".
+                raise self._callers.as_seen_by(env.sender, AmpError(CAPABILITY_NOT_FOUND,
+                                                                     f"no capability named {quoted('*')}"))
             if self._registry is None:
                 raise AmpError(UNAVAILABLE, "no capability registry")
             try:

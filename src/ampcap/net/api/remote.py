@@ -107,7 +107,9 @@ class Remote:
         """CAP_QUERY: descriptors of ``name`` (an alias or legacy type works too),
         optionally within a version ``range``; raises :class:`AmpError` (4002, 4003…).
         ``name="*"`` lists every capability the peer lets us see (an ampcap
-        extension, docs/mcp-gateway.md; other peers answer 4002)."""
+        extension, docs/steering.md): to a peer that did not announce
+        ``ampcap.list-all`` in HELLO, nothing is sent and 4002 is raised
+        (:data:`ampcap.peer.listing.NOT_OFFERED`)."""
         if limit is not None and not 0 <= limit <= UINT64_MAX:
             raise ValueError(f"limit must be from 0 to {UINT64_MAX}")
         if order is not None and order not in ORDERS:

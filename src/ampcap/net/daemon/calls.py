@@ -44,6 +44,7 @@ from ...peer.invoker import (
 )
 from ...wire.registry import MessageType
 from ...caps.deprecation import AmpDeprecationWarning, Notice
+from ...peer.listing import agrees, caller_refusal
 from ...wire.extensions import CANCEL, cancel_body
 from ...peer.outbound import Outbound
 from ...peer.state import ConnState
@@ -176,6 +177,10 @@ class Calls:
         """Send a CAP_QUERY on ``link`` and wait for the CAP_DECLARE (or raise)."""
         if self._refusing:
             raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
+        # R22: "*" goes only to a peer that announced the listing (through a relay: to none).
+        refused = caller_refusal(filter, agrees(link.driver.conn.extensions, link.peer_did, to))
+        if refused is not None:
+            raise refused
         handle, out = self._invoker.start_query(link, filter, limit=limit, cursor=cursor, order=order,
                                                 timeout_ms=timeout_ms, to=to or link.peer_did,
                                                 now_ms=self._clock.wall_ms())

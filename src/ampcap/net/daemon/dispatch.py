@@ -31,7 +31,7 @@ from ...peer.outbound import error_reply, reply_to
 from ...session.control import is_control
 from ...wire.registry import MessageType, error_info
 from ..features import delegation, relay
-from .link import peer_label
+from .link import agreed_extensions, peer_label
 
 if TYPE_CHECKING:
     from ...deleg.service import DelegationService
@@ -210,7 +210,8 @@ class InboundDispatch:
         elif typ in _REPLIES:
             if self._session_routing.refuse_reply(link, inbound, self._executor):  # RFC 006 §4.4, §6
                 return
-            if env.ext is not None and DEPRECATION in link.driver.conn.extensions:  # R23, caps/deprecation.py
+            # R23, caps/deprecation.py (``link`` may be an HTTP POST's reply sink: no extensions)
+            if env.ext is not None and DEPRECATION in agreed_extensions(link):
                 self.calls.note(env.reply_to, read_entry(env.ext, env.sender, env.reply_to,
                                                          self.pipeline.resolver.ed25519_for))
             self._apply_invoker(self.invoker.on_reply(inbound, link, now))
@@ -222,7 +223,7 @@ class InboundDispatch:
             self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
         elif typ == _PONG:  # liveness answer: nothing to say back
             log.debug("PONG from %s", shown(env.sender))
-        elif typ == _EXTENSION and CANCEL in link.driver.conn.extensions \
+        elif typ == _EXTENSION and CANCEL in agreed_extensions(link) \
                 and (invoke_id := cancelled_invoke(inbound.body)) is not None:
             # R23: the caller asks us to stop its invoke; the answer is the
             # invoke's own terminal reply, never one to this message.

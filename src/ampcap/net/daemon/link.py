@@ -23,7 +23,7 @@ from ...peer.events import GoAwayReceived
 from ...wire.signing import Profile
 from ..transport.stream import ConnectionDriver
 
-__all__ = ["Link", "peer_label", "why_silent"]
+__all__ = ["Link", "agreed_extensions", "peer_label", "why_silent"]
 
 
 class Link(msgspec.Struct, eq=False):
@@ -61,6 +61,14 @@ class Link(msgspec.Struct, eq=False):
 def peer_label(link: Link) -> str:
     """The link's peer for a log line: its DID (cut short), or '-' before HELLO named it."""
     return shown(link.peer_did) if link.peer_did is not None else "-"
+
+
+def agreed_extensions(conn: Any) -> frozenset[str]:
+    """The ampcap extensions agreed in HELLO where a message came from: a
+    link's, or none for an HTTP POST's reply sink, which has no connection
+    (and no HELLO) of its own (wire/extensions.py)."""
+    driver = getattr(conn, "driver", None)
+    return driver.conn.extensions if driver is not None else frozenset()
 
 
 def why_silent(link: Link | None) -> str:

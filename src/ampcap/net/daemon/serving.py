@@ -38,6 +38,7 @@ from ...deleg.revocation import RevocationChecker, StatusCache
 from ...deleg.service import DelegationService
 from ...peer import executor as executor_module
 from ...caps.deprecation import DeprecationNotices, notices_for
+from ...peer.listing import agrees
 from ...wire.extensions import DEPRECATION
 from ...peer.limits import InFlightLimits
 from ...peer.logthrottle import LogThrottle
@@ -52,6 +53,7 @@ from ...wire.registry import error_info
 from ..transport.clock import Clock
 from .config import DaemonConfig
 from .jobs import Jobs, LocalHandler
+from .link import agreed_extensions
 
 if TYPE_CHECKING:
     from .durable import DurableState
@@ -75,8 +77,12 @@ def _deprecations(identity: Identity, catalog: Catalog) -> DeprecationNotices | 
                               announced=_announced_deprecation)
 
 
-def _announced_deprecation(link: Any) -> bool:  # the executor's ``conn`` is the daemon's Link
-    return DEPRECATION in link.driver.conn.extensions
+def _announced_deprecation(conn: Any) -> bool:  # conn: a Link, or an HTTP POST's reply sink
+    return DEPRECATION in agreed_extensions(conn)
+
+
+def _agreed_listing(conn: Any, sender: str) -> bool:  # R22: "*" is listed only where both announced it
+    return agrees(agreed_extensions(conn), getattr(conn, "peer_did", None), sender)
 
 
 class ServingHalf:
@@ -115,7 +121,8 @@ class ServingHalf:
                                                  limits=limits, config=config.executor, seal=sealer,
                                                  delegation=self.verifier, journal=self.store.durable,
                                                  fetch_statuses=publisher is not None,
-                                                 deprecations=_deprecations(identity, catalog))
+                                                 deprecations=_deprecations(identity, catalog),
+                                                 listing=_agreed_listing)
         self.durable: DurableState | None = None
         self.holds: Callable[[list[Any]], bool] | None = None  # which action lists the durable state holds
         if self.store.durable:
