@@ -25,10 +25,10 @@ from ...peer.events import (
     MessageRejected,
     Negotiated,
 )
-from ...peer.outbound import error_reply, reply_to
+from ...peer.outbound import Send, error_reply, reply_to
 from ...session.control import is_control
 from ...wire.registry import MessageType, error_info
-from ..features import delegation, relay
+from ..features import delegation, relay, relay_agent
 from .link import peer_label
 
 if TYPE_CHECKING:
@@ -165,10 +165,17 @@ class InboundDispatch:
             if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
                 if self._session_routing.refuse_invoke(link, inbound, executor, now):
                     return
-                self._apply(self._noting_delegation(executor.handle(inbound, link, now), now))
-                return
-            self._apply(executor.handle(inbound, link, now))
+                actions = self._noting_delegation(executor.handle(inbound, link, now), now)
+            else:
+                actions = executor.handle(inbound, link, now)
+            if link.relay_acks:
+                # In the same list: with a durable store it is held, like the
+                # reply, until the invoke's journal row is committed (§5.5).
+                actions = [*actions, Send(link, relay_agent.recipient_ack(env, now))]
+            self._apply(actions)
             return
+        if link.relay_acks and typ not in relay_agent.NOT_ACKED:
+            self._send(link, relay_agent.recipient_ack(env, now))  # nothing of ours to journal first
         if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
             self._apply((self._executor or self._serve_half()).handle(inbound, link, now))
             return
