@@ -174,8 +174,13 @@ class InboundDispatch:
                 actions = [*actions, Send(link, relay_agent.recipient_ack(env, now))]
             self._apply(actions)
             return
-        if link.relay_acks and typ not in relay_agent.NOT_ACKED:
-            self._send(link, relay_agent.recipient_ack(env, now))  # nothing of ours to journal first
+        if link.relay_acks:
+            if env.sender == link.peer_did:  # the relay's own: a refusal of ours, or its relay ACK
+                if typ == _ERROR:
+                    self._apply_invoker(self.invoker.on_relay_error(inbound, now))
+                return
+            if typ not in relay_agent.NOT_ACKED:
+                self._send(link, relay_agent.recipient_ack(env, now))  # nothing of ours to journal first
         if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
             self._apply((self._executor or self._serve_half()).handle(inbound, link, now))
             return

@@ -1,0 +1,92 @@
+"""``ampcap relay`` as a process, with ``ampcap serve --relay`` behind it and
+``ampcap invoke --to`` in front: real processes on loopback TCP, the queue
+read back from the relay's SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
+from amp_helpers import serve_process  # noqa: E402
+from relay_proc import PYTHON, relay_process  # noqa: E402
+
+
+def ampcap(tmp: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp / "caller"))
+    return subprocess.run([PYTHON, "-m", "ampcap.cli.main", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def _wait_for(predicate, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_invoke_through_ampcap_relay_and_every_message_is_committed(tmp_path: Path) -> None:
+    with relay_process(tmp_path) as relay:
+        with serve_process(tmp_path, "--relay", relay.url, "--relay-did", relay.did, "--state-dir",
+                           str(tmp_path / "agent-state"), verbose=True) as agent:
+            assert _wait_for(lambda: "registered at RFC 003 relay" in agent.stderr())
+            added = ampcap(tmp_path, "invoke", relay.url, "org.ampcap.demo.math.add:1.0.0", "--params",
+                           '{"a": 2, "b": 40}', "--to", agent.did, "--relay-did", relay.did, "--json")
+            assert added.returncode == 0, added.stderr
+            assert json.loads(added.stdout) == {"result": {"sum": 42}}
+            slept = ampcap(tmp_path, "invoke", relay.url, "org.ampcap.demo.sleep:1.0.0", "--params", '{"ms": 200}',
+                           "--to", agent.did, "--relay-did", relay.did)
+            assert slept.returncode == 0 and json.loads(slept.stdout) == {"slept_ms": 200}
+            failed = ampcap(tmp_path, "invoke", relay.url, "org.ampcap.demo.fail:1.0.0", "--to", agent.did,
+                            "--relay-did", relay.did)
+            assert failed.returncode == 1 and "5001" in failed.stderr
+            # Every entry was acknowledged by its recipient: none waits.
+            assert _wait_for(lambda: set(relay.entries()) <= {"delivered"}), relay.entries()
+        assert relay.terminate() == 0
+    log = relay.stderr()
+    assert "link up " + agent.did in log and "refused" not in log
+
+
+def test_an_offline_agent_gets_the_invoke_when_it_comes_back(tmp_path: Path) -> None:
+    agent_key = tmp_path / "agent.key"
+    subprocess.run([PYTHON, "-m", "ampcap.cli.main", "keygen", "--out", str(agent_key)], check=True,
+                   capture_output=True)
+    with relay_process(tmp_path) as relay:
+        common = ("--identity", str(agent_key), "--relay", relay.url, "--relay-did", relay.did, "--state-dir",
+                  str(tmp_path / "agent-state"))
+        with serve_process(tmp_path, *common) as agent:  # registers, then goes away
+            assert _wait_for(lambda: relay.stderr().count("link up") >= 1)
+        assert _wait_for(lambda: "link down" in relay.stderr())
+        env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "caller"))
+        caller = subprocess.Popen([PYTHON, "-m", "ampcap.cli.main", "invoke", relay.url,
+                                   "org.ampcap.demo.math.add:1.0.0", "--params", '{"a": 1, "b": 2}', "--to", agent.did,
+                                   "--relay-did", relay.did, "--timeout", "60", "--json"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert _wait_for(lambda: relay.entries().get("pending", 0) >= 1, 20)  # queued on disk
+            with serve_process(tmp_path, *common):
+                out, err = caller.communicate(timeout=60)
+        finally:
+            if caller.poll() is None:
+                caller.kill()
+                caller.communicate()
+        assert caller.returncode == 0, err
+        assert json.loads(out) == {"result": {"sum": 3}}
+        assert _wait_for(lambda: set(relay.entries()) <= {"delivered"})
+
+
+def test_relay_refuses_an_unregistered_recipient_and_bad_options(tmp_path: Path) -> None:
+    with relay_process(tmp_path, http=False) as relay:
+        out = ampcap(tmp_path, "invoke", relay.url, "org.ampcap.demo.math.add:1.0.0", "--params", '{"a": 1, "b": 2}',
+                     "--to", "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK", "--relay-did", relay.did,
+                     "--timeout", "5")
+        assert out.returncode == 1 and "2001" in out.stderr, out.stderr
+    bad = ampcap(tmp_path, "relay", "--webhook", "nonsense")
+    assert bad.returncode == 2 and "--webhook" in bad.stderr and "Traceback" not in bad.stderr
