@@ -33,9 +33,12 @@ class RelayProcess:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
 
-    def entries(self) -> dict[str, int]:
+    def entries(self, recipient: str | None = None) -> dict[str, int]:
         """Queue entries by recipient state (read from the SQLite file)."""
         with sqlite3.connect(self.state_dir / "state.sqlite3") as db:
+            if recipient is not None:
+                return dict(db.execute("SELECT state, count(*) FROM relay_entry WHERE recipient = ? GROUP BY state",
+                                       (recipient,)).fetchall())
             return dict(db.execute("SELECT state, count(*) FROM relay_entry GROUP BY state").fetchall())
 
 
