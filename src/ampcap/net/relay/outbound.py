@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 import trio
@@ -25,7 +26,25 @@ from ..transport.httppool import HttpFailure, HttpPool
 from ..transport.url import UrlError, parse_url
 
 if TYPE_CHECKING:
-    from .server import RelayServer
+    from ...relay import Action, RelayCore
+    from ...wire.identity import Identity
+    from ..transport.clock import Clock
+
+
+class RelayEdge(Protocol):
+    """What the poster uses of the relay server (a port: no import circle)."""
+
+    identity: Identity
+    clock: Clock
+    core: RelayCore
+    counters: dict[str, int]
+
+    @property
+    def entropy(self) -> Callable[[int], bytes]: ...
+
+    def perform(self, actions: list[Action]) -> None: ...
+
+    def wake(self) -> None: ...
 
 __all__ = ["RelayPoster", "FORWARD_PATH", "COMMIT_PATH"]
 
@@ -36,7 +55,7 @@ COMMIT_PATH = "/amp/v1/relay/commit"
 
 
 class RelayPoster:
-    def __init__(self, server: RelayServer, nursery: trio.Nursery, *, ssl_context: ssl.SSLContext | None) -> None:
+    def __init__(self, server: RelayEdge, nursery: trio.Nursery, *, ssl_context: ssl.SSLContext | None) -> None:
         self._server = server
         self._nursery = nursery
         self._ssl = ssl_context
