@@ -160,6 +160,18 @@ async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] |
     try:
         async with trio.open_nursery() as nursery:
             url = await nursery.start(serve_self)
+            if relay is None:
+                # The relay vectors too: ampcap's own relay, trusting the
+                # harness as an upstream relay for the federation ones.
+                import os
+
+                from ..interop.selftarget import serve_self_relay
+                from ..wire.identity import Identity
+
+                upstream = Identity.generate(os.urandom)
+                relay, relay_http, relay_did = await nursery.start(serve_self_relay, upstream.did)
+                relay_options = {"relay_did": relay_did, "relay_framing": "rfc002",
+                                 "relay_forward": str(relay_http), "relay_upstream": upstream}
             try:
                 return await run_vectors(url, settings, subject, only=only, self_test=True, relay=relay,
                                          **relay_options)

@@ -208,6 +208,10 @@ class RelayCore:
                                     reply_to=env.id, now=now)
             result.actions += self._commit(env, sender, now, result)
         recipients = tuple(dict.fromkeys(split_did_url(r)[0] for r in env.recipients))
+        if env.ttl == 0:
+            # Delivered now or refused 2003 (§5.1), whoever the recipient
+            # is: one not registered is not reachable now either (A.1).
+            return self._immediate(result, env, raw, sender, recipients, now)
         routed: list[str] = []
         for r in recipients:
             where = self.destination(r)
@@ -216,8 +220,6 @@ class RelayCore:
                                     "to it", to=sender, reply_to=env.id, now=now)
             if where == "routed":
                 routed.append(r)
-        if env.ttl == 0:
-            return self._immediate(result, env, raw, sender, recipients, now)
         record = NewRecord(msg_id=env.id, raw=raw, from_did=sender, recipients=recipients, accepted_at=now,
                            expires_at=env.ts + env.ttl, hop_limit=self.config.default_hop_limit)
         queued = self.queue.enqueue(record, quota=self.config.max_queued_per_recipient)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import trio
 
 from ...display import shown
@@ -39,7 +40,8 @@ from ...relay import (Accepted, Action, Audit, Committed, Deliver, Finalized, Fo
 from ...store.relay_queue import StoreRelayQueue
 from ...wire.cbor import DEFAULT_LIMITS
 from ...wire.identity import DidKeyResolver, Identity, KeyResolver
-from ...wire.receive import ReceivePipeline, addressed_to
+from ...wire.envelope import Envelope
+from ...wire.receive import ReceivePipeline, TimeVerdict, addressed_to
 from ...wire.registry import MessageType
 from ..transport.budget import ReceiveBudget, SendBudget
 from ..transport.clock import SYSTEM_CLOCK, Clock
@@ -66,6 +68,17 @@ class RelaySettings:
     webhooks: tuple[tuple[str, str], ...] = ()
     """(DID, URL): recipients reached by webhook pushes (RFC 002 §6.3)."""
     tick_batch: int = 100
+
+
+class _RelayPipeline(ReceivePipeline):
+    """The receive checks of a relay link. A TTL=0 message means "now or
+    never" (§5.1): the relay judges it by the core's rule (it lives for the
+    allowed clock skew), not as expired one millisecond after its ``ts``."""
+
+    def time_verdict(self, env: Envelope, now_ms: int) -> TimeVerdict:
+        if env.ttl == 0 and env.ts < now_ms <= env.ts + self.max_skew_ms:
+            return super().time_verdict(msgspec.structs.replace(env, ttl=self.max_skew_ms), now_ms)
+        return super().time_verdict(env, now_ms)
 
 
 def claim_owner(identity: Identity, entropy: Callable[[int], bytes] = os.urandom) -> str:
@@ -97,7 +110,7 @@ class RelayServer:
         # No recipient: messages on a relay link are addressed to others. No
         # body schemas: the relay carries bodies, it does not read them
         # (the core decodes what it needs: a recipient ACK's body).
-        self.pipeline = ReceivePipeline(self.resolver, limits=replace(DEFAULT_LIMITS, max_bytes=conn.max_msg_size),
+        self.pipeline = _RelayPipeline(self.resolver, limits=replace(DEFAULT_LIMITS, max_bytes=conn.max_msg_size),
                                         schemas=None, recipient=None)
         self.send_budget = SendBudget(64 << 20)  # DaemonConfig's defaults
         self.receive_budget = ReceiveBudget(64 << 20)
