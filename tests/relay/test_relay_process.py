@@ -90,3 +90,26 @@ def test_relay_refuses_an_unregistered_recipient_and_bad_options(tmp_path: Path)
         assert out.returncode == 1 and "2001" in out.stderr, out.stderr
     bad = ampcap(tmp_path, "relay", "--webhook", "nonsense")
     assert bad.returncode == 2 and "--webhook" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_interop_relay_vectors_pass_against_ampcap_relay(tmp_path: Path) -> None:
+    """``interop --relay`` against the real relay: the harness hands off as an
+    upstream relay that the relay's routes file trusts."""
+    harness = tmp_path / "harness.key"
+    made = subprocess.run([PYTHON, "-m", "ampcap.cli.main", "keygen", "--out", str(harness)], check=True,
+                          capture_output=True, text=True)
+    routes = tmp_path / "routes.toml"
+    routes.write_text(f'[[peer]]\ndid = "{made.stdout.strip()}"\nurl = "http://127.0.0.1:9"\ntrusted = true\n')
+    with relay_process(tmp_path, "--routes", str(routes)) as relay:
+        assert relay.http_url is not None
+        report = tmp_path / "report.json"
+        out = ampcap(tmp_path, "interop", "--relay", relay.url, "--relay-framing", "rfc002", "--relay-forward",
+                     relay.http_url, "--relay-identity", str(harness), "--report", str(report), "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+        results = {r["vector_id"]: r["status"] for r in json.loads(report.read_text())["results"]
+                   if r["vector_id"].startswith("003:")}
+        assert results == {v: "pass" for v in ("003:A.1", "003:A.5", "003:A.6", "003:A.7", "003:A.15")}
+        # Without the trusted identity, the federation vectors say why they fail.
+        untrusted = ampcap(tmp_path, "interop", "--relay", relay.url, "--relay-framing", "rfc002",
+                           "--relay-forward", relay.http_url, "--vector", "003:A.6", "--report", "-")
+        assert untrusted.returncode == 1 and "trusted" in untrusted.stdout
