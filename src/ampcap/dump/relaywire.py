@@ -124,7 +124,8 @@ def _webhook(value: dict[Any, Any], body: bytes, headers: Mapping[str, str], now
         result.verdicts.append((None, f"webhook from {_short(relay)}: its key needs a keyring; not verified"))
         return result
     # A capture is read later: its own sent_at is "now" for the freshness check.
-    at = now_ms if now_ms is not None else value.get("sent_at") if type(value.get("sent_at")) is int else 0
+    sent_at = value.get("sent_at")
+    at: int = now_ms if now_ms is not None else sent_at if type(sent_at) is int else 0
     try:
         read_webhook(named, body, resolver=DidKeyResolver(), trusted={relay}, now_ms=at)
     except AmpError as exc:
