@@ -59,6 +59,7 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.CAP_DECLARE,
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
 _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
+_ACK = int(MessageType.ACK)
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
 
@@ -181,6 +182,12 @@ class InboundDispatch:
                 return
             if typ not in relay_agent.NOT_ACKED:
                 self._send(link, relay_agent.recipient_ack(env, now))  # nothing of ours to journal first
+            elif typ == _ACK and (env.reply_to is None or self.invoker.state_of(env.reply_to) is None):
+                # A recipient's ACK of a reply of ours, carried back by the
+                # relay (RFC 003 §5.5): a receipt, not an answer to a call.
+                log.debug("recipient ACK from %s for %s", shown(env.sender),
+                          env.reply_to.hex() if env.reply_to else "-")
+                return
         if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
             self._apply((self._executor or self._serve_half()).handle(inbound, link, now))
             return
