@@ -181,3 +181,51 @@ def test_webhook_push_is_signed_and_checks_at_the_receiver() -> None:
             outer.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_two_relays_federate_a_message_with_custody_transfer() -> None:
+    """Relay A routes bob's messages to relay B (which trusts A): alice posts
+    at A, bob polls at B and gets alice's exact bytes; A's copy goes with
+    B's transfer receipt (single custody)."""
+    from ampcap.relay import parse_routes
+
+    alice, bob = Identity.generate(os.urandom), Identity.generate(os.urandom)
+    ids = [Identity.generate(os.urandom) for _ in range(2)]
+
+    async def main() -> None:
+        servers = [RelayServer(i, StateStore.open(None), config=RelayConfig(relay_did=i.did)) for i in ids]
+        async with trio.open_nursery() as nursery:
+            ports = []
+            for server in servers:
+                await nursery.start(server.run)
+                ports.append((await nursery.start(RelayHttpFront(server).serve, "127.0.0.1", 0))[0]
+                             .socket.getsockname()[1])
+            a, b = servers
+            a.core.routes = parse_routes({"peer": [{"did": b.identity.did, "url": f"http://127.0.0.1:{ports[1]}",
+                                                    "trusted": True}],
+                                          "route": [{"recipient": bob.did, "via": [b.identity.did]}]})
+            b.core.routes = parse_routes({"peer": [{"did": a.identity.did, "url": f"http://127.0.0.1:{ports[0]}",
+                                                    "trusted": True}]})
+            pool_a = HttpPool(AmpUrl("http", "127.0.0.1", ports[0]), timeout_s=10)
+            pool_b = HttpPool(AmpUrl("http", "127.0.0.1", ports[1]), timeout_s=10)
+            try:
+                raw = _message(alice, bob.did, {"text": "far away"})
+                posted = await pool_a.request("POST", "/amp/v1/messages", _headers(alice, a.identity.did), raw)
+                assert posted.status == 200
+                got: list[bytes] = []
+                with trio.fail_after(15):
+                    while not got:
+                        page = loads((await pool_b.request("GET", "/amp/v1/messages",
+                                                           _headers(bob, b.identity.did))).body)
+                        got = page["messages"]
+                        await trio.sleep(0.05)
+                assert got == [raw]
+                with trio.fail_after(10):  # A let go of its copy once B's receipt verified
+                    while a.store.query("SELECT count(*) FROM relay_record", ())[0][0] != 0:
+                        await trio.sleep(0.05)
+            finally:
+                await pool_a.aclose()
+                await pool_b.aclose()
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
