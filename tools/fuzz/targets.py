@@ -432,3 +432,8 @@ TARGETS = {
 from http_targets import http_targets  # noqa: E402
 
 TARGETS.update(http_targets(Target))
+
+# The RFC 003 relay's wire inputs (tools/fuzz/relay_targets.py).
+from relay_targets import relay_targets  # noqa: E402
+
+TARGETS.update(relay_targets(Target))
