@@ -150,7 +150,7 @@ class RelayHttpFront(HttpFront):
             limit = int(limit_text)
         relay = self.relay
         now = relay.clock.wall_ms()
-        relay.core.register(principal, now)
+        relay.register(principal, now)
         try:
             return relay.core.poll(principal, cursor, limit, now).body
         except AmpError as exc:

@@ -120,7 +120,7 @@ class RelayPoster:
             ok = False
         if ok:
             server.counters["delivered"] += 1
-            log.debug("deliver seq=%s to %s (webhook)", action.seq, shown(action.recipient))
+            log.info("deliver seq=%s to %s (webhook)", action.seq, shown(action.recipient))
         elif action.seq is not None:
             server.perform(server.core.delivery_failed(action.seq, action.recipient, server.clock.wall_ms()))
             server.wake()

@@ -126,6 +126,7 @@ class RelayServer:
         self._wake = trio.Event()
         self._closing = False
         self.counters = {"accepted": 0, "delivered": 0, "committed": 0, "refused": 0}
+        self._registered: set[str] = set()
 
     # ------------------------------------------------------------ life cycle
 
@@ -270,13 +271,13 @@ class RelayServer:
             elif kind is Accepted:
                 assert isinstance(action, Accepted)
                 self.counters["accepted"] += 1
-                log.debug("accept %s from %s seq=%s queued=%d dup=%d fwd=%d", action.msg_id.hex(),
+                log.info("accept %s from %s seq=%s queued=%d dup=%d fwd=%d", action.msg_id.hex(),
                           shown(action.from_did), action.seq, len(action.queued), len(action.duplicates),
                           len(action.forwarded))
             elif kind is Committed:
                 assert isinstance(action, Committed)
                 self.counters["committed"] += 1
-                log.debug("commit %s seq=%d by %s", action.msg_id.hex(), action.seq, shown(action.recipient))
+                log.info("commit %s seq=%d by %s", action.msg_id.hex(), action.seq, shown(action.recipient))
             elif kind is Finalized:
                 assert isinstance(action, Finalized)
                 log.debug("finalized seq=%d (%s)", action.seq, action.reason)
@@ -293,7 +294,7 @@ class RelayServer:
             for driver in reversed(drivers):
                 if self._send_raw(driver, action.raw):
                     self.counters["delivered"] += 1
-                    log.debug("deliver seq=%s to %s (link)", action.seq, shown(action.recipient))
+                    log.info("deliver seq=%s to %s (link)", action.seq, shown(action.recipient))
                     return
         url = self.webhooks.get(action.recipient)
         if url is not None and self._poster is not None:
@@ -319,10 +320,19 @@ class RelayServer:
 
     # ------------------------------------------------------------ HTTP events (the front calls these)
 
+    def register(self, principal: str, now: int) -> None:
+        """An HTTP principal: registered once per process (the store keeps
+        it; a write per request would cost a transaction each)."""
+        if principal not in self._registered:
+            self.core.register(principal, now)
+            if len(self._registered) >= 100_000:
+                self._registered.clear()  # bounded; forgetting costs one more upsert
+            self._registered.add(principal)
+
     def http_submit(self, raw: bytes, principal: str) -> tuple[list[Reply], int | None]:
         """A POSTed message: (the replies for the submitter, the refusal code)."""
         now = self.clock.wall_ms()
-        self.core.register(principal, now)
+        self.register(principal, now)
         result = self.core.submit(raw, principal=principal, now=now)
         replies: list[Reply] = []
         self.perform(result.actions, replies=replies)
