@@ -56,7 +56,7 @@ def _line(proc: subprocess.Popen[str], timeout: float) -> str:
 
 @contextmanager
 def relay_process(tmp: Path, *args: str, http: bool = True, state_dir: Path | None = None,
-                  identity: Path | None = None) -> Iterator[RelayProcess]:
+                  identity: Path | None = None, listen: str = "127.0.0.1:0") -> Iterator[RelayProcess]:
     """``ampcap -v relay --listen 127.0.0.1:0 [--http 127.0.0.1:0] ARGS``."""
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp / "relay-config"), PYTHONUNBUFFERED="1")
     state = state_dir or tmp / "relay-state"
@@ -65,7 +65,7 @@ def relay_process(tmp: Path, *args: str, http: bool = True, state_dir: Path | No
         subprocess.run([PYTHON, "-m", "ampcap.cli.main", "keygen", "--out", str(key)], check=True,
                        capture_output=True, env=env)
     err = tmp / f"relay-{time.monotonic_ns()}.log"
-    cmd = [PYTHON, "-m", "ampcap.cli.main", "-v", "relay", "--listen", "127.0.0.1:0", "--identity", str(key),
+    cmd = [PYTHON, "-m", "ampcap.cli.main", "-v", "relay", "--listen", listen, "--identity", str(key),
            "--state-dir", str(state), *(["--http", "127.0.0.1:0"] if http else []), *args]
     with open(err, "w") as err_file:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err_file, text=True, env=env)

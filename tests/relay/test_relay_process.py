@@ -113,3 +113,26 @@ def test_interop_relay_vectors_pass_against_ampcap_relay(tmp_path: Path) -> None
         untrusted = ampcap(tmp_path, "interop", "--relay", relay.url, "--relay-framing", "rfc002",
                            "--relay-forward", relay.http_url, "--vector", "003:A.6", "--report", "-")
         assert untrusted.returncode == 1 and "trusted" in untrusted.stdout
+
+
+def test_agent_comes_back_to_a_restarted_relay_and_gets_what_was_queued(tmp_path: Path) -> None:
+    """The relay restarts on its state dir (same port): the agent behind it
+    dials again and registers, and an invoke sent to the new relay process
+    reaches it."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        listen = f"127.0.0.1:{probe.getsockname()[1]}"
+    with relay_process(tmp_path, http=False, listen=listen) as relay:
+        with serve_process(tmp_path, "--relay", relay.url, "--relay-did", relay.did, "--state-dir",
+                           str(tmp_path / "agent-state"), verbose=True) as agent:
+            assert _wait_for(lambda: "link up" in relay.stderr())
+            assert relay.terminate() == 0
+            with relay_process(tmp_path, http=False, listen=listen, state_dir=relay.state_dir,
+                               identity=tmp_path / "relay.key") as again:
+                assert _wait_for(lambda: "link up " + agent.did in again.stderr(), 30), agent.stderr()
+                out = ampcap(tmp_path, "invoke", again.url, "org.ampcap.demo.math.add:1.0.0", "--params",
+                             '{"a": 5, "b": 6}', "--to", agent.did, "--relay-did", again.did, "--json")
+                assert out.returncode == 0, out.stderr
+                assert json.loads(out.stdout) == {"result": {"sum": 11}}
