@@ -56,7 +56,7 @@ def _send_until(client: Client, to: str, stop: threading.Event, accepted: list[b
             status, _ = client.request("POST", "/amp/v1/messages", raw)
         except OSError:
             return  # the relay died under us: that message may or may not have been taken
-        if status == 200:
+        if status == 202:
             accepted.append(raw)  # the relay ACK came: it is on disk
 
 

@@ -47,6 +47,11 @@ def test_invoke_through_ampcap_relay_and_every_message_is_committed(tmp_path: Pa
             failed = ampcap(tmp_path, "invoke", relay.url, "org.ampcap.demo.fail:1.0.0", "--to", agent.did,
                             "--relay-did", relay.did)
             assert failed.returncode == 1 and "5001" in failed.stderr
+            assert relay.http_url is not None  # a caller over HTTP: POST, then the reply by polling
+            polled = ampcap(tmp_path, "invoke", relay.http_url, "org.ampcap.demo.math.add:1.0.0", "--params",
+                            '{"a": 1, "b": 1}', "--to", agent.did, "--relay-did", relay.did, "--json")
+            assert polled.returncode == 0 and json.loads(polled.stdout) == {"result": {"sum": 2}}, polled.stderr
+            assert "WARNING" not in agent.stderr() and "rejected" not in agent.stderr()
             # Every entry was acknowledged by its recipient: none waits.
             assert _wait_for(lambda: set(relay.entries()) <= {"delivered"}), relay.entries()
         assert relay.terminate() == 0

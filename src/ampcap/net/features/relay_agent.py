@@ -54,6 +54,13 @@ async def join(daemon: Dialer, url: str | AmpUrl, *, relay_did: str | None, time
     """Dial the relay and register there (HELLO) under the daemon's DID."""
     link = await daemon.connect(url, peer_did=relay_did, ssl_context=ssl_context, timeout_s=timeout_s,
                                 config=relay_link_config(daemon.connection_config))
+    # The relay answers what it accepts with a relay ACK (ack_source
+    # "relay"), which the receive checks take only from a trusted relay: the
+    # one we registered at is. (Every daemon has a pipeline; the port does
+    # not name it, hence getattr.)
+    pipeline = getattr(daemon, "pipeline", None)
+    if pipeline is not None and link.peer_did is not None:
+        pipeline.trusted_relays = pipeline.trusted_relays | {link.peer_did}
     log.info("registered at RFC 003 relay %s (%s) as %s", url, link.peer_did, daemon.identity.did)
     return link
 

@@ -3,9 +3,10 @@ wsproto, the R21 bearer token, the same limits and refusals):
 
 * ``POST /amp/v1/messages``: the body goes to ``RelayCore.submit`` with the
   token's principal (who is thereby registered); the answer is the relay's
-  signed relay ACK (200) or its signed ERROR, with the status of its code.
+  signed relay ACK (202) or its signed ERROR, with the status of its code.
   A HELLO POSTed without a token gets HELLO_ACK (how a client learns the
-  relay's DID, the token's ``aud``).
+  relay's DID, the token's ``aud``). Accepted is ``202`` (the answer comes
+  later), with the relay ACK as the body.
 * ``GET /amp/v1/messages?cursor=&limit=``: ``RelayCore.poll``, the §6.2
   wrapper with the raw bytes (a cursor the relay did not issue: 400, 1001).
 * ``GET /amp/v1/ws``: a WebSocket run as a relay link (HELLO registers).
@@ -27,6 +28,7 @@ from ...display import shown
 from ...errors import AmpError
 from ...wire.cbor import loads
 from ...wire.httpmap import status_for_code
+from ...wire.registry import MessageType
 from ..transport.http_server import (HttpConfig, HttpFront, _drain_body, _read_body, _Refused, _refusal, _respond)
 from ..transport.listener import open_listeners
 from ..transport.url import MESSAGES_PATH, WS_PATH
@@ -41,7 +43,8 @@ if TYPE_CHECKING:
 __all__ = ["RelayHttpFront"]
 
 _FEDERATION = (FORWARD_PATH, COMMIT_PATH)
-_HELLO = 1  # MessageType.HELLO
+_HELLO = int(MessageType.HELLO)
+_HELLO_TYP = b"ctyp\x18" + bytes([_HELLO])  # CBOR "typ": 0x70, as a HELLO carries it
 
 
 def _federation_status(body: bytes) -> int:
@@ -127,12 +130,27 @@ class RelayHttpFront(HttpFront):
             if inbound.envelope.typ != _HELLO:
                 raise _Refused(401, 3001, "missing Authorization: Bearer <token> (ruling R21)")
             return 200, self._hello_answer(inbound.envelope, inbound.body, now), None
+        # A HELLO is for the relay itself: answered, not carried. The bytes
+        # test is a cheap filter; a false match costs one check.
+        if _HELLO_TYP in data:
+            now = relay.clock.wall_ms()
+            try:
+                inbound = relay.pipeline.check(data, now)
+            except AmpError as exc:
+                raise _refusal(exc) from None
+            if inbound.envelope.typ == _HELLO:
+                if inbound.envelope.sender != principal:
+                    raise _Refused(403, 3001, "from differs from the bearer token's principal (RFC 002 §7.1)")
+                relay.register(principal, now)
+                return 200, self._hello_answer(inbound.envelope, inbound.body, now), None
         replies, refused = relay.http_submit(data, principal)
         own = [r for r in replies if r.to == principal]
         body = own[0].raw if own else b""
         if refused is not None:
             return status_for_code(refused), body, refused
-        return (200 if body else 202), body, None
+        # Accepted is 202 (RFC 002 §6.1: the answer comes later, by a poll or
+        # a push); the body is the relay's signed relay ACK, its receipt.
+        return 202, body, None
 
     def _relay_poll(self, headers: dict[bytes, bytes], query: str) -> bytes:
         principal = self._principal(headers)

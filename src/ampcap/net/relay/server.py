@@ -334,6 +334,11 @@ class RelayServer:
         now = self.clock.wall_ms()
         self.register(principal, now)
         result = self.core.submit(raw, principal=principal, now=now)
+        if result.refusal is not None:
+            self.counters["refused"] += 1
+            log.info("refused a POST from %s (type %s): %d %s", shown(principal),
+                     result.envelope.typ if result.envelope is not None else "-", result.refusal.code,
+                     shown(result.refusal.message))
         replies: list[Reply] = []
         self.perform(result.actions, replies=replies)
         return replies, result.refusal.code if result.refusal is not None else None
