@@ -212,6 +212,13 @@ class RelayCore:
             # Delivered now or refused 2003 (§5.1), whoever the recipient
             # is: one not registered is not reachable now either (A.1).
             return self._immediate(result, env, raw, sender, recipients, now)
+        if env.typ in _NO_RELAY_ACK and all(r in self.online for r in recipients):
+            # An acknowledgement for recipients on a live link: its hand-over
+            # is its delivery (see _settle_unacknowledged), so queueing it
+            # would only be written and removed again in the same moment.
+            result.actions += [Deliver(recipient=r, raw=raw) for r in recipients]
+            result.actions.append(Accepted(msg_id=env.id, from_did=sender, seq=None, queued=()))
+            return result
         routed: list[str] = []
         for r in recipients:
             where = self.destination(r)
