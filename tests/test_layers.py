@@ -21,7 +21,8 @@ ALLOWED = {
     # RFC 005 delegation: pure rules over signed CBOR, beside caps/ (the executor calls it).
     "deleg": {"deleg", "caps", "schema", "wire"} | _COMMON,
     "peer": {"peer", "deleg", "caps", "schema", "wire"} | _COMMON,
-    "dump": {"dump", "deleg", "caps", "schema", "wire"} | _COMMON,
+    # The relay's wrappers and receipts are read by the relay core's own parsers.
+    "dump": {"dump", "relay", "deleg", "caps", "schema", "wire"} | _COMMON,
     # RFC 006 sessions: sans-I/O beside peer/, driven by events like the executor.
     "session": {"session", "peer", "deleg", "caps", "schema", "wire"} | _COMMON,
     # RFC 003 relay: sans-I/O beside peer/; receipts reuse deleg/'s COSE_Sign1.

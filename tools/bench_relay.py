@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
 from ampcap.relay import RelayConfig, RelayCore  # noqa: E402
 from ampcap.store.database import StateStore  # noqa: E402
 from ampcap.store.relay_queue import StoreRelayQueue  # noqa: E402
-from ampcap.wire.envelope import seal  # noqa: E402
+from ampcap.wire.cbor import DEFAULT_LIMITS  # noqa: E402
+from ampcap.wire.envelope import decode_envelope, seal  # noqa: E402
 from ampcap.wire.identity import DidKeyResolver, Identity  # noqa: E402
 from ampcap.wire.registry import MessageType  # noqa: E402
 from ampcap.wire.signing import verify_signature  # noqa: E402
@@ -148,12 +149,153 @@ def poll_latency(tmp: Path, filler: int, samples: int) -> float:
     return _us(times)
 
 
+# ------------------------------------------------------------ phase B: real processes
+
+
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a process so far (Linux /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _start(cmd: list[str], lines: int = 1) -> tuple[object, list[str]]:
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "src"))
+    proc = subprocess.Popen([sys.executable, "-m", "ampcap.cli.main", *cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env)
+    assert proc.stdout is not None
+    return proc, [proc.stdout.readline().strip() for _ in range(lines)]
+
+
+def processes(tmp: Path, n: int) -> dict[str, float]:
+    """sender -> relay -> online agent (push) against a direct invoke of a
+    plain daemon, and sender -> relay -> offline recipient (HTTP poll, then
+    ACK); CPU of the relay and of the daemon from /proc."""
+    import http.client
+    import signal
+    import subprocess
+
+    import trio
+
+    from ampcap.files.identity import save_identity
+    from ampcap.net.api.peer import Peer
+    from ampcap.wire.bearer import mint
+    from ampcap.wire.cbor import loads
+
+    keys = {}
+    for name in ("relay", "agent", "caller", "direct"):
+        keys[name] = tmp / f"{name}.key"
+        save_identity(Identity.generate(os.urandom), keys[name])
+    relay, (amp_line, http_line) = _start(["relay", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--identity",
+                                           str(keys["relay"]), "--state-dir", str(tmp / "relay")], 2)
+    relay_url, relay_did = amp_line.split()
+    relay_http = http_line.split()[0]
+    agent, (agent_line,) = _start(["serve", "--demo", "--listen", "127.0.0.1:0", "--identity", str(keys["agent"]),
+                                   "--state-dir", str(tmp / "agent"), "--relay", relay_url, "--relay-did", relay_did])
+    direct, (direct_line,) = _start(["serve", "--demo", "--listen", "127.0.0.1:0", "--identity", str(keys["direct"]),
+                                     "--state-dir", str(tmp / "direct")])
+    agent_did, direct_url = agent_line.split()[1], direct_line.split()[0]
+    caller = Identity.generate(os.urandom)
+    out: dict[str, float] = {}
+    try:
+        time.sleep(1.0)  # the agent registers at the relay
+
+        async def run(url: str, **kw: object) -> tuple[float, float]:
+            async with Peer(caller).connect(url, **kw) as remote:  # type: ignore[arg-type]
+                for _ in range(20):  # warm up
+                    await remote.invoke("org.ampcap.demo.echo", version="1.0.0", params={"message": "w"})
+                lat = []
+                start = time.perf_counter()
+                for i in range(n):
+                    t = time.perf_counter()
+                    await remote.invoke("org.ampcap.demo.echo", version="1.0.0", params={"message": f"m{i}"})
+                    lat.append(time.perf_counter() - t)
+                return n / (time.perf_counter() - start), statistics.median(lat) * 1e3
+
+        d0 = _cpu_s(direct.pid)  # type: ignore[attr-defined]
+        out["direct_rate"], out["direct_p50_ms"] = trio.run(run, direct_url)
+        out["daemon_cpu_us_per_invoke"] = (_cpu_s(direct.pid) - d0) / n * 1e6  # type: ignore[attr-defined]
+        r0 = _cpu_s(relay.pid)  # type: ignore[attr-defined]
+        out["push_rate"], out["push_p50_ms"] = trio.run(lambda: run(relay_url, relay_to=agent_did,
+                                                                    relay_did=relay_did))
+        # Per invoke the relay carries the invoke and the result, and the two recipient ACKs.
+        out["relay_cpu_us_per_forward"] = (_cpu_s(relay.pid) - r0) / (2 * n) * 1e6  # type: ignore[attr-defined]
+
+        # Offline recipient: POST n messages, then poll pages of 100 and ACK each.
+        host, port = relay_http.removeprefix("http://").rsplit(":", 1)
+        bob = Identity.generate(os.urandom)
+
+        def request(who: Identity, method: str, path: str, body: bytes = b"") -> bytes:
+            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            token = mint(who, relay_did, now_ms=time.time_ns() // 1_000_000, entropy=os.urandom)
+            conn.request(method, path, body=body or None, headers={"content-type": "application/cbor",
+                                                                   "authorization": f"Bearer {token}"})
+            data = conn.getresponse().read()
+            conn.close()
+            return data
+
+        request(bob, "GET", "/amp/v1/messages")  # registers
+        now = time.time_ns() // 1_000_000
+        raws = [seal(caller, typ=int(MessageType.MESSAGE), to=bob.did, body={"i": i}, now_ms=now, entropy=os.urandom,
+                     ttl=3_600_000) for i in range(n)]
+        start = time.perf_counter()
+        for _, raw in raws:
+            request(caller, "POST", "/amp/v1/messages", raw)
+        out["post_rate"] = n / (time.perf_counter() - start)
+        polls = []
+        start = time.perf_counter()
+        taken = 0
+        cursor = ""
+        while True:
+            t = time.perf_counter()
+            page = loads(request(bob, "GET", "/amp/v1/messages?limit=100" + (f"&cursor={cursor}" if cursor else "")))
+            polls.append(time.perf_counter() - t)
+            for raw in page["messages"]:
+                env, _ = decode_envelope(raw, DEFAULT_LIMITS), None
+                _, ack = seal(bob, typ=int(MessageType.ACK), to=caller.did, reply_to=env.id, ttl=3_600_000,
+                              now_ms=time.time_ns() // 1_000_000, entropy=os.urandom,
+                              body={"ack_source": "recipient", "received_at": 1})
+                request(bob, "POST", "/amp/v1/messages", ack)
+                taken += 1
+            if not page["has_more"]:
+                break
+            cursor = page["next_cursor"]
+        out["poll_ack_rate"] = taken / (time.perf_counter() - start)
+        out["poll_page_p50_ms"] = statistics.median(polls) * 1e3
+        out["polled"] = taken
+    finally:
+        for proc in (agent, direct, relay):
+            proc.send_signal(signal.SIGTERM)  # type: ignore[attr-defined]
+            try:
+                proc.wait(10)  # type: ignore[attr-defined]
+            except subprocess.TimeoutExpired:
+                proc.kill()  # type: ignore[attr-defined]
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--rows", type=int, default=200_000, help="queued entries for the poll-latency run")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
+    parser.add_argument("--process", type=int, default=0, metavar="N",
+                        help="also run the real processes (ampcap relay, serve --relay, a plain serve) with N "
+                             "invokes each way and N polled messages")
     args = parser.parse_args()
+    if args.process:
+        ptmp = Path(tempfile.mkdtemp(prefix="bench-relay-proc-"))
+        try:
+            res = processes(ptmp, args.process)
+        finally:
+            shutil.rmtree(ptmp, ignore_errors=True)
+        print(f"direct invoke:        {res['direct_rate']:7.0f}/s, p50 {res['direct_p50_ms']:6.2f} ms; daemon CPU "
+              f"{res['daemon_cpu_us_per_invoke']:7.0f} us per invoke")
+        print(f"through relay (push): {res['push_rate']:7.0f}/s, p50 {res['push_p50_ms']:6.2f} ms; relay CPU "
+              f"{res['relay_cpu_us_per_forward']:7.0f} us per forwarded message "
+              f"({res['relay_cpu_us_per_forward'] / res['daemon_cpu_us_per_invoke']:4.2f}x the daemon's per invoke)")
+        print(f"offline recipient:    POST {res['post_rate']:7.0f}/s; poll+ACK {res['poll_ack_rate']:7.0f}/s "
+              f"({res['polled']:.0f} messages), poll page of 100 p50 {res['poll_page_p50_ms']:6.2f} ms")
     n, rows = (50, 5_000) if args.quick else (args.messages, args.rows)
     tmp = Path(tempfile.mkdtemp(prefix="bench-relay-"))
     try:

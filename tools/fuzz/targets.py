@@ -437,3 +437,8 @@ TARGETS.update(http_targets(Target))
 from pay_targets import pay_targets  # noqa: E402
 
 TARGETS.update(pay_targets(Target))
+
+# The RFC 003 relay's wire inputs (tools/fuzz/relay_targets.py).
+from relay_targets import relay_targets  # noqa: E402
+
+TARGETS.update(relay_targets(Target))

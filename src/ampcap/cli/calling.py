@@ -84,7 +84,8 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
     async def main() -> str:
         async with Peer(identity, config=config).connect(args.url, peer_did=args.peer_did, relay_to=args.to,
                                                          relay_did=args.relay_did, ssl_context=ssl_context,
-                                                         timeout=connect_s) as remote:
+                                                         timeout=connect_s,
+                                                         relay_profile=getattr(args, "relay_profile", "auto")) as remote:
             return await call(remote)
 
     from ..net.api.peer import CallsItself

@@ -66,6 +66,10 @@ def common_parser() -> argparse.ArgumentParser:
                              "this agent through it")
     common.add_argument("--relay-did", default=RELAY_DID, metavar="DID", type=did,
                         help=f"with --to: the relay's own DID (default {RELAY_DID})")
+    common.add_argument("--relay-profile", choices=("auto", "rfc003", "rust-example"), default="auto",
+                        help="with --to: 'rfc003' (ampcap relay: HELLO registers, the reply comes back "
+                             "through it) or 'rust-example'; 'auto' (default) = rfc003 when --relay-did is "
+                             "not the example's")
     common.add_argument("--compat", choices=("rust-example",), default=None,
                         help="talk like the public Rust example (raw framing + its Sig_Input variant)")
     common.add_argument("--trust", type=Path, default=None, metavar="FILE",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
@@ -27,7 +28,7 @@ from ..peer.config import RELAY_HELLO_VERSION
 from ..wire.frames import Framing
 from ..wire.signing import Profile
 from .argtypes import MAX_SECONDS, did, seconds
-from .errors import EXIT_FAILURE, EXIT_OK, CommandError, UsageError
+from .errors import EXIT_FAILURE, EXIT_OK, CommandError, UsageError, local_file_errors
 from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
 
 # The harness (trio, probes, vectors) loads when `interop` runs, not for
@@ -56,6 +57,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--relay-framing", choices=("raw", "rfc002"), default="raw",
                    help="how the relay frames: raw 4-byte lengths like the public Rust example's relay and "
                         "tools/stand_in_relay.py (default), or RFC 002")
+    p.add_argument("--relay-identity", metavar="FILE", type=Path, default=None,
+                   help="the identity the harness hands messages off as, an upstream relay (003:A.5/A.6): a relay "
+                        "answers its federation endpoints only for trusted peers, so list this key's DID as a "
+                        "trusted peer in the relay's routes file (default: a fresh identity)")
     p.add_argument("--relay-forward", metavar="URL", default=None,
                    help="http(s) URL of the relay's POST /amp/v1/relay/forward endpoint (RFC 002 §6.5) for "
                         "003:A.5/A.6 (default: http on the relay's own host and port)")
@@ -161,6 +166,18 @@ async def _run_self(settings: ProbeSettings, subject: Subject, only: list[str] |
     try:
         async with trio.open_nursery() as nursery:
             url = await nursery.start(serve_self)
+            if relay is None:
+                # The relay vectors too: ampcap's own relay, trusting the
+                # harness as an upstream relay for the federation ones.
+                import os
+
+                from ..interop.selftarget import serve_self_relay
+                from ..wire.identity import Identity
+
+                upstream = Identity.generate(os.urandom)
+                relay, relay_http, relay_did = await nursery.start(serve_self_relay, upstream.did)
+                relay_options = {"relay_did": relay_did, "relay_framing": "rfc002",
+                                 "relay_forward": str(relay_http), "relay_upstream": upstream}
             try:
                 return await run_vectors(url, settings, subject, only=only, self_test=True, relay=relay,
                                          **relay_options)
@@ -212,9 +229,14 @@ def run(args: argparse.Namespace) -> int:
     if args.compat and url is not None and url.binding != "amps":
         raise UsageError("--compat rust-example speaks raw TCP framing: give an amp:// or amps:// URL")
     settings = settings_from_args(args, url or relay)
-    relay_options = {"relay_did": args.relay_did, "relay_framing": args.relay_framing,
-                     "relay_forward": args.relay_forward}
-    if relay is None and (args.relay_did or args.relay_forward):
+    relay_options: dict[str, Any] = {"relay_did": args.relay_did, "relay_framing": args.relay_framing,
+                                     "relay_forward": args.relay_forward}
+    if args.relay_identity is not None:
+        from ..files.identity import load_identity
+
+        with local_file_errors():
+            relay_options["relay_upstream"] = load_identity(args.relay_identity)
+    if relay is None and (args.relay_did or args.relay_forward or args.relay_identity):
         raise UsageError("--relay-did and --relay-forward describe the relay of --relay URL; give --relay")
     if args.relay_forward is not None:
         from urllib.parse import urlsplit

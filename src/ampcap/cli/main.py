@@ -25,11 +25,12 @@ from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Command
 
 # Commands that still do their job with stdout closed: a daemon started by a
 # supervisor that closed it (its URL line then goes nowhere).
-_WITHOUT_OUTPUT = frozenset({"serve"})
+_WITHOUT_OUTPUT = frozenset({"serve", "relay"})
 
 # Subcommand modules, in the order ``ampcap --help`` lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "serve",    # ampcap serve
+    "relay",    # ampcap relay
     "client",   # ampcap query, ampcap invoke
     "caps",     # ampcap caps validate/list/show
     "dump",     # ampcap dump
@@ -45,7 +46,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 # imports) only that module's parser (tests/cli/test_startup_imports.py
 # checks this table against the full parser).
 COMMAND_MODULES: dict[str, str] = {
-    "serve": "serve", "query": "client", "invoke": "client", "session": "client", "caps": "caps", "dump": "dump",
+    "serve": "serve", "relay": "relay", "query": "client", "invoke": "client", "session": "client", "caps": "caps", "dump": "dump",
     "interop": "interop", "deleg": "deleg", "mcp": "mcp", "keygen": "keys", "id": "keys", "pay": "pay",
 }
 

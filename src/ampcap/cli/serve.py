@@ -107,6 +107,10 @@ def register(subparsers: Any) -> None:
                         "backoff, when the link is lost); may be repeated")
     p.add_argument("--relay-did", default=RELAY_DID, metavar="DID", type=did,
                    help=f"the relay's own DID, to which the registration frame is addressed (default {RELAY_DID})")
+    p.add_argument("--relay-profile", choices=("auto", "rfc003", "rust-example"), default="auto",
+                   help="what the --relay speaks: 'rfc003' (ampcap relay: HELLO registers, messages are "
+                        "acknowledged once the journal holds them), 'rust-example'; 'auto' (default) = rfc003 "
+                        "when --relay-did names another DID than the example's")
     p.add_argument("--http", default=None, metavar="HOST:PORT",
                    help="also serve the RFC 002 HTTP and WebSocket bindings here (POST/GET /amp/v1/messages, "
                         "/amp/v1/ws; https:// and wss:// with --tls-cert), into the same daemon; prints a "
@@ -324,7 +328,7 @@ def run_serve(args: argparse.Namespace) -> int:
     for flag, urls in (("--relay", args.relay), ("--connect", args.connect), ("--revocation-publisher", publisher)):
         for url in urls:
             try:
-                if flag == "--relay" and parse_url(url).binding != "amps":
+                if flag == "--relay" and parse_url(url).binding != "amps" and args.relay_profile == "rust-example":
                     raise UrlError("a relay like the public Rust example's is dialled over amp:// or amps://")
                 parse_endpoints(url)
             except UrlError as exc:
@@ -348,15 +352,17 @@ def run_serve(args: argparse.Namespace) -> int:
     gc.freeze()
     # Errors from inside the nurseries (a port in use...) arrive wrapped in an
     # exception group; main reports a lone one as one line.
+    rfc003 = args.relay_profile == "rfc003" or (args.relay_profile == "auto" and args.relay_did != RELAY_DID)
     trio.run(functools.partial(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
                                args.relay_did, tuple(args.connect), dial_tls,
-                               http=getattr(args, "http_address", None)))
+                               http=getattr(args, "http_address", None), rfc003_relay=rfc003))
     return 0
 
 
 async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relays: tuple[str, ...] = (),
                              relay_did: str = RELAY_DID, peers: tuple[str, ...] = (),
-                             dial_tls: ssl.SSLContext | None = None, *, http: tuple[str, int] | None = None) -> None:
+                             dial_tls: ssl.SSLContext | None = None, *, http: tuple[str, int] | None = None,
+                             rfc003_relay: bool = False) -> None:
     """Listen (and with ``http``, serve HTTP and WebSocket there too), register at relays, dial peers (``dial_tls`` verifies the
     amps:// ones), print the URL line, serve until SIGTERM/SIGINT/SIGHUP,
     then drain. A second signal ends the drain's wait: the invokes still
@@ -395,9 +401,15 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
                     http_bound = (await nursery.start(front.serve, *http))[0].socket.getsockname()
                     http_line = f"{AmpUrl('https' if tls else 'http', http_bound[0], http_bound[1])} {daemon.identity.did}"
                 for flag, url in [*(("--relay", u) for u in relays), *(("--connect", u) for u in peers)]:
-                    dial = (functools.partial(daemon.join_relay, url, relay_did=relay_did, ssl_context=dial_tls,
-                                              probe_s=RELAY_PROBE_S)
-                            if flag == "--relay" else functools.partial(daemon.connect, url, ssl_context=dial_tls))
+                    if flag == "--relay" and rfc003_relay:
+                        from ..net.features import relay_agent
+
+                        dial = functools.partial(relay_agent.join, daemon, url, timeout_s=10.0, ssl_context=dial_tls,
+                                                 relay_did=None if relay_did == RELAY_DID else relay_did)
+                    else:
+                        dial = (functools.partial(daemon.join_relay, url, relay_did=relay_did,
+                                                  ssl_context=dial_tls, probe_s=RELAY_PROBE_S)
+                                if flag == "--relay" else functools.partial(daemon.connect, url, ssl_context=dial_tls))
                     try:
                         link = await dial()
                     except AmpError as exc:  # the URL alone would not say which dial failed

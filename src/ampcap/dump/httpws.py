@@ -10,7 +10,10 @@ so the dump checks and shows it exactly as one read from AMPS:
 * every message of a §6.2 polling wrapper (a ``200`` whose body is the
   ``messages`` / ``next_cursor`` / ``has_more`` map), raw bytes as carried;
 * after ``101 Switching Protocols``, every binary WebSocket message (frames
-  joined, client frames unmasked).
+  joined, client frames unmasked);
+* the RFC 003 relay's bodies (``dump/relaywire.py``): a webhook delivery's
+  message (its signature checked), a relay-forward wrapper's message, and
+  what is wrong with a wrapper, a refused handoff, a bad receipt.
 
 What is not AMP is reported, not dropped: a refused request (``HTTP 403``
 with its ``X-AMP-Error-Code``), a text WebSocket message (1001, §5.2), a
@@ -182,6 +185,8 @@ class HttpWsStream:
         if method == "POST" and path == "/amp/v1/messages":
             if body:
                 self._emit(body)
+        elif method == "POST" and body and self._relay_body(body, headers):
+            pass  # a webhook delivery, relay-forward or commit report (dump/relaywire.py)
         elif method == "GET" and path == "/amp/v1/ws" and headers.get("upgrade", "").lower() == "websocket":
             self._ws = True  # the client's next bytes are WebSocket frames (if the server agrees)
 
@@ -202,6 +207,8 @@ class HttpWsStream:
         except AmpError:
             self._emit(body)  # not even CBOR: the message checks say so
             return
+        if type(value) is dict and "messages" not in value and self._relay_body(body, headers):
+            return  # a relay-forward-response or commit answer
         if type(value) is dict and "messages" in value:
             messages = value.get("messages")
             if (type(messages) is not list or not all(type(m) is bytes for m in messages)
@@ -212,6 +219,20 @@ class HttpWsStream:
                 self._emit(message)
         else:
             self._emit(body)
+
+    def _relay_body(self, body: bytes, headers: dict[str, str]) -> bool:
+        """An RFC 003 relay body: its messages handed on, its problems noted."""
+        from .relaywire import read_relay_body
+
+        found = read_relay_body(body, headers, max_size=self._max)
+        if found is None:
+            return False
+        for message in found.messages:
+            self._emit(message)
+        for code, text in found.verdicts:
+            if code is not None:
+                self._note(code, f"{found.kind}: {text}")
+        return True
 
     def _ws_frame(self) -> bool:
         buf = self._buf

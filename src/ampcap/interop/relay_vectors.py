@@ -39,6 +39,7 @@ import trio
 from ..errors import AmpError
 from ..net.transport.clock import wall_clock_ms
 from ..peer.config import RELAY_HELLO_VERSION
+from ..wire.bearer import mint
 from ..wire.cbor import dumps, loads
 from ..wire.envelope import seal
 from ..wire.frames import Framing
@@ -126,13 +127,24 @@ async def v003_a7(ctx: Context) -> Outcome:
     return failed(f"{len(copies)} deliveries of one message (dedupe key (from, id, recipient), RFC 003 §5.6.3)")
 
 
+def upstream(ctx: Context) -> Identity:
+    """Who the harness hands messages off as: an upstream relay. A relay
+    answers the federation endpoints only for a trusted upstream whose
+    bearer token names it (RFC 002 §7.3), so the relay under test must list
+    this DID as a trusted peer (``interop --self`` sets that up)."""
+    if ctx.relay_upstream is None:
+        ctx.relay_upstream = Identity.generate(os.urandom)
+    identity: Identity = ctx.relay_upstream
+    return identity
+
+
 def _wrapper(ctx: Context, *, relay_path: list[str], hop_limit: int) -> dict[str, Any]:
     origin = Identity.generate(os.urandom)
     recipient = "did:web:recipient.invalid"
     _, message = seal(origin, typ=int(MessageType.MESSAGE), to=recipient, body={"text": "handoff"},
                       now_ms=wall_clock_ms(), entropy=os.urandom, ttl=60_000)
     return {"fwd_v": 1, "message": message, "from_did": origin.did, "recipient_did": recipient,
-            "relay_path": relay_path, "hop_limit": hop_limit, "upstream_relay": "did:web:upstream.invalid",
+            "relay_path": relay_path, "hop_limit": hop_limit, "upstream_relay": upstream(ctx).did,
             "transfer_mode": "single"}
 
 
@@ -145,9 +157,13 @@ async def forward(ctx: Context, wrapper: dict[str, Any]) -> tuple[int, bytes]:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = parts.path if parts.path not in ("", "/") else FORWARD_PATH
     body = dumps(wrapper)
+    token = ""
+    if ctx.relay_did is not None:  # the R21 bearer token of the upstream the wrapper names
+        token = "Authorization: Bearer " + mint(upstream(ctx), ctx.relay_did, now_ms=wall_clock_ms(),
+                                                entropy=os.urandom) + "\r\n"
     head = (f"POST {path} HTTP/1.1\r\nHost: {parts.hostname}:{port}\r\nContent-Type: application/cbor\r\n"
             f"Accept: application/cbor\r\nX-AMP-Transport-Version: 1\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n").encode("ascii")
+            f"{token}Connection: close\r\n\r\n").encode("ascii")
     try:
         with trio.fail_after(ctx.settings.timeout_s):
             stream: trio.abc.Stream = await trio.open_tcp_stream(parts.hostname, port)
@@ -184,6 +200,10 @@ def _judge_refusal(status: int, payload: bytes, reason_word: str) -> Outcome:
         return failed(f"HTTP {status} with a body that is not CBOR: {exc.message}")
     if type(answer) is not dict:
         return failed(f"HTTP {status} with a body that is not a relay-forward-response map")
+    if answer.get("error_code") == 3001 or status in (401, 403):
+        return failed(f"HTTP {status}, error_code {answer.get('error_code')!r}: the relay does not answer this "
+                      "harness as a trusted upstream relay; list the DID the report names as a trusted peer in "
+                      "its routes file (RFC 002 §7.3)")
     if answer.get("accepted") is not False:
         return failed(f"the handoff was not refused (HTTP {status}, accepted={answer.get('accepted')!r})")
     if "receipt" in answer:
@@ -210,7 +230,7 @@ async def v003_a5(ctx: Context) -> Outcome:
     did = await _relay_did(ctx)
     if did is None:
         return skipped("the relay's DID is unknown (its A.1 ERROR did not name it): give --relay-did")
-    status, payload = await forward(ctx, _wrapper(ctx, relay_path=["did:web:upstream.invalid", did], hop_limit=4))
+    status, payload = await forward(ctx, _wrapper(ctx, relay_path=[upstream(ctx).did, did], hop_limit=4))
     outcome = _judge_refusal(status, payload, "loop")
     if outcome.status.value == "pass":
         ctx.relay_forward_raw = payload
@@ -219,7 +239,8 @@ async def v003_a5(ctx: Context) -> Outcome:
 
 async def v003_a6(ctx: Context) -> Outcome:
     """A.6: a handoff with hop_limit = 0 → 2003, no receipt."""
-    status, payload = await forward(ctx, _wrapper(ctx, relay_path=["did:web:upstream.invalid"], hop_limit=0))
+    await _relay_did(ctx)  # the bearer token's audience
+    status, payload = await forward(ctx, _wrapper(ctx, relay_path=[upstream(ctx).did], hop_limit=0))
     return _judge_refusal(status, payload, "hop")
 
 

@@ -152,7 +152,8 @@ async def _run_one(vector: Vector, ctx: Context, limit_s: float) -> Outcome:
 async def run_vectors(url: AmpUrl | None, settings: ProbeSettings, subject: Subject, *,
                       target_did: str | None = None, only: Sequence[str] | None = None,
                       self_test: bool = False, relay: AmpUrl | None = None, relay_did: str | None = None,
-                      relay_framing: str = "raw", relay_forward: str | None = None) -> RunResult:
+                      relay_framing: str = "raw", relay_forward: str | None = None,
+                      relay_upstream: Any = None) -> RunResult:
     """Discover, then run every vector of the suite (or those named in
     ``only``): the target's against ``url``, the byte vectors when
     ``self_test`` (the target is ampcap itself), the relay vectors against
@@ -160,7 +161,7 @@ async def run_vectors(url: AmpUrl | None, settings: ProbeSettings, subject: Subj
     with the reason when nothing could run it."""
     ctx = Context(url=url or relay or AmpUrl("amp", "127.0.0.1", 0), settings=settings, subject=subject,
                   target_did=target_did, relay=relay, relay_did=relay_did, relay_framing=relay_framing,
-                  relay_forward=relay_forward)
+                  relay_forward=relay_forward, relay_upstream=relay_upstream)
     selected = [s for s in suite_vectors() if only is None or s.id in only]
     unreachable = await reach(url, settings) if url is not None else None
     if unreachable is not None:

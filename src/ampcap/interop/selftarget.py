@@ -23,7 +23,7 @@ import trio
 
 from ..net.transport.url import AmpUrl
 
-__all__ = ["serve_self", "QuietSelfTarget"]
+__all__ = ["serve_self", "serve_self_relay", "QuietSelfTarget"]
 
 _IN_SELF_TARGET: ContextVar[bool] = ContextVar("ampcap_in_self_target", default=False)
 
@@ -74,3 +74,29 @@ async def serve_self(*, task_status: trio.TaskStatus[AmpUrl] = trio.TASK_STATUS_
             task_status.started(AmpUrl("amp", "127.0.0.1", port))
     finally:
         state.close()
+
+
+async def serve_self_relay(upstream_did: str, *,
+                           task_status: trio.TaskStatus[tuple[AmpUrl, AmpUrl, str]] = trio.TASK_STATUS_IGNORED,
+                           ) -> None:
+    """``ampcap relay`` in process for ``interop --self`` (a fresh identity,
+    the queue in memory), with ``upstream_did`` as its one trusted peer so
+    that the harness may drive its federation endpoint; reports (AMPS URL,
+    HTTP URL, its DID)."""
+    from ..net.relay import RelayServer
+    from ..net.relay.http_front import RelayHttpFront
+    from ..relay import RelayConfig, parse_routes
+    from ..store.database import StateStore
+    from ..wire.identity import Identity
+
+    _IN_SELF_TARGET.set(True)
+    identity = Identity.generate(os.urandom)
+    routes = parse_routes({"peer": [{"did": upstream_did, "url": "http://127.0.0.1:9", "trusted": True}]})
+    server = RelayServer(identity, StateStore.open(None), config=RelayConfig(relay_did=identity.did), routes=routes)
+    front = RelayHttpFront(server)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        amps = (await nursery.start(server.listen, "127.0.0.1", 0))[0].socket.getsockname()[1]
+        http = (await nursery.start(front.serve, "127.0.0.1", 0))[0].socket.getsockname()[1]
+        task_status.started((AmpUrl("amp", "127.0.0.1", amps), AmpUrl("http", "127.0.0.1", http), identity.did))
+        await trio.sleep_forever()

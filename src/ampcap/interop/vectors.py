@@ -90,6 +90,7 @@ class Context:
     relay_forward: str | None = None  # http(s) URL of its relay-forward endpoint (default: the relay's host:port)
     relay_error_raw: bytes | None = None  # the relay's ERROR 2003 (A.1), for A.15
     relay_forward_raw: bytes | None = None  # its relay-forward-response refusing A.5, for A.15
+    relay_upstream: Any = None  # the Identity the harness hands off as (a relay the relay under test trusts)
 
     @property
     def raw(self) -> bool:

@@ -72,6 +72,10 @@ class ConnectionConfig:
     # RFC 002 §7.1 strict principal binding: every message's ``from`` must be
     # the DID that negotiated the connection (3001, then close).
     strict_principal: bool = True
+    # The link to an RFC 003 relay (net/features/relay_agent.py): every
+    # message that is not itself an acknowledgement gets a recipient ACK,
+    # sent after the journal holds what the message started (§5.5).
+    relay_acks: bool = False
     default_ttl_ms: int = 86_400_000  # RFC 001 §8.3 suggested default
     profile: Profile = Profile.RFC  # Sig_Input variant for messages we seal (R15)
     # Bound on bytes queued for the peer; the trio driver stops reading from a

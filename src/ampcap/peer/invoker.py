@@ -401,6 +401,20 @@ class Invoker:
             return [Replied(handle=handle, typ=env.typ, body=body)]
         return self._result(handle, call, body, now_ms)
 
+    def on_relay_error(self, inbound: Inbound, now_ms: int) -> list[InvokerEvent | Send | Log]:
+        """An ERROR signed by the RFC 003 relay our call went through (the
+        relay refused to carry it: 2001 not registered, 2003 rejected, ...):
+        not from the call's peer, yet the call's answer, since nothing will
+        reach the peer."""
+        env = inbound.envelope
+        handle = env.reply_to
+        call = self._calls.get(handle) if handle is not None else None
+        if call is None or env.typ != _T.ERROR:
+            return self._uncorrelated(inbound, None)
+        assert handle is not None
+        err, retryable = _error_from_error_body(inbound.body)
+        return self._failed(handle, call, err, retryable, now_ms)
+
     def on_rejected(self, env: Envelope, err: AmpError, now_ms: int) -> list[InvokerEvent | Send | Log]:
         """A reply to one of our calls that the receive checks refused (a
         malformed body, a bad signature, an expired message). No valid

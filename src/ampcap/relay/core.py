@@ -110,6 +110,27 @@ class RelayCore:
             claimed = self.claim_delivery(copy.seq, did, now)
             if claimed is not None:
                 actions.append(Deliver(recipient=did, raw=claimed.raw, seq=claimed.seq))
+                if self._unacknowledged(claimed.raw):
+                    actions += self._settle_unacknowledged(claimed.msg_id, did, claimed.from_did, now)
+        return actions
+
+    def _unacknowledged(self, raw: bytes) -> bool:
+        """Is this an acknowledgement (ACK, PROC_OK, PROC_FAIL, ERROR), which
+        nobody acknowledges in turn?"""
+        try:
+            return decode_envelope(raw, self.limits).typ in _NO_RELAY_ACK
+        except AmpError:
+            return False
+
+    def _settle_unacknowledged(self, msg_id: bytes, recipient: str, from_did: str, now: int) -> list[Action]:
+        """An acknowledgement is never acknowledged (RFC 001), so no recipient
+        ACK will ever commit it: its hand-over (a push, a poll page) is its
+        terminal delivery. Without this it would be pushed again until it
+        expired. (At most once: a push that then fails loses it, as any
+        acknowledgement lost on the wire is lost.)"""
+        committed, finalized = self.queue.commit(msg_id, recipient, (from_did,), now)
+        actions: list[Action] = [Committed(seq=c.seq, recipient=recipient, msg_id=c.msg_id) for c in committed]
+        actions += [Finalized(seq=f, reason="done") for f in finalized]
         return actions
 
     def claim_delivery(self, seq: int, recipient: str, now: int) -> QueuedCopy | None:
@@ -187,6 +208,17 @@ class RelayCore:
                                     reply_to=env.id, now=now)
             result.actions += self._commit(env, sender, now, result)
         recipients = tuple(dict.fromkeys(split_did_url(r)[0] for r in env.recipients))
+        if env.ttl == 0:
+            # Delivered now or refused 2003 (§5.1), whoever the recipient
+            # is: one not registered is not reachable now either (A.1).
+            return self._immediate(result, env, raw, sender, recipients, now)
+        if env.typ in _NO_RELAY_ACK and all(r in self.online for r in recipients):
+            # An acknowledgement for recipients on a live link: its hand-over
+            # is its delivery (see _settle_unacknowledged), so queueing it
+            # would only be written and removed again in the same moment.
+            result.actions += [Deliver(recipient=r, raw=raw) for r in recipients]
+            result.actions.append(Accepted(msg_id=env.id, from_did=sender, seq=None, queued=()))
+            return result
         routed: list[str] = []
         for r in recipients:
             where = self.destination(r)
@@ -195,8 +227,6 @@ class RelayCore:
                                     "to it", to=sender, reply_to=env.id, now=now)
             if where == "routed":
                 routed.append(r)
-        if env.ttl == 0:
-            return self._immediate(result, env, raw, sender, recipients, now)
         record = NewRecord(msg_id=env.id, raw=raw, from_did=sender, recipients=recipients, accepted_at=now,
                            expires_at=env.ts + env.ttl, hop_limit=self.config.default_hop_limit)
         queued = self.queue.enqueue(record, quota=self.config.max_queued_per_recipient)
@@ -213,6 +243,8 @@ class RelayCore:
                     claimed = self.claim_delivery(queued.seq, r, now)
                     if claimed is not None:
                         result.actions.append(Deliver(recipient=r, raw=raw, seq=queued.seq))
+                        if env.typ in _NO_RELAY_ACK:
+                            result.actions += self._settle_unacknowledged(env.id, r, sender, now)
         result.actions.append(Accepted(msg_id=env.id, from_did=sender, seq=queued.seq, queued=queued.queued,
                                        duplicates=queued.duplicates, forwarded=tuple(forwarded)))
         if self.config.ack_on_accept and env.typ not in _NO_RELAY_ACK:
@@ -290,6 +322,9 @@ class RelayCore:
         more = len(copies) > limit
         copies = copies[:limit]
         self.queue.mark_attempted([(c.seq, c.recipient) for c in copies], now)
+        for c in copies:  # acknowledgements: taken is delivered (see _settle_unacknowledged)
+            if self._unacknowledged(c.raw):
+                self._settle_unacknowledged(c.msg_id, c.recipient, c.from_did, now)
         messages = tuple(c.raw for c in copies)
         if copies:
             next_cursor: str | None = encode_cursor(pass_no, copies[-1].seq)

@@ -19,20 +19,31 @@ __all__ = ["RelayQueue", "EnqueueResult", "ExpiredCopy"]
 
 
 class EnqueueResult(Protocol):
-    seq: int | None
-    """The new record's sequence number; None when every recipient was a duplicate."""
-    queued: tuple[str, ...]
-    duplicates: tuple[str, ...]
-    over_quota: tuple[str, ...]
+    # Read-only members, so that a frozen dataclass satisfies them.
+    @property
+    def seq(self) -> int | None:
+        """The new record's sequence number; None when every recipient was a duplicate."""
+    @property
+    def queued(self) -> tuple[str, ...]: ...
+    @property
+    def duplicates(self) -> tuple[str, ...]: ...
+    @property
+    def over_quota(self) -> tuple[str, ...]: ...
 
 
 class ExpiredCopy(Protocol):
-    seq: int
-    recipient: str
-    msg_id: bytes
-    from_did: str
-    upstream: str | None
-    upstream_mode: str | None
+    @property
+    def seq(self) -> int: ...
+    @property
+    def recipient(self) -> str: ...
+    @property
+    def msg_id(self) -> bytes: ...
+    @property
+    def from_did(self) -> str: ...
+    @property
+    def upstream(self) -> str | None: ...
+    @property
+    def upstream_mode(self) -> str | None: ...
 
 
 class RelayQueue(Protocol):
@@ -84,7 +95,7 @@ class RelayQueue(Protocol):
         ``senders``) delivered; remove records whose recipients are all
         terminal. (the committed entries as they were, finalized seqs)."""
 
-    def expire(self, now: int, limit: int) -> tuple[list[ExpiredCopy], list[int]]:
+    def expire(self, now: int, limit: int) -> tuple[Sequence[ExpiredCopy], list[int]]:
         """Entries whose ``expires_at`` passed while live (now expired), and
         the records removed because nothing live is left in them."""
 

@@ -280,7 +280,7 @@ class Peer:
     @asynccontextmanager
     async def connect(self, url: str, *, peer_did: str | None = None, timeout: float = 10.0,
                       relay_to: str | None = None, relay_did: str = RELAY_DID,
-                      ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[Remote]:
+                      ssl_context: ssl.SSLContext | None = None, relay_profile: str = "auto") -> AsyncIterator[Remote]:
         """Open a connection to ``url`` for the duration of the block.
 
         ``url`` is ``amp(s)://``, ``https://``/``http://`` (RFC 002 §6: POST
@@ -288,8 +288,12 @@ class Peer:
         the peer separated by commas, tried in the order ``amps > wss > https``.
 
         ``peer_did`` pins whom we expect to reach (3001 if someone else answers).
-        With ``relay_to``, ``url`` is a relay like the public Rust example's:
-        this peer registers there and every call is addressed to ``relay_to``.
+        With ``relay_to``, ``url`` is a relay: this peer registers there and
+        every call is addressed to ``relay_to``. ``relay_profile``
+        ``"rfc003"`` (an RFC 003 relay such as ``ampcap relay``: HELLO
+        registers, replies are acknowledged) or ``"rust-example"`` (one like
+        the public Rust example's); ``"auto"``: rfc003 when ``relay_did`` is
+        not the example's.
         ``ssl_context`` verifies an ``amps://`` server (default: the system
         trust store; ``ampcap.net.transport.tls.client_context(ca_file=...)`` for a
         self-signed one).
@@ -307,7 +311,13 @@ class Peer:
             if named == self.did:  # before anything is sent: see CallsItself
                 raise CallsItself(self.did)
         async with self._running() as daemon:
-            if relay_to is not None:
+            if relay_to is not None and (relay_profile == "rfc003" or
+                                         (relay_profile == "auto" and relay_did != RELAY_DID)):
+                from ..features import relay_agent
+
+                link = await relay_agent.join(daemon, url, relay_did=None if relay_did == RELAY_DID else relay_did,
+                                              timeout_s=timeout, ssl_context=ssl_context)
+            elif relay_to is not None:
                 link = await daemon.join_relay(url, relay_did=relay_did, timeout_s=timeout, ssl_context=ssl_context)
             else:
                 link = await daemon.connect(url, peer_did=peer_did, timeout_s=timeout, ssl_context=ssl_context)

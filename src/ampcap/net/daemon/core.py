@@ -477,7 +477,7 @@ class Daemon(InboundDispatch):
         assert self._nursery is not None, "start the daemon first"
         conn = Connection(role=Role.CLIENT, identity=self.identity, pipeline=self.pipeline,
                           config=config or self._conn_config, entropy=self._entropy, peer_did=peer_did)
-        link = Link(driver=self._driver(conn, stream), outbound=True)
+        link = Link(driver=self._driver(conn, stream), outbound=True, relay_acks=conn.config.relay_acks)
         self._nursery.start_soon(self._run_link, link)
         with trio.move_on_after(timeout_s) as waited:
             await link.ready.wait()

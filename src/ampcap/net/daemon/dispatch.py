@@ -27,10 +27,10 @@ from ...peer.events import (
     MessageRejected,
     Negotiated,
 )
-from ...peer.outbound import error_reply, reply_to
+from ...peer.outbound import Send, error_reply, reply_to
 from ...session.control import is_control
 from ...wire.registry import MessageType, error_info
-from ..features import delegation, relay
+from ..features import delegation, relay, relay_agent
 from .link import agreed_extensions, peer_label
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ _REPLIES = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROCESSING, M
                                       MessageType.PROC_OK, MessageType.RESPONSE))  # PROC_OK, RESPONSE: DELEG_*
 _EXTENSION = int(MessageType.EXTENSION)
 _REQUEST, _RESPONSE, _ERROR = int(MessageType.REQUEST), int(MessageType.RESPONSE), int(MessageType.ERROR)
+_ACK = int(MessageType.ACK)
 BAD_SIGNATURE = 1002
 UNKNOWN_TYPE = 1005
 
@@ -168,10 +169,28 @@ class InboundDispatch:
             if (type(body) is dict and "session" in body) or self.sessions.is_session_thread(env.thread_id):
                 if self._session_routing.refuse_invoke(link, inbound, executor, now):
                     return
-                self._apply(self._noting_delegation(executor.handle(inbound, link, now), now))
-                return
-            self._apply(executor.handle(inbound, link, now))
+                actions = self._noting_delegation(executor.handle(inbound, link, now), now)
+            else:
+                actions = executor.handle(inbound, link, now)
+            if link.relay_acks:
+                # In the same list: with a durable store it is held, like the
+                # reply, until the invoke's journal row is committed (§5.5).
+                actions = [*actions, Send(link, relay_agent.recipient_ack(env, now))]
+            self._apply(actions)
             return
+        if link.relay_acks:
+            if env.sender == link.peer_did:  # the relay's own: a refusal of ours, or its relay ACK
+                if typ == _ERROR:
+                    self._apply_invoker(self.invoker.on_relay_error(inbound, now))
+                return
+            if typ not in relay_agent.NOT_ACKED:
+                self._send(link, relay_agent.recipient_ack(env, now))  # nothing of ours to journal first
+            elif typ == _ACK and (env.reply_to is None or self.invoker.state_of(env.reply_to) is None):
+                # A recipient's ACK of a reply of ours, carried back by the
+                # relay (RFC 003 §5.5): a receipt, not an answer to a call.
+                log.debug("recipient ACK from %s for %s", shown(env.sender),
+                          env.reply_to.hex() if env.reply_to else "-")
+                return
         if typ == _QUERY:  # the executor checks delegation in its own order (RFC 005, R10)
             self._apply((self._executor or self._serve_half()).handle(inbound, link, now))
             return

@@ -42,6 +42,7 @@ class Link(msgspec.Struct, eq=False):
     # Who hears a CAP_DECLARE the peer sends unasked (no reply_to): its
     # body, already checked against the CDDL (the MCP gateway re-lists).
     on_declare: Callable[[Any], None] | None = None
+    relay_acks: bool = False  # a link to an RFC 003 relay: acknowledge what arrives (net/features/relay_agent.py)
 
     @property
     def peer_closing(self) -> str:

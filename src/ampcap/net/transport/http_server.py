@@ -234,8 +234,10 @@ class HttpFront:
                 # until either side closes it or keepalive fails (§5.3).
                 await upgraded()
                 return
-            if conn.their_state is not h11.DONE:
-                await _linger(stream)  # a body we refused unread: let the client finish sending it
+            if conn.their_state is not h11.DONE and conn.their_state is not h11.MUST_CLOSE:
+                # A body we refused unread: let the client finish sending it. (MUST_CLOSE: the
+                # client said Connection: close and sent it all; it waits for our close.)
+                await _linger(stream)
                 return
             if conn.our_state is h11.MUST_CLOSE:
                 return

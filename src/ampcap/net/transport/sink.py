@@ -19,6 +19,7 @@ class ReplySink:
     """A reply destination that is not a connection."""
 
     peer_did: str | None = None  # whom the replies are for (log lines)
+    relay_acks = False  # as Link.relay_acks: a sink is never a link to an RFC 003 relay
 
     def send_nowait(self, out: Outbound) -> Envelope:
         """Seal and keep ``out`` (``MessageTooLarge`` like a connection's)."""
