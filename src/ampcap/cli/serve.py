@@ -85,6 +85,10 @@ def register(subparsers: Any) -> None:
                         "invoke journal (a retry after a restart gets the same reply, an invoke a restart "
                         "interrupted gets 5002), sessions, credentials and revocations; default "
                         "$XDG_STATE_HOME/ampcap/<DID fingerprint>/; 'none' keeps everything in memory")
+    p.add_argument("--state-url", default=None, metavar="postgresql://...",
+                   help="keep the durable state in PostgreSQL instead (psycopg 3: pip install 'ampcap[postgres]'): "
+                        "the store that several workers and machines of one identity share (docs/scaling.md); "
+                        "not with --state-dir")
     p.add_argument("--framing", choices=("rfc002", "raw"), default=None,
                    help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
     p.add_argument("--compat", choices=("rust-example",), default=None,
@@ -268,8 +272,10 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         profile=connection.profile, revocation_publisher=args.revocation_publisher,
         delegation=VerifierConfig(max_chain_depth=args.max_chain_depth),
         revocation_publisher_did=args.revocation_publisher_did)
+    if getattr(args, "state_url", None) is not None and args.state_dir is not None:
+        raise UsageError("--state-url and --state-dir name two stores: give one")
     with local_file_errors():
-        state = _state_store(args.state_dir, args.durability, identity.did)
+        state = _state_store(args.state_dir, args.durability, identity.did, getattr(args, "state_url", None))
     resolver, secrets = _resolver(args.keyring)
     # One store for everything durable: credentials and revocations (RFC 005),
     # the invoke journal and the sessions (RFC 006).
@@ -278,15 +284,52 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     return daemon, host, port
 
 
-def _state_store(state_dir: Path | str | None, durability: str, did: str) -> Any:
-    """The open StateStore (R19) for ``--state-dir`` (None: not given, the
-    identity's default; "none": in memory) and ``--durability``."""
-    from ..store.database import Durability, StateStore, default_state_dir
+GROUP_ENV = "AMPCAP_STORE_GROUP"
+"""The group token workers sharing one store are given (``serve --workers`` sets it for its children; the
+machines of one fleet are each given the same one). Unset: the daemon is a group of one."""
 
-    directory = default_state_dir(did) if state_dir is None else None if state_dir == "none" else Path(state_dir)
-    store = StateStore.open(directory, durability=Durability(durability))
-    if directory is not None:
-        log.info("state: %s (durability %s)", store.path, durability)
+
+def _state_store(state_dir: Path | str | None, durability: str, did: str, state_url: str | None = None) -> Any:
+    """The open StateStore (R19) for ``--state-dir`` (None: not given, the
+    identity's default; "none": in memory) or ``--state-url``, and
+    ``--durability``; its owner lock taken (R25: a store is shared only by
+    workers of one group)."""
+    from ..display import MESSAGE_LIMIT, shown
+    from ..store.database import Durability, StateStore, default_state_dir
+    from ..store.owner import StoreBusy
+
+    try:
+        if state_url is not None:
+            from ..store.opening import is_store_url, open_store
+
+            if not is_store_url(state_url):
+                raise UsageError(f"--state-url {state_url!r}: expected postgresql://...")
+            store = open_store(state_url, durability=Durability(durability))
+        else:
+            directory = default_state_dir(did) if state_dir is None else None if state_dir == "none" \
+                else Path(state_dir)
+            store = StateStore.open(directory, durability=Durability(durability))
+    except AmpError as exc:
+        raise CommandError(exc.message) from None
+    if not store.durable:
+        return store
+    group = os.environ.get(GROUP_ENV) or None
+    try:
+        store.ownership = store.take_ownership(group)
+    except StoreBusy as exc:
+        store.close()
+        raise CommandError(f"{exc.message}: stop that daemon, give this one its own --state-dir (or --state-dir "
+                           f"none), or run them as workers of one group (serve --workers N; on several machines, "
+                           f"the same {GROUP_ENV} for each)") from None
+    except Exception as exc:  # the database went away between opening and locking
+        store.close()
+        raise CommandError(f"state store {store.where}: {shown(exc, MESSAGE_LIMIT)}") from None
+    if group is not None:
+        from ..net.daemon.claims import new_worker_id
+
+        store.worker_id = new_worker_id()
+    log.info("state: %s (durability %s%s)", store.where, durability,
+             f", worker {store.worker_id}" if store.worker_id is not None else "")
     return store
 
 

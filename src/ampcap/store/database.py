@@ -114,6 +114,10 @@ class StateStore:
 
     def __init__(self, durability: Durability) -> None:
         self.durability = durability
+        # Set when this process is one worker of a group sharing the store
+        # (R25): its invokes are claimed under this id (net/daemon/claims.py).
+        self.worker_id: str | None = None
+        self.ownership: Any = None  # the owner lock, held while the process lives (store/owner.py)
         self.path: Path | None = None
 
     @classmethod

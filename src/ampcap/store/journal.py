@@ -155,6 +155,21 @@ class StoreJournal:
         if rows:
             db.executemany(_UPSERT, rows)
 
+    def add_rows(self, db: Transaction, records: Iterable[JournalRecord], now_ms: int) -> None:
+        """Write DONE ``records`` a worker did not claim (its rejections, the
+        5002 of an abandoned invoke) where the key has no row yet, or a
+        ``running`` row whose lease ran out; another worker's live claim or
+        answer of the same key stands."""
+        for r in records:
+            assert r.terminal is not None
+            if db.execute(_CLAIM, _row(r)).rowcount == 1:
+                continue
+            if db.execute("UPDATE invoke_journal SET state = 'done', wire = ?, wire_expires_at = ?, expires_at = ?, "
+                          "owner = NULL WHERE sender = ? AND msg_id = ? AND fingerprint = ? AND state = 'running' "
+                          "AND lease_until < ?", (r.terminal.wire, r.terminal.expires_at, r.expires_at, r.key.sender,
+                                                  r.key.msg_id, r.fingerprint, now_ms)).rowcount:
+                self.store.notify(db, DONE_CHANNEL, r.key.sender + " " + r.key.msg_id.hex())
+
     def write(self, records: Iterable[JournalRecord]) -> None:
         with self.store.transaction() as db:
             self.write_rows(db, records)
