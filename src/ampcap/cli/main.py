@@ -214,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser(sys.argv[1:] if argv is None else argv)
     args, extra = parser.parse_known_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given (serve --workers hands it on)
     if extra:
         # argparse leaves arguments no subcommand took to the top parser,
         # which would print the top-level usage; the subcommand's says more.

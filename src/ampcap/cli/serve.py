@@ -127,6 +127,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--durability", choices=("process", "power"), default="process",
                    help="what a committed write survives: 'process' (default) a crash of the daemon, "
                         "'power' also a power loss or kernel crash (each commit waits for fsync)")
+    p.add_argument("--workers", type=whole_number("--workers", 1, 256), default=1, metavar="N",
+                   help="run N processes of this daemon on the same listening sockets and state store (they "
+                        "claim each invoke in the store, so a retry reaching any of them is answered once; "
+                        "docs/scaling.md); default 1")
     p.set_defaults(func=run_serve)
 
 
@@ -333,6 +337,30 @@ def _state_store(state_dir: Path | str | None, durability: str, did: str, state_
     return store
 
 
+def _run_workers(args: argparse.Namespace) -> int:
+    """``serve --workers N``: the parent binds, the workers serve (cli/workers.py)."""
+    from .main import main
+    from .workers import launch
+
+    if args.state_dir == "none":
+        raise UsageError("--workers N share one state store: not with --state-dir none")
+    load_or_create_identity(args.identity)  # once, here: N workers would race to create the default key
+    addresses = [parse_listen(args.listen)]
+    if getattr(args, "http", None) is not None:
+        addresses.append(parse_listen(args.http))
+    argv: list[str] = list(getattr(args, "argv", None) or sys.argv[1:])
+    child: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--workers":
+            skip = True
+        elif not arg.startswith("--workers="):
+            child.append(arg)
+    return launch(main, child, args.workers, addresses)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import trio
 
@@ -348,6 +376,8 @@ def run_serve(args: argparse.Namespace) -> int:
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
     dial_tls = tls_client_context(args, [*args.relay, *args.connect])
+    if args.workers > 1:
+        return _run_workers(args)
     # A stop signal before serving (held by cli.startup) ends serve here, with
     # 0: checked before the daemon is built, before the event loop starts, and
     # (serve_until_signal) once trio's own signal handling is in place.
@@ -515,8 +545,9 @@ async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any, *, stable_s
 def _announce(line: str) -> None:
     """The one line scripts wait for, flushed before anything can be served.
     With stdout closed (as some supervisors start daemons) or its reader
-    gone, nobody waits for it: the daemon serves on, and says so."""
-    if sys.stdout is None:
+    gone, nobody waits for it: the daemon serves on, and says so. Of
+    ``serve --workers``, only the first worker's first start prints it."""
+    if sys.stdout is None or os.environ.get("AMPCAP_WORKER", "0 0") != "0 0":
         return
     try:
         sys.stdout.write(line + "\n")

@@ -1,0 +1,180 @@
+"""Several processes of one identity on one store (R25), as real processes:
+two daemons of one group with separate listeners (two machines), on SQLite
+and on PostgreSQL; ``serve --workers N`` on shared sockets; a second daemon
+that does not coordinate is refused (tests/cli/test_serve.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
+from amp_helpers import PYTHON, _read_line  # noqa: E402
+
+from ampcap.interop.probe import Probe, ProbeSettings, ReceivedKind  # noqa: E402
+from ampcap.net.transport.url import parse_url  # noqa: E402
+from ampcap.wire.envelope import decode_envelope  # noqa: E402
+from ampcap.wire.identity import Identity  # noqa: E402
+from ampcap.wire.registry import MessageType  # noqa: E402
+
+RESULT = int(MessageType.CAP_RESULT)
+PROCESSING = int(MessageType.PROCESSING)
+SETTINGS = ProbeSettings(timeout_s=10.0, settle_s=0.0, default_ttl_ms=600_000)
+CAPS = Path(__file__).parent / "soak_caps"
+
+
+def manifest(tmp: Path) -> Path:
+    path = tmp / "soak.toml"
+    path.write_text(f"""
+python_path = ["{CAPS}"]
+
+[[capability]]
+name = "org.test.soak"
+version = "1.0.0"
+input_schema = {{ type = "object" }}
+output_schema = {{ type = "object" }}
+binding = {{ python = "soak_cap:record" }}
+""")
+    return path
+
+
+def store_args(tmp: Path, target: str) -> list[str]:
+    return ["--state-url", target] if target.startswith("postgresql://") else ["--state-dir", target]
+
+
+class Serve:
+    """``ampcap serve`` (one process, or a --workers parent) with its URL line read."""
+
+    def __init__(self, tmp: Path, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.err = tmp / f"serve-{time.monotonic_ns()}.log"
+        self.proc = subprocess.Popen([PYTHON, "-m", "ampcap.cli.main", "serve", "--manifest", str(manifest(tmp)),
+                                      "--listen", "127.0.0.1:0", *args], stdout=subprocess.PIPE,
+                                     stderr=open(self.err, "w"), text=True,
+                                     env=dict(os.environ, XDG_CONFIG_HOME=str(tmp / "config"),
+                                              AMPCAP_SOAK_LOG=str(log), **env))
+        line = _read_line(self.proc, 30.0)
+        assert line, self.err.read_text()
+        self.url, self.did = line.split()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        return self.proc.returncode
+
+
+async def exchange(url: str, ident: Identity, wire: bytes, *, until: int = RESULT, timeout: float = 15.0
+                   ) -> list[tuple[int, bytes]]:
+    """Send ``wire`` on a new connection; the replies to it (type, raw bytes) up to one of type ``until``."""
+    probe = await Probe.open(parse_url(url), SETTINGS, identity=ident)
+    got: list[tuple[int, bytes]] = []
+    request = decode_envelope(wire)
+    try:
+        await probe.open_session()
+        await probe.send_bytes(probe.frame(wire))
+        deadline = trio.current_time() + timeout
+        while True:
+            item = await probe.receive(deadline)
+            if item is None or item.kind is ReceivedKind.CLOSED:
+                return got
+            env = item.envelope
+            if env is not None and env.reply_to == request.id:
+                got.append((env.typ, item.raw))
+                if env.typ == until:
+                    return got
+    finally:
+        await probe.aclose()
+
+
+def sealed_invoke(did: str, ident: Identity, token: str, ms: int) -> bytes:
+    """A CAP_INVOKE of the counted capability, signed once (a retry resends these bytes)."""
+    probe = Probe(None, SETTINGS, identity=ident)  # type: ignore[arg-type]  # only to seal: no stream
+    _, wire = probe.seal(int(MessageType.CAP_INVOKE), {"id": "org.test.soak:1.0.0",
+                                                      "params": {"token": token, "ms": ms}}, to=did)
+    return wire
+
+
+def ran(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+def test_two_machines_of_one_group_answer_a_duplicate_once(tmp_path: Path, store_target: str) -> None:
+    # Two daemons, separate listeners, one store, one group token: a retry
+    # reaching the other one while the first runs the invoke gets PROCESSING,
+    # then the very bytes the first sent; the invoke ran once.
+    log = tmp_path / "ran.log"
+    group = {"AMPCAP_STORE_GROUP": "test-fleet"}
+    a = Serve(tmp_path, store_args(tmp_path, store_target), group, log)
+    try:
+        b = Serve(tmp_path, store_args(tmp_path, store_target), group, log)
+        try:
+            ident = Identity.generate(os.urandom)
+            wire = sealed_invoke(a.did, ident, "t1", 1500)
+
+            async def both() -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
+                first: list[Any] = []
+                async with trio.open_nursery() as nursery:
+                    async def at_a() -> None:
+                        first.extend(await exchange(a.url, ident, wire))
+                    nursery.start_soon(at_a)
+                    await trio.sleep(0.6)  # a runs it now
+                    second = await exchange(b.url, ident, wire)
+                return first, second
+
+            first, second = trio.run(both)
+            assert [t for t, _ in first] == [RESULT]
+            assert [t for t, _ in second] == [PROCESSING, RESULT], second
+            assert second[-1][1] == first[-1][1]  # the same terminal bytes
+            assert decode_envelope(first[-1][1]).body["result"] == {"token": "t1"}
+            # After completion, the same bytes from either daemon, without running it again.
+            again = trio.run(exchange, b.url, ident, wire)
+            assert again == [(RESULT, first[-1][1])]
+            assert ran(log) == ["t1"]
+        finally:
+            assert b.stop() == 0
+    finally:
+        assert a.stop() == 0
+
+
+def test_serve_workers_share_the_sockets_and_survive_a_killed_worker(tmp_path: Path) -> None:
+    log = tmp_path / "ran.log"
+    parent = Serve(tmp_path, ["--workers", "2", "--state-dir", str(tmp_path / "state")], {}, log)
+    try:
+        ident = Identity.generate(os.urandom)
+        wires = [sealed_invoke(parent.did, ident, f"w{i}", 0) for i in range(8)]
+
+        async def send_all() -> list[list[tuple[int, bytes]]]:
+            return [await exchange(parent.url, ident, wire) for wire in wires]
+
+        answers = trio.run(send_all)
+        assert all([t for t, _ in got] == [RESULT] for got in answers)
+        assert sorted(ran(log)) == sorted(f"w{i}" for i in range(8))
+        workers = subprocess.run(["pgrep", "-P", str(parent.proc.pid)], capture_output=True, text=True)
+        pids = [int(p) for p in workers.stdout.split()
+                if b"resource_tracker" not in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(pids) >= 2, workers
+        os.kill(pids[0], signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while "starting it again" not in parent.err.read_text():
+            assert time.monotonic() < deadline, parent.err.read_text()
+            time.sleep(0.2)
+        # Served on, and every earlier answer is still the same bytes from whichever worker gets the retry.
+        again = trio.run(send_all)
+        assert [got[-1] for got in again] == [got[-1] for got in answers]
+        assert sorted(ran(log)) == sorted(f"w{i}" for i in range(8))
+    finally:
+        status = parent.stop()
+    assert status == 0 and "Traceback" not in parent.err.read_text(), parent.err.read_text()
