@@ -89,6 +89,8 @@ class DurableState:
         if records:
             log.info("journal: %d invokes interrupted by the restart in %s (%d closed with 5002)", len(records),
                      store.where, len(closed))
+        if self.claims is not None:
+            sessions.lookup = self.session_store.find  # another worker may have started or changed a session
         kept = self.session_store.load(now)
         self.session_store.write(sessions.preload(kept, now))
         if kept:
