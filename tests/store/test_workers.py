@@ -178,3 +178,178 @@ def test_serve_workers_share_the_sockets_and_survive_a_killed_worker(tmp_path: P
     finally:
         status = parent.stop()
     assert status == 0 and "Traceback" not in parent.err.read_text(), parent.err.read_text()
+
+
+# ------------------------------------------------------------------ faults
+
+INTERRUPTED_OR_DOWN = 5002
+
+
+async def _drive(url: str, ident: Identity, wires: dict[bytes, bytes], got: dict[bytes, bytes], *,
+                 seconds: float) -> None:
+    """Send every invoke not answered yet on one connection; keep the terminal
+    replies (raw, by invoke id) that come within ``seconds``; a dead
+    connection (a killed worker) just ends the round."""
+    try:
+        probe = await Probe.open(parse_url(url), SETTINGS, identity=ident)
+    except Exception:
+        return
+    try:
+        await probe.open_session()
+        pending = {i: w for i, w in wires.items() if i not in got}
+        for wire in pending.values():
+            await probe.send_bytes(probe.frame(wire))
+        deadline = trio.current_time() + seconds
+        answered = 0
+        while answered < len(pending):
+            item = await probe.receive(deadline)
+            if item is None or item.kind is ReceivedKind.CLOSED:
+                return
+            env = item.envelope
+            if env is not None and env.typ == RESULT and env.reply_to in pending:
+                if env.reply_to in got:
+                    assert got[env.reply_to] == item.raw, "two different answers to one invoke"
+                got.setdefault(env.reply_to, item.raw)
+                answered += 1
+    except Exception:
+        pass  # the worker died under us
+    finally:
+        await probe.aclose()
+
+
+def _outcomes(wires: dict[bytes, bytes], got: dict[bytes, bytes]) -> dict[str, int]:
+    counts = {"ok": 0, "5002": 0}
+    for msg_id in wires:
+        body = decode_envelope(got[msg_id]).body
+        if "result" in body:
+            counts["ok"] += 1
+        else:
+            assert body["error"]["code"] == INTERRUPTED_OR_DOWN, body
+            counts["5002"] += 1
+    return counts
+
+
+def test_a_worker_killed_under_load_loses_nothing_and_doubles_nothing(tmp_path: Path) -> None:
+    # serve --workers 2; 4 connections with 12 invokes each (1.5 s of work
+    # each); one worker is SIGKILLed while they run. Then every invoke is
+    # retried with its same bytes until answered: each gets one answer (the
+    # same bytes on every retry, counted by its terminal message), a success
+    # or 5002 "interrupted" for those the dead worker had claimed; no token
+    # ran twice, and every success's token ran.
+    log = tmp_path / "ran.log"
+    parent = Serve(tmp_path, ["--workers", "2", "--state-dir", str(tmp_path / "state")],
+                   {"AMPCAP_LEASE_MS": "1500"}, log)
+    try:
+        idents = [Identity.generate(os.urandom) for _ in range(4)]
+        wires = [{} for _ in idents]  # type: list[dict[bytes, bytes]]
+        for n, ident in enumerate(idents):
+            for i in range(12):
+                wire = sealed_invoke(parent.did, ident, f"c{n}i{i}", 1500)
+                wires[n][decode_envelope(wire).id] = wire
+        got: list[dict[bytes, bytes]] = [{} for _ in idents]
+
+        async def load() -> None:
+            async with trio.open_nursery() as nursery:
+                for n, ident in enumerate(idents):
+                    nursery.start_soon(lambda n=n, ident=ident: _drive(parent.url, ident, wires[n], got[n],
+                                                                       seconds=20))
+                await trio.sleep(0.8)
+                workers = subprocess.run(["pgrep", "-P", str(parent.proc.pid)], capture_output=True, text=True)
+                pids = [int(p) for p in workers.stdout.split()
+                        if b"resource_tracker" not in Path(f"/proc/{p}/cmdline").read_bytes()]
+                os.kill(pids[0], signal.SIGKILL)
+
+        trio.run(load)
+        first = [dict(g) for g in got]
+        for _ in range(10):  # retries, until each has its answer
+            if all(len(g) == len(w) for g, w in zip(got, wires)):
+                break
+
+            async def retry() -> None:
+                async with trio.open_nursery() as nursery:
+                    for n, ident in enumerate(idents):
+                        nursery.start_soon(lambda n=n, ident=ident: _drive(parent.url, ident, wires[n], got[n],
+                                                                           seconds=8))
+            trio.run(retry)
+        assert all(len(g) == len(w) for g, w in zip(got, wires)), [len(g) for g in got]
+        # A retry of everything once more: the same bytes for every invoke (no second answer).
+        again: list[dict[bytes, bytes]] = [{} for _ in idents]
+
+        async def once_more() -> None:
+            async with trio.open_nursery() as nursery:
+                for n, ident in enumerate(idents):
+                    nursery.start_soon(lambda n=n, ident=ident: _drive(parent.url, ident, wires[n], again[n],
+                                                                       seconds=10))
+        trio.run(once_more)
+        assert again == got
+        for g, f in zip(got, first):
+            assert all(g[k] == v for k, v in f.items())
+        runs = ran(log)
+        assert len(runs) == len(set(runs)), "an invoke ran twice"
+        counts = {"ok": 0, "5002": 0}
+        for n in range(len(idents)):
+            for k, v in _outcomes(wires[n], got[n]).items():
+                counts[k] += v
+            for msg_id, raw in got[n].items():
+                body = decode_envelope(raw).body
+                if "result" in body:
+                    assert body["result"]["token"] in runs
+        assert counts["ok"] + counts["5002"] == 48 and counts["ok"] > 0, counts
+    finally:
+        status = parent.stop()
+    assert status == 0, parent.err.read_text()
+
+
+def test_postgresql_stopped_under_load_then_started(tmp_path: Path, pg_cluster: Any) -> None:
+    # serve --workers 2 on PostgreSQL. While the server is down, invokes are
+    # answered 5002 (retry later) and none runs; once it is up again, service
+    # resumes by itself; nothing ran twice, and answers given before the
+    # outage come back byte for byte.
+    log = tmp_path / "ran.log"
+    url = pg_cluster.url(pg_cluster.create_database())
+    parent = Serve(tmp_path, ["--workers", "2", "--state-url", url], {"AMPCAP_LEASE_MS": "1500"}, log)
+    try:
+        ident = Identity.generate(os.urandom)
+
+        def batch(prefix: str, count: int) -> dict[bytes, bytes]:
+            wires = [sealed_invoke(parent.did, ident, f"{prefix}{i}", 0) for i in range(count)]
+            return {decode_envelope(w).id: w for w in wires}
+
+        def send(wires: dict[bytes, bytes], seconds: float = 10) -> dict[bytes, bytes]:
+            got: dict[bytes, bytes] = {}
+
+            async def go() -> None:
+                async with trio.open_nursery() as nursery:  # two connections: both workers, likely
+                    half = dict(list(wires.items())[::2]), dict(list(wires.items())[1::2])
+                    for part in half:
+                        nursery.start_soon(lambda part=part: _drive(parent.url, ident, part, got, seconds=seconds))
+            trio.run(go)
+            return got
+
+        before = batch("a", 10)
+        answered = send(before)
+        assert len(answered) == 10 and all("result" in decode_envelope(r).body for r in answered.values())
+        pg_cluster.pause()
+        try:
+            down = batch("b", 10)
+            refused = send(down)
+            assert len(refused) == 10, len(refused)
+            for raw in refused.values():
+                error = decode_envelope(raw).body["error"]
+                assert error["code"] == 5002 and "state store" in error["message"], error
+        finally:
+            pg_cluster.resume()
+        deadline = time.monotonic() + 30
+        while True:  # service resumes by itself
+            after = batch(f"c{int(time.monotonic() * 1000)}-", 4)
+            got = send(after, seconds=5)
+            if len(got) == 4 and all("result" in decode_envelope(r).body for r in got.values()):
+                break
+            assert time.monotonic() < deadline, [decode_envelope(r).body for r in got.values()]
+            time.sleep(0.5)
+        assert send(before) == answered  # the same bytes as before the outage
+        runs = ran(log)
+        assert len(runs) == len(set(runs)) and not any(r.startswith("b") for r in runs), runs
+    finally:
+        status = parent.stop()
+    assert status == 0, parent.err.read_text()

@@ -1,6 +1,7 @@
 """N processes of one identity on shared listening sockets (``serve --workers N``).
 
-The parent binds the listening sockets once, makes up the group token the
+The parent binds the listening sockets once (one per worker, on one port:
+:func:`bind`), makes up the group token the
 workers share their store under (store/owner.py: they coordinate by
 claiming each invoke, so the store lets all of them in), and starts each
 worker with the ``spawn`` start method (a fresh interpreter: nothing of the
@@ -39,28 +40,39 @@ WORKER_ENV = "AMPCAP_WORKER"  # "<index> <generation>": worker 0's first start p
 QUICK_DEATH_S = 2.0  # a worker that ends sooner after its start failed to start
 
 
-def bind(address: tuple[str, int], backlog: int = 4096) -> list[socket.socket]:
-    """Listening sockets for ``address`` (every address its host resolves to, port 0: one free port)."""
+def bind(address: tuple[str, int], count: int, backlog: int = 4096) -> list[list[socket.socket]]:
+    """For each of ``count`` workers, its listening sockets for ``address``
+    (every address its host resolves to; port 0: one free port for all).
+
+    One socket per worker and address, all bound to the same port with
+    ``SO_REUSEPORT``: the kernel spreads new connections over the workers
+    evenly (one shared socket would let whichever worker wakes first accept
+    a whole burst). The parent keeps them open, so connections that arrive
+    while a worker restarts wait in its socket's queue for the new one."""
     host, port = address
-    sockets: list[socket.socket] = []
+    made: list[socket.socket] = []
+    per_worker: list[list[socket.socket]] = [[] for _ in range(count)]
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         for family, kind, proto, _, where in infos:
-            sock = socket.socket(family, kind, proto)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            if port == 0 and sockets:  # the same free port on each address
-                where = (where[0], sockets[0].getsockname()[1], *where[2:])
-            sock.bind(where)
-            sock.listen(backlog)
-            sockets.append(sock)
+            for index in range(count):
+                sock = socket.socket(family, kind, proto)
+                made.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if port == 0 and len(made) > 1:  # the free port the first one got, on every socket
+                    where = (where[0], made[0].getsockname()[1], *where[2:])
+                sock.bind(where)
+                sock.listen(backlog)
+                per_worker[index].append(sock)
     except OSError as exc:
-        for sock in sockets:
+        for sock in made:
             sock.close()
         raise CommandError(f"cannot listen on {format_hostport(host or '*', port)}: {exc.strerror or exc}") \
             from None
-    return sockets
+    return per_worker
 
 
 def _worker(run: Callable[[list[str]], int], argv: list[str], handed: list[tuple[tuple[str, int], list[Any]]],
@@ -79,7 +91,7 @@ def launch(run: Callable[[list[str]], int], argv: Sequence[str], count: int,
     """Run ``run(argv)`` in ``count`` worker processes sharing sockets bound
     to ``addresses`` (each as its command line names it) and one store group;
     until SIGTERM/SIGINT/SIGHUP, which drains them all. Returns the exit status."""
-    handed = [(address, bind(address)) for address in addresses]
+    bound = [(address, bind(address, count)) for address in addresses]
     os.environ.setdefault(GROUP_ENV, secrets.token_hex(16))
     context = multiprocessing.get_context("spawn")
     stopping: list[int] = []
@@ -94,6 +106,7 @@ def launch(run: Callable[[list[str]], int], argv: Sequence[str], count: int,
                     pass
 
     def start(index: int, generation: int) -> Any:
+        handed = [(address, sockets[index]) for address, sockets in bound]
         proc = context.Process(target=_worker, args=(run, list(argv), handed, f"{index} {generation}"),
                                name=f"ampcap {what} worker {index}", daemon=False)
         proc.start()
@@ -131,8 +144,9 @@ def launch(run: Callable[[list[str]], int], argv: Sequence[str], count: int,
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        for _, sockets in handed:
-            for sock in sockets:
-                sock.close()
+        for _, per_worker in bound:
+            for sockets in per_worker:
+                for sock in sockets:
+                    sock.close()
     return status
 

@@ -45,6 +45,7 @@ log = logging.getLogger("ampcap.daemon")
 
 LEASE_MS = int(os.environ.get("AMPCAP_LEASE_MS", "6000"))  # the environment only for the fault tests
 POLL_S = 0.05  # how often a duplicate's wait looks at the store
+UNWRITTEN_MAX = 100_000
 HELD_TEXT = "running in another worker of this daemon"
 
 
@@ -70,6 +71,8 @@ class WorkerClaims:
         self._silent: set[InvokeKey] = set()  # keys whose DONE record is not this worker's to write
         self._waiting: set[InvokeKey] = set()  # duplicates of another worker's live claim
         self._kick = trio.Event()
+        self._attempt: list[JournalRecord] = []  # the batch being written
+        self._unwritten: list[JournalRecord] = []  # completions a failed batch did not write
 
     # --------------------------------------------------------- per batch
 
@@ -103,8 +106,14 @@ class WorkerClaims:
     def write_rows(self, db: Transaction, records: Iterable[JournalRecord], now_ms: int) -> None:
         """The batch's DONE records: this worker's completions of its claims,
         and its other answers where no other worker's row stands."""
-        done, other = [], []
-        for record in records:
+        done: list[JournalRecord] = []
+        other: list[JournalRecord] = []
+        batch = list(records)
+        if self._unwritten:  # a batch the store refused before: this worker's claims stay RUNNING until written
+            batch += self._unwritten
+            self._unwritten = []
+        self._attempt = done
+        for record in batch:
             key = record.key
             if key in self._mine:
                 self._mine.discard(key)
@@ -118,6 +127,17 @@ class WorkerClaims:
             log.warning("invoke %s: its claim lapsed before it completed; the store keeps the other answer",
                         key.msg_id.hex())
         self.journal.add_rows(db, other, now_ms)
+        self._attempt = []
+
+    def commit_failed(self) -> None:
+        """The batch's transaction failed (the store is down): the completions
+        of this worker's claims are written with a later batch, or a retry
+        would find the invoke RUNNING under this worker's live lease forever.
+        Bounded: beyond, the oldest are given up (their rows expire)."""
+        for record in self._attempt:
+            self._mine.add(record.key)
+        self._unwritten = self._attempt[-UNWRITTEN_MAX:]
+        self._attempt = []
 
     # ------------------------------------------------------ what a claim found
 
@@ -171,7 +191,12 @@ class WorkerClaims:
             await trio.sleep(self.lease_ms / 3000)
             try:
                 self.journal.renew(self.owner, self._clock.wall_ms() + self.lease_ms)
+                if self._unwritten:  # the store is back: what a failed batch left
+                    with self.journal.store.transaction() as db:
+                        self.write_rows(db, [], self._clock.wall_ms())
             except Exception as exc:
+                if self._attempt:
+                    self.commit_failed()
                 self._warn("lease renewal", exc)
 
     async def _watch(self) -> None:

@@ -155,6 +155,8 @@ class DurableState:
                     self._pruned_ms = now
                     self.journal.prune(now)
             except Exception as exc:
+                if claims is not None:
+                    claims.commit_failed()
                 # The replies still go out (exactly one per invoke, R5); only
                 # their survival of a restart is lost. Loud, and throttled.
                 self._throttle.log(log, "journal", logging.ERROR, self._clock.monotonic_ms(),
