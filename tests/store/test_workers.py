@@ -353,3 +353,57 @@ def test_postgresql_stopped_under_load_then_started(tmp_path: Path, pg_cluster: 
     finally:
         status = parent.stop()
     assert status == 0, parent.err.read_text()
+
+
+# ----------------------------------------------------------------- metrics
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _status(url: str) -> str:
+    done = subprocess.run([PYTHON, "-m", "ampcap.cli.main", "status", url], capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_metrics_of_one_daemon_and_of_a_worker_group(tmp_path: Path) -> None:
+    for workers in ("1", "2"):
+        log = tmp_path / f"ran-{workers}.log"
+        port = _free_port()
+        parent = Serve(tmp_path, ["--workers", workers, "--state-dir", str(tmp_path / f"state{workers}"),
+                                  "--metrics", f"127.0.0.1:{port}"], {}, log)
+        try:
+            ident = Identity.generate(os.urandom)
+            wires = [sealed_invoke(parent.did, ident, f"m{i}", 0) for i in range(6)]
+
+            async def send_all() -> None:
+                for wire in wires:
+                    assert [t for t, _ in await exchange(parent.url, ident, wire)] == [RESULT]
+                # A retry, answered without running: counted under '-'.
+                assert [t for t, _ in await exchange(parent.url, ident, wires[0])] == [RESULT]
+
+            trio.run(send_all)
+            deadline = time.monotonic() + 15
+            while True:  # the figures are written as the invokes end; the gauges within a second
+                text = _status(f"http://127.0.0.1:{port}")
+                if "org.test.soak:1.0.0 ok: 6" in text and "- ok: 1" in text:
+                    break
+                assert time.monotonic() < deadline, text
+                time.sleep(0.3)
+            assert "mean" in text and "store commits:" in text and "in flight: 0" in text, text
+            raw = subprocess.run([PYTHON, "-c", f"import urllib.request;print(urllib.request.urlopen("
+                                  f"'http://127.0.0.1:{port}/metrics').read().decode())"],
+                                 capture_output=True, text=True, timeout=30).stdout
+            assert "ampcap_invoke_seconds_bucket" in raw and "ampcap_store_commit_seconds" in raw
+        finally:
+            status = parent.stop()
+        assert status == 0, parent.err.read_text()
+    bad = subprocess.run([PYTHON, "-m", "ampcap.cli.main", "status", f"http://127.0.0.1:{_free_port()}"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "cannot read" in bad.stderr, bad.stderr

@@ -37,6 +37,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "deleg",    # ampcap deleg grant/revoke/show
     "mcp",      # ampcap mcp
     "keys",     # ampcap keygen, ampcap id
+    "status",   # ampcap status
 )
 
 
@@ -46,6 +47,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 COMMAND_MODULES: dict[str, str] = {
     "serve": "serve", "query": "client", "invoke": "client", "session": "client", "caps": "caps", "dump": "dump",
     "interop": "interop", "deleg": "deleg", "mcp": "mcp", "keygen": "keys", "id": "keys",
+    "status": "status",
 }
 
 

@@ -127,6 +127,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--durability", choices=("process", "power"), default="process",
                    help="what a committed write survives: 'process' (default) a crash of the daemon, "
                         "'power' also a power loss or kernel crash (each commit waits for fsync)")
+    p.add_argument("--metrics", default=None, metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics (invokes by capability and "
+                        "outcome, latency, in flight, connections, store commits, claim conflicts; with "
+                        "--workers, summed over the workers); `ampcap status http://HOST:PORT` prints them")
     p.add_argument("--workers", type=whole_number("--workers", 1, 256), default=1, metavar="N",
                    help="run N processes of this daemon on the same listening sockets and state store (they "
                         "claim each invoke in the store, so a retry reaching any of them is answered once; "
@@ -337,6 +341,34 @@ def _state_store(state_dir: Path | str | None, durability: str, did: str, state_
     return store
 
 
+METRICS_CHILD_ENV = "AMPCAP_METRICS_CHILD"  # a worker of serve --workers --metrics: the parent serves
+
+
+def _start_metrics(daemon: Any, address: tuple[str, int], *, serve: bool) -> None:
+    try:
+        from ..net.daemon.metrics import DaemonMetrics, serve_metrics
+    except ImportError:
+        raise CommandError("--metrics needs prometheus_client: pip install 'ampcap[metrics]'") from None
+    if serve:
+        try:
+            server = serve_metrics(address)
+        except OSError as exc:
+            raise CommandError(f"--metrics: cannot listen on {args_address(address)}: "
+                               f"{exc.strerror or exc}") from None
+        log.info("metrics: http://%s/metrics", args_address(server.server_address[:2]))
+    metrics = DaemonMetrics(daemon)
+    daemon.metrics = metrics
+    daemon.observe = metrics.observe
+    if daemon.durable is not None:
+        daemon.durable.on_commit = metrics.committed
+
+
+def args_address(address: Any) -> str:
+    from ..net.transport.url import format_hostport
+
+    return format_hostport(str(address[0]), int(address[1]))
+
+
 def _run_workers(args: argparse.Namespace) -> int:
     """``serve --workers N``: the parent binds, the workers serve (cli/workers.py)."""
     from .main import main
@@ -358,7 +390,32 @@ def _run_workers(args: argparse.Namespace) -> int:
             skip = True
         elif not arg.startswith("--workers="):
             child.append(arg)
-    return launch(main, child, args.workers, addresses)
+    if args.metrics is None:
+        return launch(main, child, args.workers, addresses)
+    import shutil
+    import tempfile
+
+    # prometheus_client's multiprocess mode: each worker writes its figures
+    # to files in this directory, the parent serves their sum.
+    directory = tempfile.mkdtemp(prefix="ampcap-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    os.environ[METRICS_CHILD_ENV] = "1"
+    try:
+        from ..net.daemon.metrics import serve_metrics
+        from prometheus_client import multiprocess
+
+        address = parse_listen(args.metrics)
+        try:
+            serve_metrics(address, multiprocess_dir=directory)
+        except OSError as exc:
+            raise CommandError(f"--metrics: cannot listen on {args_address(address)}: {exc.strerror or exc}") \
+                from None
+        return launch(main, child, args.workers, addresses,
+                      on_exit=lambda pid: multiprocess.mark_process_dead(pid, directory))
+    except ImportError:
+        raise CommandError("--metrics needs prometheus_client: pip install 'ampcap[metrics]'") from None
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -386,6 +443,8 @@ def run_serve(args: argparse.Namespace) -> int:
     daemon, host, port = build_daemon(args)
     if _stopped_during_startup():
         return 0
+    if args.metrics is not None:
+        _start_metrics(daemon, parse_listen(args.metrics), serve=not os.environ.get(METRICS_CHILD_ENV))
     # Errors from inside the nurseries (a port in use...) arrive wrapped in an
     # exception group; main reports a lone one as one line.
     trio.run(functools.partial(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
@@ -423,6 +482,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch, signals)
             await nursery.start(daemon.run)
+            if getattr(daemon, "metrics", None) is not None:
+                nursery.start_soon(daemon.metrics.run)
             with starting:
                 listeners = await daemon.listen(host, port)
                 bound = listeners[0].socket.getsockname()

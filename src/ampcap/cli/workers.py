@@ -87,10 +87,12 @@ def _worker(run: Callable[[list[str]], int], argv: list[str], handed: list[tuple
 
 
 def launch(run: Callable[[list[str]], int], argv: Sequence[str], count: int,
-           addresses: Sequence[tuple[str, int]], *, what: str = "serve") -> int:
+           addresses: Sequence[tuple[str, int]], *, what: str = "serve",
+           on_exit: Callable[[int], None] | None = None) -> int:
     """Run ``run(argv)`` in ``count`` worker processes sharing sockets bound
     to ``addresses`` (each as its command line names it) and one store group;
-    until SIGTERM/SIGINT/SIGHUP, which drains them all. Returns the exit status."""
+    until SIGTERM/SIGINT/SIGHUP, which drains them all. ``on_exit(pid)``
+    hears of each worker that ended. Returns the exit status."""
     bound = [(address, bind(address, count)) for address in addresses]
     os.environ.setdefault(GROUP_ENV, secrets.token_hex(16))
     context = multiprocessing.get_context("spawn")
@@ -128,6 +130,8 @@ def launch(run: Callable[[list[str]], int], argv: Sequence[str], count: int,
                 if code is None or stopping or getattr(proc, "reported", False):
                     continue
                 proc.reported = True
+                if on_exit is not None:
+                    on_exit(proc.pid)
                 how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
                 if code > 0 and time.monotonic() - started[index] < QUICK_DEATH_S:  # killed: not its fault
                     print(f"ampcap {what}: worker {index} (pid {proc.pid}) ended at start with {how}; stopping",

@@ -16,6 +16,7 @@ builds a :class:`DurableState`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,7 @@ class DurableState:
         self._saved: dict[bytes, Any] = {}  # session records, by session id (the latest wins)
         self._held: list[list[Any]] = []  # action lists waiting for that commit
         self._kick = trio.Event()
+        self.on_commit: Callable[[float], None] | None = None  # serve --metrics: each batch's commit time
         now = clock.wall_ms()
         self._pruned_ms = now
         # The store is the record (R25): only the RUNNING rows are read here
@@ -143,6 +145,7 @@ class DurableState:
                     held = [[a for a in actions if not (type(a) is Execute and a.job.key in stopped)]
                             for actions in held]
             try:
+                started = time.perf_counter()
                 with self.store.transaction() as db:
                     if claims is not None:
                         claims.write_rows(db, records, self._clock.wall_ms())
@@ -150,6 +153,8 @@ class DurableState:
                         self.journal.write_rows(db, records)
                     if saved:
                         self.session_store.write_rows(db, saved.values())
+                if self.on_commit is not None:
+                    self.on_commit(time.perf_counter() - started)
                 now = self._clock.wall_ms()
                 if now - self._pruned_ms > PRUNE_EVERY_MS:
                     self._pruned_ms = now
