@@ -211,6 +211,8 @@ async def _drive(url: str, ident: Identity, wires: dict[bytes, bytes], got: dict
                     assert got[env.reply_to] == item.raw, "two different answers to one invoke"
                 got.setdefault(env.reply_to, item.raw)
                 answered += 1
+    except AssertionError:
+        raise
     except Exception:
         pass  # the worker died under us
     finally:

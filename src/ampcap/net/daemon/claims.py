@@ -85,15 +85,24 @@ class WorkerClaims:
         stopped: set[InvokeKey] = set()
         later: list[list[Any]] = []
         now = self._clock.wall_ms()
+        running = []
         for record in records:
-            if record.state is not JournalState.RUNNING:
+            if record.state is JournalState.RUNNING:
+                running.append(record)
+            else:
                 rest.append(record)
-                continue
+        if not running:
+            return rest, stopped, later
+        try:
+            claims: list[Claim | None] = list(self.journal.claim_many(running, self.owner, now + self.lease_ms, now))
+        except Exception as exc:  # the store is down: nothing ran, the callers may retry
+            self._warn("claim", exc)
+            claims = [None] * len(running)
+        for record, claim in zip(running, claims):
             key = record.key
             try:
-                claim = self.journal.claim(record, self.owner, now + self.lease_ms, now)
-                actions = self._follow(key, claim, now, may_run=True)
-            except Exception as exc:  # the store is down: nothing ran, the caller may retry
+                actions = self._refuse(key, now) if claim is None else self._follow(key, claim, now, may_run=True)
+            except Exception as exc:
                 self._warn("claim", exc)
                 actions = self._refuse(key, now)
             if actions is None:
