@@ -354,6 +354,12 @@ def test_postgresql_stopped_under_load_then_started(tmp_path: Path, pg_cluster: 
         assert send(before) == answered  # the same bytes as before the outage
         runs = ran(log)
         assert len(runs) == len(set(runs)) and not any(r.startswith("b") for r in runs), runs
+        # What was refused while the store was down never ran: its retry runs it now, once.
+        retried = send(down)
+        assert len(retried) == 10 and all("result" in decode_envelope(r).body for r in retried.values())
+        assert send(down) == retried
+        runs = ran(log)
+        assert len(runs) == len(set(runs)) and sum(r.startswith("b") for r in runs) == 10, runs
     finally:
         status = parent.stop()
     assert status == 0, parent.err.read_text()

@@ -660,6 +660,19 @@ class Executor:
         self._limits.release(run.job.conn)
         return [Send(conn, _as_sent(terminal)) for conn in self._cache.finish(key, terminal, now_ms)]
 
+    def withdraw(self, key: InvokeKey, error: AmpError, now_ms: int) -> list[Action]:
+        """Answer ``key`` with the retryable ``error`` and forget it: its job
+        never started (a group's store could not be reached to claim it), so
+        a retry, here or on another worker, may run it."""
+        run = self._running.pop(key, None)
+        if run is None:
+            return []
+        self._deadlines.discard(key)
+        self._limits.release(run.job.conn)
+        out = self._seal(self._reply(run.job, int(MessageType.CAP_RESULT), result_error(error, run.job.session)),
+                         now_ms)
+        return [Send(conn, out) for conn in self._cache.withdraw(key)]
+
     def seal_terminal(self, out: Outbound, now_ms: int) -> Terminal:
         """``out`` sealed once, as a terminal reply is kept (for a 5002 closing an abandoned claim)."""
         return _terminal(self._seal(out, now_ms))

@@ -185,8 +185,8 @@ class WorkerClaims:
         return []
 
     def _refuse(self, key: InvokeKey, now: int) -> list[Any]:
-        self._silent.add(key)
-        return self._executor.complete(key, error=STORE_DOWN, now_ms=now)
+        """The store is down: 5002, and the invoke is forgotten (it never ran; a retry may run it)."""
+        return self._executor.withdraw(key, STORE_DOWN, now)
 
     # ------------------------------------------------------------ tasks
 
