@@ -102,8 +102,10 @@ class PostgresStore(StateStore):
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             if self.durability is Durability.PROCESS:
                 conn.execute("SET synchronous_commit = off")
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, "
-                         "version BIGINT NOT NULL)")
+            with conn.transaction():  # workers starting together: IF NOT EXISTS alone races on PostgreSQL
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, "
+                             "version BIGINT NOT NULL)")
         except psycopg.Error as exc:
             raise AmpError(5002, f"state database {self.where}: {str(exc).strip() or type(exc).__name__}") \
                 from None
