@@ -146,3 +146,9 @@ def test_bench_relay_quick() -> None:
 def test_bench_payments_quick() -> None:
     out = run_tool("bench_payments.py", "--quick")
     assert "Ed25519 sign + verify" in out and "capture, replayed" in out and "WAL file" in out
+
+
+@pytest.mark.slow
+def test_bench_scale_quick() -> None:
+    out = run_tool("bench_scale.py", "--quick", "--no-postgres", timeout=240)
+    assert "SQLite, 2 workers |" in out and "2 workers / 1 worker on SQLite" in out

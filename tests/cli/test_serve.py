@@ -105,8 +105,26 @@ def test_a_peer_it_cannot_dial_is_named_with_its_flag(tmp_path: Path, flag: str)
 def test_port_in_use_is_reported(tmp_path: Path) -> None:
     with serve_process(tmp_path) as proc:
         port = proc.url.rsplit(":", 1)[1]
-        result = run(tmp_path, "serve", "--demo", "--listen", f"127.0.0.1:{port}")
+        # (its own store: the default one is the first daemon's, see below)
+        result = run(tmp_path, "serve", "--demo", "--listen", f"127.0.0.1:{port}", "--state-dir", "none")
         assert result.returncode == 1 and "Traceback" not in result.stderr
         # One line that names the address and the reason.
         assert result.stderr.strip().splitlines() == [
             f"ampcap serve: cannot listen on 127.0.0.1:{port}: Address already in use"], result.stderr
+
+
+def test_a_second_daemon_on_the_same_store_is_refused(tmp_path: Path) -> None:
+    # R25: two daemons of the default identity would share the default state
+    # directory without coordinating; the second is refused, with what to do.
+    with serve_process(tmp_path):
+        result = run(tmp_path, "serve", "--demo", "--listen", "127.0.0.1:0")
+        assert result.returncode == 1 and result.stdout == "" and "Traceback" not in result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("ampcap serve: state store ") and "does not coordinate" in line
+        assert "--state-dir" in line and "--workers" in line
+        # Its own directory, or none, is fine (checked by the port test above for none).
+    result = run(tmp_path, "serve", "--demo", "--listen", "127.0.0.1:0", "--state-url", "/not/a/url")
+    assert result.returncode == 2 and "expected postgresql://" in result.stderr
+    result = run(tmp_path, "serve", "--demo", "--listen", "127.0.0.1:0", "--state-url", "postgresql://x/y",
+                 "--state-dir", "none")
+    assert result.returncode == 2 and "give one" in result.stderr

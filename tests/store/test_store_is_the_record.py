@@ -20,7 +20,7 @@ from exec_helpers import ALICE, INVOKE, RESULT, SEAL, T0, DemoRegistry, DemoReso
 from ampcap.caps.params import ParamsValidator  # noqa: E402
 from ampcap.peer.dedupe import InvokeKey  # noqa: E402
 from ampcap.peer.executor import INTERRUPTED, Execute, Executor, ExecutorConfig  # noqa: E402
-from ampcap.peer.journal import JournalRecord, JournalState, Persist  # noqa: E402
+from ampcap.peer.journal import ClaimStatus, JournalRecord, JournalState, Persist  # noqa: E402
 from ampcap.store import open_store  # noqa: E402
 from ampcap.store.journal import StoreJournal  # noqa: E402
 from ampcap.wire.envelope import decode_envelope  # noqa: E402
@@ -114,15 +114,20 @@ def test_running_rows_from_an_earlier_life_or_a_dead_worker(store_target: str) -
     [cut] = sends(fresh.handle(slow, "c2", T0 + 200), RESULT)
     assert decode_envelope(cut.out.wire).body["error"]["message"] == INTERRUPTED
 
-    # A worker's claim: held while its lease lives (retry later), abandoned once it lapsed.
+    # A worker's claim: while its lease lives the executor accepts the
+    # duplicate as new, and the edge's claim finds it held (peer/claims.py:
+    # PROCESSING, then its bytes); once the lease lapsed, it is closed.
     other = message(ALICE, INVOKE, SLEEP, T0 + 1)
     claimed = msgspec.structs.replace(running, key=InvokeKey(ALICE.did, other.envelope.id),
                                       fingerprint=other.fingerprint, owner="w9", lease_until=T0 + 5_000)
     journal.write([claimed])
     ex = _executor(Counted(journal))
     ex.preload([], T0 + 300, lambda cid: False, remembered_until=journal.latest_expiry())
-    [busy] = sends(ex.handle(other, "c3", T0 + 300))
-    assert busy.out.body["code"] == 5002 and "another process" in busy.out.body["message"]
+    accepted = ex.handle(other, "c3", T0 + 300)
+    assert isinstance(accepted[0], Persist) and accepted[0].records[0].state is JournalState.RUNNING
+    assert journal.claim(accepted[0].records[0], "w1", T0 + 9_000, T0 + 300).status is ClaimStatus.HELD
+    ex = _executor(Counted(journal))
+    ex.preload([], T0 + 300, lambda cid: False, remembered_until=journal.latest_expiry())
     actions = ex.handle(other, "c3", T0 + 6_000)
     assert isinstance(actions[0], Persist) and actions[0].records[0].state is JournalState.DONE
     [lapsed] = sends(actions, RESULT)

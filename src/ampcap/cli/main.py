@@ -39,6 +39,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "pay",      # ampcap pay quote/authorize/capture/cancel/refund/status/buy
     "mcp",      # ampcap mcp
     "keys",     # ampcap keygen, ampcap id
+    "status",   # ampcap status
 )
 
 
@@ -48,6 +49,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 COMMAND_MODULES: dict[str, str] = {
     "serve": "serve", "relay": "relay", "query": "client", "invoke": "client", "session": "client", "caps": "caps", "dump": "dump",
     "interop": "interop", "deleg": "deleg", "mcp": "mcp", "keygen": "keys", "id": "keys", "pay": "pay",
+    "status": "status",
 }
 
 
@@ -216,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser(sys.argv[1:] if argv is None else argv)
     args, extra = parser.parse_known_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given (serve --workers hands it on)
     if extra:
         # argparse leaves arguments no subcommand took to the top parser,
         # which would print the top-level usage; the subcommand's says more.

@@ -91,6 +91,10 @@ def register(subparsers: Any) -> None:
                         "invoke journal (a retry after a restart gets the same reply, an invoke a restart "
                         "interrupted gets 5002), sessions, credentials and revocations; default "
                         "$XDG_STATE_HOME/ampcap/<DID fingerprint>/; 'none' keeps everything in memory")
+    p.add_argument("--state-url", default=None, metavar="postgresql://...",
+                   help="keep the durable state in PostgreSQL instead (psycopg 3: pip install 'ampcap[postgres]'): "
+                        "the store that several workers and machines of one identity share (docs/scaling.md); "
+                        "not with --state-dir")
     p.add_argument("--framing", choices=("rfc002", "raw"), default=None,
                    help="stream framing (default rfc002; raw = bare 4-byte length, R3)")
     p.add_argument("--compat", choices=("rust-example",), default=None,
@@ -133,6 +137,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--durability", choices=("process", "power"), default="process",
                    help="what a committed write survives: 'process' (default) a crash of the daemon, "
                         "'power' also a power loss or kernel crash (each commit waits for fsync)")
+    p.add_argument("--metrics", default=None, metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics (invokes by capability and "
+                        "outcome, latency, in flight, connections, store commits, claim conflicts; with "
+                        "--workers, summed over the workers); `ampcap status http://HOST:PORT` prints them")
+    p.add_argument("--workers", type=whole_number("--workers", 1, 256), default=1, metavar="N",
+                   help="run N processes of this daemon on the same listening sockets and state store (they "
+                        "claim each invoke in the store, so a retry reaching any of them is answered once; "
+                        "docs/scaling.md); default 1")
     p.set_defaults(func=run_serve)
 
 
@@ -260,8 +272,10 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
         except ValueError as exc:
             raise CommandError(str(exc)) from None
     identity = load_or_create_identity(args.identity)
+    if getattr(args, "state_url", None) is not None and args.state_dir is not None:
+        raise UsageError("--state-url and --state-dir name two stores: give one")
     with local_file_errors():
-        state = _state_store(args.state_dir, args.durability, identity.did)
+        state = _state_store(args.state_dir, args.durability, identity.did, getattr(args, "state_url", None))
         # descriptor_signer: a key file is read here; "identity" is this daemon's key.
         from ..files.manifest import sign_descriptors
 
@@ -307,16 +321,130 @@ def build_daemon(args: argparse.Namespace) -> tuple[Any, str, int]:
     return daemon, host, port
 
 
-def _state_store(state_dir: Path | str | None, durability: str, did: str) -> Any:
-    """The open StateStore (R19) for ``--state-dir`` (None: not given, the
-    identity's default; "none": in memory) and ``--durability``."""
-    from ..store.database import Durability, StateStore, default_state_dir
+GROUP_ENV = "AMPCAP_STORE_GROUP"
+"""The group token workers sharing one store are given (``serve --workers`` sets it for its children; the
+machines of one fleet are each given the same one). Unset: the daemon is a group of one."""
 
-    directory = default_state_dir(did) if state_dir is None else None if state_dir == "none" else Path(state_dir)
-    store = StateStore.open(directory, durability=Durability(durability))
-    if directory is not None:
-        log.info("state: %s (durability %s)", store.path, durability)
+
+def _state_store(state_dir: Path | str | None, durability: str, did: str, state_url: str | None = None) -> Any:
+    """The open StateStore (R19) for ``--state-dir`` (None: not given, the
+    identity's default; "none": in memory) or ``--state-url``, and
+    ``--durability``; its owner lock taken (R25: a store is shared only by
+    workers of one group)."""
+    from ..display import MESSAGE_LIMIT, shown
+    from ..store.database import Durability, StateStore, default_state_dir
+    from ..store.owner import StoreBusy
+
+    try:
+        if state_url is not None:
+            from ..store.opening import is_store_url, open_store
+
+            if not is_store_url(state_url):
+                raise UsageError(f"--state-url {state_url!r}: expected postgresql://...")
+            store = open_store(state_url, durability=Durability(durability))
+        else:
+            directory = default_state_dir(did) if state_dir is None else None if state_dir == "none" \
+                else Path(state_dir)
+            store = StateStore.open(directory, durability=Durability(durability))
+    except AmpError as exc:
+        raise CommandError(exc.message) from None
+    if not store.durable:
+        return store
+    group = os.environ.get(GROUP_ENV) or None
+    try:
+        store.ownership = store.take_ownership(group)
+    except StoreBusy as exc:
+        store.close()
+        raise CommandError(f"{exc.message}: stop that daemon, give this one its own --state-dir (or --state-dir "
+                           f"none), or run them as workers of one group (serve --workers N; on several machines, "
+                           f"the same {GROUP_ENV} for each)") from None
+    except Exception as exc:  # the database went away between opening and locking
+        store.close()
+        raise CommandError(f"state store {store.where}: {shown(exc, MESSAGE_LIMIT)}") from None
+    if group is not None:
+        from ..net.daemon.claims import new_worker_id
+
+        store.worker_id = new_worker_id()
+    log.info("state: %s (durability %s%s)", store.where, durability,
+             f", worker {store.worker_id}" if store.worker_id is not None else "")
     return store
+
+
+METRICS_CHILD_ENV = "AMPCAP_METRICS_CHILD"  # a worker of serve --workers --metrics: the parent serves
+
+
+def _start_metrics(daemon: Any, address: tuple[str, int], *, serve: bool) -> None:
+    try:
+        from ..net.daemon.metrics import DaemonMetrics, serve_metrics
+    except ImportError:
+        raise CommandError("--metrics needs prometheus_client: pip install 'ampcap[metrics]'") from None
+    if serve:
+        try:
+            server = serve_metrics(address)
+        except OSError as exc:
+            raise CommandError(f"--metrics: cannot listen on {args_address(address)}: "
+                               f"{exc.strerror or exc}") from None
+        log.info("metrics: http://%s/metrics", args_address(server.server_address[:2]))
+    metrics = DaemonMetrics(daemon)
+    daemon.metrics = metrics
+    daemon.observe = metrics.observe
+    if daemon.durable is not None:
+        daemon.durable.on_commit = metrics.committed
+
+
+def args_address(address: Any) -> str:
+    from ..net.transport.url import format_hostport
+
+    return format_hostport(str(address[0]), int(address[1]))
+
+
+def _run_workers(args: argparse.Namespace) -> int:
+    """``serve --workers N``: the parent binds, the workers serve (cli/workers.py)."""
+    from .main import main
+    from .workers import launch
+
+    if args.state_dir == "none":
+        raise UsageError("--workers N share one state store: not with --state-dir none")
+    load_or_create_identity(args.identity)  # once, here: N workers would race to create the default key
+    addresses = [parse_listen(args.listen)]
+    if getattr(args, "http", None) is not None:
+        addresses.append(parse_listen(args.http))
+    argv: list[str] = list(getattr(args, "argv", None) or sys.argv[1:])
+    child: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--workers":
+            skip = True
+        elif not arg.startswith("--workers="):
+            child.append(arg)
+    if args.metrics is None:
+        return launch(main, child, args.workers, addresses)
+    import shutil
+    import tempfile
+
+    # prometheus_client's multiprocess mode: each worker writes its figures
+    # to files in this directory, the parent serves their sum.
+    directory = tempfile.mkdtemp(prefix="ampcap-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    os.environ[METRICS_CHILD_ENV] = "1"
+    try:
+        from ..net.daemon.metrics import serve_metrics
+        from prometheus_client import multiprocess
+
+        address = parse_listen(args.metrics)
+        try:
+            serve_metrics(address, multiprocess_dir=directory)
+        except OSError as exc:
+            raise CommandError(f"--metrics: cannot listen on {args_address(address)}: {exc.strerror or exc}") \
+                from None
+        return launch(main, child, args.workers, addresses,
+                      on_exit=lambda pid: multiprocess.mark_process_dead(pid, directory))
+    except ImportError:
+        raise CommandError("--metrics needs prometheus_client: pip install 'ampcap[metrics]'") from None
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -334,6 +462,8 @@ def run_serve(args: argparse.Namespace) -> int:
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
     dial_tls = tls_client_context(args, [*args.relay, *args.connect])
+    if args.workers > 1:
+        return _run_workers(args)
     # A stop signal before serving (held by cli.startup) ends serve here, with
     # 0: checked before the daemon is built, before the event loop starts, and
     # (serve_until_signal) once trio's own signal handling is in place.
@@ -342,6 +472,8 @@ def run_serve(args: argparse.Namespace) -> int:
     daemon, host, port = build_daemon(args)
     if _stopped_during_startup():
         return 0
+    if args.metrics is not None:
+        _start_metrics(daemon, parse_listen(args.metrics), serve=not os.environ.get(METRICS_CHILD_ENV))
     # What start-up built (modules, classes, the schemas, the catalog) lives
     # as long as the process. Frozen, the collector no longer walks it: a
     # full collection (every ~20,000 invokes of `serve --demo`) walked all
@@ -389,6 +521,8 @@ async def serve_until_signal(daemon: Any, host: str, port: int, tls: bool, relay
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch, signals)
             await nursery.start(daemon.run)
+            if getattr(daemon, "metrics", None) is not None:
+                nursery.start_soon(daemon.metrics.run)
             with starting:
                 listeners = await daemon.listen(host, port)
                 bound = listeners[0].socket.getsockname()
@@ -517,8 +651,9 @@ async def _keep_linked(daemon: Any, what: str, dial: Any, link: Any, *, stable_s
 def _announce(line: str) -> None:
     """The one line scripts wait for, flushed before anything can be served.
     With stdout closed (as some supervisors start daemons) or its reader
-    gone, nobody waits for it: the daemon serves on, and says so."""
-    if sys.stdout is None:
+    gone, nobody waits for it: the daemon serves on, and says so. Of
+    ``serve --workers``, only the first worker's first start prints it."""
+    if sys.stdout is None or os.environ.get("AMPCAP_WORKER", "0 0") != "0 0":
         return
     try:
         sys.stdout.write(line + "\n")

@@ -251,6 +251,15 @@ class InvokeCache:
         self._keep(key, entry.fingerprint, max(entry.expires_at, now_ms), terminal, now_ms)
         return tuple(entry.waiters)
 
+    def withdraw(self, key: InvokeKey) -> tuple[Hashable, ...]:
+        """RUNNING → unknown: the job never started (a retry may run it).
+        Returns the connections waiting for it."""
+        entry = self._entries.get(key)
+        if not isinstance(entry, _Running):
+            return ()
+        del self._entries[key]
+        return tuple(entry.waiters)
+
     def remember(self, key: InvokeKey, fingerprint: bytes, terminal: Terminal, *, expires_at: int,
                  now_ms: int) -> None:
         """Store the terminal ERROR of an invocation rejected before execution."""

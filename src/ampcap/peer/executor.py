@@ -634,8 +634,9 @@ class Executor:
             return Lookup(CacheStatus.DONE, record.terminal), []
         # RUNNING, and not in this executor's memory (it never evicts its own running invokes).
         if record.owner is not None and record.lease_until >= now_ms:
-            raise AmpError(UNAVAILABLE, "this invoke is running in another process of this daemon; retry later "
-                                        "for its result")
+            # Another worker runs it (R25): it takes the path of a new invoke,
+            # whose claim finds it held (PROCESSING, then its bytes: peer/claims.py).
+            return _NEW_LOOKUP, []
         if self._idempotent(record.capability_id):
             return _NEW_LOOKUP, []  # interrupted; it may run again (its new RUNNING row replaces this one)
         # Interrupted by a restart, or its owner died (its lease ran out): R19's 5002, sealed once.
@@ -683,6 +684,33 @@ class Executor:
                                    session=_session_of(run.job))
             return [Persist((record,)), *sends]
         return sends
+
+    def settle(self, key: InvokeKey, terminal: Terminal, now_ms: int) -> list[Action]:
+        """End ``key`` with ``terminal``: bytes another worker sealed and the
+        shared journal holds (R25, peer/claims.py). Not journaled again."""
+        run = self._running.pop(key, None)
+        if run is None:
+            return []
+        self._deadlines.discard(key)
+        self._limits.release(run.job.conn)
+        return [Send(conn, _as_sent(terminal)) for conn in self._cache.finish(key, terminal, now_ms)]
+
+    def withdraw(self, key: InvokeKey, error: AmpError, now_ms: int) -> list[Action]:
+        """Answer ``key`` with the retryable ``error`` and forget it: its job
+        never started (a group's store could not be reached to claim it), so
+        a retry, here or on another worker, may run it."""
+        run = self._running.pop(key, None)
+        if run is None:
+            return []
+        self._deadlines.discard(key)
+        self._limits.release(run.job.conn)
+        out = self._seal(self._reply(run.job, int(MessageType.CAP_RESULT), result_error(error, run.job.session)),
+                         now_ms)
+        return [Send(conn, out) for conn in self._cache.withdraw(key)]
+
+    def seal_terminal(self, out: Outbound, now_ms: int) -> Terminal:
+        """``out`` sealed once, as a terminal reply is kept (for a 5002 closing an abandoned claim)."""
+        return _terminal(self._seal(out, now_ms))
 
     # ----------------------------------------------------------- restart
 

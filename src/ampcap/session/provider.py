@@ -42,7 +42,7 @@ from ..wire.envelope import new_message_id
 from ..wire.receive import Inbound
 from ..wire.registry import MessageType
 from . import control
-from .context import scope_of
+from .context import read_context, scope_of
 from .record import Checkpoint, SessionRecord, ThreadMode
 from .state import SessionInput, SessionState, advance_session
 
@@ -112,6 +112,10 @@ class SessionProvider:
         # folded into the record when it is read for a control op or saved with
         # the next batch. Not a new record per invoke: that is the hot path.
         self._activity: dict[bytes, tuple[bytes, int]] = {}
+        # Workers of one group share the session records (R25): then every
+        # control op and scoped invoke reads its record through the store (a
+        # session started or closed by another worker), memory only caches.
+        self.lookup: Callable[[bytes], SessionRecord | None] | None = None
 
     # ------------------------------------------------------------ restore
 
@@ -140,8 +144,19 @@ class SessionProvider:
         self._put(record)
         return SaveSession(record)
 
+    def _read_through(self, session_id: bytes | None) -> None:
+        if self.lookup is None or session_id is None:
+            return
+        try:
+            found = self.lookup(session_id)
+        except Exception:
+            raise AmpError(5002, "the state store cannot be read; retry later") from None
+        if found is not None:
+            self._put(found)
+
     def record(self, session_id: bytes) -> SessionRecord | None:
         """The session's record, with the activity of its invokes folded in."""
+        self._read_through(session_id)
         activity = self._activity.pop(session_id, None)
         record = self.sessions.get(session_id)
         if record is not None and activity is not None:
@@ -237,6 +252,7 @@ class SessionProvider:
             raise AmpError(BAD_REQUEST, "participants must include the sender", path="body.participants")
         if request.expires_in_ms <= 0:
             raise AmpError(BAD_REQUEST, "expires_in_ms must be > 0", path="body.expires_in_ms")
+        self._read_through(sid)
         if sid in self.sessions:
             raise AmpError(BAD_REQUEST, "session id already in use", path="body.session_id")
         record = SessionRecord(session_id=sid, owner=sender, participants=request.participants,
@@ -331,6 +347,8 @@ class SessionProvider:
         """§4.4 and §7.3 for a CAP_INVOKE: the live session it is scoped to
         (None: not session-scoped); AmpError 1001/3001/4001/4003 to refuse it."""
         env, body = inbound.envelope, inbound.body
+        if self.lookup is not None:
+            self._read_through(read_context(body)[0] if type(body) is dict else None)
         record = scope_of(env, body, self.sessions)
         if record is None:
             return None
@@ -355,6 +373,9 @@ class SessionProvider:
         if thread_id is None:
             return False
         record = self.sessions.get(thread_id)
+        if record is None and self.lookup is not None:
+            self._read_through(thread_id)
+            record = self.sessions.get(thread_id)
         return record is not None and record.live
 
     # ------------------------------------------------------------- timers

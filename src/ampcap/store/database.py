@@ -39,7 +39,8 @@ import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -114,6 +115,10 @@ class StateStore:
 
     def __init__(self, durability: Durability) -> None:
         self.durability = durability
+        # Set when this process is one worker of a group sharing the store
+        # (R25): its invokes are claimed under this id (net/daemon/claims.py).
+        self.worker_id: str | None = None
+        self.ownership: Any = None  # the owner lock, held while the process lives (store/owner.py)
         self.path: Path | None = None
 
     @classmethod
@@ -218,6 +223,11 @@ class SqliteStore(StateStore):
                 # is exactly one transaction and nothing is committed behind our back.
                 db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
                 db.execute("PRAGMA journal_mode=WAL")
+                # Waiting for another process's write lock is ours (_busy):
+                # SQLite's own handler sleeps 1 ms and more per try, with the
+                # worker's whole event loop stopped, while commits take tens
+                # of microseconds.
+                db.execute("PRAGMA busy_timeout=0")
             except sqlite3.Error as exc:
                 raise AmpError(5002, f"state database {path}: {exc}") from None
             store = cls(db, path, durability)
@@ -232,7 +242,7 @@ class SqliteStore(StateStore):
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        self._db.execute("BEGIN IMMEDIATE")
+        _busy(lambda: self._db.execute("BEGIN IMMEDIATE"))
         try:
             yield self._db
         except BaseException:
@@ -241,7 +251,7 @@ class SqliteStore(StateStore):
         self._db.execute("COMMIT")
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._db.execute(sql, params).fetchall()
+        return _busy(lambda: self._db.execute(sql, params).fetchall())
 
     def data_version(self) -> int:
         """SQLite's count of commits by *other* connections (a cheap change probe)."""
@@ -254,3 +264,27 @@ class SqliteStore(StateStore):
 
     def close(self) -> None:
         self._db.close()
+
+
+BUSY_WAIT_S = 5.0  # how long a statement waits for another process's lock before failing
+
+
+def _busy(step: Callable[[], Any]) -> Any:
+    """``step()``, tried again while another process holds the lock it
+    needs (several workers share the file, R25): after 50 µs, doubling up
+    to 1 ms, for at most :data:`BUSY_WAIT_S`."""
+    try:
+        return step()
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            raise
+    deadline = time.monotonic() + BUSY_WAIT_S
+    pause = 0.00005
+    while True:
+        time.sleep(pause)
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                raise
+        pause = min(pause * 2, 0.001)

@@ -155,6 +155,21 @@ class StoreJournal:
         if rows:
             db.executemany(_UPSERT, rows)
 
+    def add_rows(self, db: Transaction, records: Iterable[JournalRecord], now_ms: int) -> None:
+        """Write DONE ``records`` a worker did not claim (its rejections, the
+        5002 of an abandoned invoke) where the key has no row yet, or a
+        ``running`` row whose lease ran out; another worker's live claim or
+        answer of the same key stands."""
+        for r in records:
+            assert r.terminal is not None
+            if db.execute(_CLAIM, _row(r)).rowcount == 1:
+                continue
+            if db.execute("UPDATE invoke_journal SET state = 'done', wire = ?, wire_expires_at = ?, expires_at = ?, "
+                          "owner = NULL WHERE sender = ? AND msg_id = ? AND fingerprint = ? AND state = 'running' "
+                          "AND lease_until < ?", (r.terminal.wire, r.terminal.expires_at, r.expires_at, r.key.sender,
+                                                  r.key.msg_id, r.fingerprint, now_ms)).rowcount:
+                self.store.notify(db, DONE_CHANNEL, r.key.sender + " " + r.key.msg_id.hex())
+
     def write(self, records: Iterable[JournalRecord]) -> None:
         with self.store.transaction() as db:
             self.write_rows(db, records)
@@ -179,16 +194,38 @@ class StoreJournal:
                              (record.key.sender, record.key.msg_id)).fetchone()
         if row is None:  # pruned between the two statements: it expired, and so has the message
             return self.claim(record, owner, lease_until, now_ms)
-        found = _record(row)
-        if found.fingerprint != record.fingerprint:
-            return Claim(ClaimStatus.CONFLICT, found)
-        if found.state is JournalState.DONE:
-            return Claim(ClaimStatus.DONE, found)
-        if found.owner == owner:
-            return Claim(ClaimStatus.CLAIMED, found)
-        if found.lease_until >= now_ms:
-            return Claim(ClaimStatus.HELD, found)
-        return Claim(ClaimStatus.ABANDONED, found)
+        return _classify(_record(row), record, owner, now_ms)
+
+    def claim_many(self, records: list[JournalRecord], owner: str, lease_until: int, now_ms: int) -> list[Claim]:
+        """:meth:`claim` for a batch, in one transaction: one multi-row
+        insert (a round trip per 256 records on PostgreSQL) says which keys
+        are new; only the others (duplicates: rare) are read back."""
+        mine = [msgspec.structs.replace(r, state=JournalState.RUNNING, terminal=None, owner=owner,
+                                        lease_until=lease_until) for r in records]
+        won: set[tuple[str, bytes]] = set()
+        found: dict[tuple[str, bytes], tuple[Any, ...] | None] = {}
+        with self.store.transaction() as db:
+            for start in range(0, len(mine), _CHUNK):
+                chunk = mine[start:start + _CHUNK]
+                sql = (f"INSERT INTO invoke_journal ({_COLUMNS}) VALUES {', '.join([_ROW_MARKS] * len(chunk))} "
+                       "ON CONFLICT (sender, msg_id) DO NOTHING RETURNING sender, msg_id")
+                won.update((sender, bytes(msg_id)) for sender, msg_id in
+                           db.execute(sql, [value for r in chunk for value in _row(r)]).fetchall())
+            for r in mine:
+                key = (r.key.sender, r.key.msg_id)
+                if key not in won:
+                    found[key] = db.execute(f"SELECT {_COLUMNS} FROM invoke_journal WHERE sender = ? AND msg_id = ?",
+                                            key).fetchone()
+        claims = []
+        for r in mine:
+            key = (r.key.sender, r.key.msg_id)
+            if key in won:
+                claims.append(Claim(ClaimStatus.CLAIMED))
+                continue
+            row = found[key]
+            claims.append(self.claim(r, owner, lease_until, now_ms) if row is None  # pruned meanwhile
+                          else _classify(_record(row), r, owner, now_ms))
+        return claims
 
     def take_over(self, key: InvokeKey, owner: str, lease_until: int, now_ms: int) -> bool:
         """Claim an ABANDONED row (an idempotent invoke to run again): only one
@@ -221,18 +258,25 @@ class StoreJournal:
         the keys whose claim was lost (their lease ran out and another
         process closed or took them: the store's row is the answer). Other
         processes waiting on a key are told (NOTIFY on PostgreSQL)."""
-        lost = []
-        for r in records:
-            assert r.terminal is not None
-            n = db.execute("UPDATE invoke_journal SET state = 'done', wire = ?, wire_expires_at = ?, "
-                           "expires_at = ?, owner = NULL WHERE sender = ? AND msg_id = ? AND owner = ?",
-                           (r.terminal.wire, r.terminal.expires_at, r.expires_at, r.key.sender, r.key.msg_id,
-                            owner)).rowcount
-            if n != 1:
-                lost.append(r.key)
-            else:
-                self.store.notify(db, DONE_CHANNEL, r.key.sender + " " + r.key.msg_id.hex())
-        return lost
+        records = list(records)
+        done: set[tuple[str, bytes]] = set()
+        # One multi-row UPDATE per 256 records (a round trip each on
+        # PostgreSQL), not one statement per record.
+        for start in range(0, len(records), _CHUNK):
+            chunk = records[start:start + _CHUNK]
+            params: list[Any] = []
+            for r in chunk:
+                assert r.terminal is not None
+                params += (r.key.sender, r.key.msg_id, r.terminal.wire, r.terminal.expires_at, r.expires_at)
+            params.append(owner)
+            sql = ("UPDATE invoke_journal SET state = 'done', wire = v.column3, wire_expires_at = v.column4, "
+                   f"expires_at = v.column5, owner = NULL FROM (VALUES {', '.join(['(?, ?, ?, ?, ?)'] * len(chunk))}) "
+                   "AS v WHERE invoke_journal.sender = v.column1 AND invoke_journal.msg_id = v.column2 "
+                   "AND invoke_journal.owner = ? RETURNING sender, msg_id")
+            done.update((sender, bytes(msg_id)) for sender, msg_id in db.execute(sql, params).fetchall())
+        if done:  # one wake-up per batch for the workers waiting on any of them
+            self.store.notify(db, DONE_CHANNEL, "")
+        return [r.key for r in records if (r.key.sender, r.key.msg_id) not in done]
 
     def renew(self, owner: str, lease_until: int) -> int:
         """Push ``owner``'s leases forward (every RUNNING row it holds, in one
@@ -255,6 +299,21 @@ class StoreJournal:
 
 
 SqliteJournal = StoreJournal
+_CHUNK = 256  # records per multi-row statement (SQLite allows 32,766 parameters; 13 a row)
+_ROW_MARKS = "(" + ", ".join(["?"] * 13) + ")"
+
+
+def _classify(found: JournalRecord, record: JournalRecord, owner: str, now_ms: int) -> Claim:
+    """What a claim of ``record`` that met the row ``found`` means (see :meth:`StoreJournal.claim`)."""
+    if found.fingerprint != record.fingerprint:
+        return Claim(ClaimStatus.CONFLICT, found)
+    if found.state is JournalState.DONE:
+        return Claim(ClaimStatus.DONE, found)
+    if found.owner == owner:
+        return Claim(ClaimStatus.CLAIMED, found)
+    if found.lease_until >= now_ms:
+        return Claim(ClaimStatus.HELD, found)
+    return Claim(ClaimStatus.ABANDONED, found)
 
 
 _OWN = DecodeLimits()  # rows this component wrote

@@ -102,8 +102,10 @@ class PostgresStore(StateStore):
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             if self.durability is Durability.PROCESS:
                 conn.execute("SET synchronous_commit = off")
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, "
-                         "version BIGINT NOT NULL)")
+            with conn.transaction():  # workers starting together: IF NOT EXISTS alone races on PostgreSQL
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, "
+                             "version BIGINT NOT NULL)")
         except psycopg.Error as exc:
             raise AmpError(5002, f"state database {self.where}: {str(exc).strip() or type(exc).__name__}") \
                 from None
@@ -126,14 +128,43 @@ class PostgresStore(StateStore):
     def _lock_schema(self, db: Any) -> None:
         db.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
 
+    def _reopened(self) -> Any:
+        """After a statement found the connection broken (the server
+        restarted since the last one): a new one, at once."""
+        try:
+            self._conn.close()
+        except Exception:
+            pass
+        self._conn = None
+        return self._live()
+
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:
         conn = self._live()
-        with conn.transaction():
+        block = conn.transaction()
+        try:
+            block.__enter__()  # BEGIN: the first contact with the server since the last statement
+        except self._psycopg.OperationalError:
+            # The server restarted since: nothing of this transaction was
+            # sent, so it may start again on a new connection.
+            conn = self._reopened()
+            block = conn.transaction()
+            block.__enter__()
+        try:
             yield _Tx(self)
+        except BaseException as exc:
+            if not block.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            block.__exit__(None, None, None)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        cursor = self._live().execute(self._sql(sql), params)
+        try:
+            cursor = self._live().execute(self._sql(sql), params)
+        except self._psycopg.OperationalError:
+            if self._conn is not None and not self._conn.broken:
+                raise
+            cursor = self._reopened().execute(self._sql(sql), params)  # a read: safe to send again
         rows: list[tuple[Any, ...]] = cursor.fetchall() if cursor.description is not None else []
         return rows
 

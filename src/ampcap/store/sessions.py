@@ -51,6 +51,11 @@ class SqliteSessions:
         return [SessionRecord.from_wire(loads(bytes(row[0]), _OWN))
                 for row in self.store.query("SELECT record FROM sessions")]
 
+    def find(self, session_id: bytes) -> SessionRecord | None:
+        """One session's record (a worker of a group reads through: another may have changed it)."""
+        rows = self.store.query("SELECT record FROM sessions WHERE session_id = ?", (session_id,))
+        return SessionRecord.from_wire(loads(bytes(rows[0][0]), _OWN)) if rows else None
+
     def write_rows(self, db: Transaction, records: Iterable[SessionRecord]) -> None:
         rows = [(r.session_id, r.status.value, r.expires_at, dumps(r.to_wire())) for r in records]
         if rows:

@@ -194,6 +194,8 @@ class Daemon(InboundDispatch):
                                  receive_budget=self.receive_budget,
                                  refusal=None if config.connection.framing is Framing.RAW else OVERLOADED_FRAME)
         self.links: set[Link] = set()
+        self.observe: Callable[[list[Any]], None] | None = None  # sees every action list as it takes effect
+        self.metrics: Any = None  # serve --metrics: the DaemonMetrics whose sampling task runs with the daemon
         self._half_closed: set[Link] = set()  # peers that finished sending; closed once answered
         self._nursery: trio.Nursery | None = None
         self._timer_kick = trio.Event()
@@ -531,6 +533,8 @@ class Daemon(InboundDispatch):
         if self.durable is not None and self._holds(actions):
             self.durable.hold(actions)
             return
+        if self.observe is not None:  # serve --metrics (net/daemon/metrics.py)
+            self.observe(actions)
         for action in actions:
             kind = type(action)
             if kind is Send:

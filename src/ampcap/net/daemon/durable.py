@@ -16,13 +16,15 @@ builds a :class:`DurableState`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ...caps.catalog import Catalog
 from ...display import MESSAGE_LIMIT, shown
+from ...peer.actions import Execute
 from ...peer.executor import Executor
 from ...peer.journal import Persist
 from ...peer.logthrottle import LogThrottle
@@ -31,6 +33,9 @@ from ...store.database import StateStore
 from ...store.journal import SqliteJournal
 from ...store.sessions import SqliteSessions
 from ..transport.clock import Clock
+
+if TYPE_CHECKING:
+    from .claims import WorkerClaims
 
 __all__ = ["DurableState", "holds"]
 
@@ -59,22 +64,35 @@ class DurableState:
         self._saved: dict[bytes, Any] = {}  # session records, by session id (the latest wins)
         self._held: list[list[Any]] = []  # action lists waiting for that commit
         self._kick = trio.Event()
+        self.on_commit: Callable[[float], None] | None = None  # serve --metrics: each batch's commit time
         now = clock.wall_ms()
         self._pruned_ms = now
         # The store is the record (R25): only the RUNNING rows are read here
         # (a restart interrupted them); the executor asks the journal for any
         # other invoke its cache cannot place.
-        records = self.journal.load_running(now)
+        idempotent = lambda cid: bool(getattr(catalog.get(cid), "idempotent", False))  # noqa: E731
+        self.claims: WorkerClaims | None = None
+        if store.worker_id is not None:  # one worker of a group (R25): claims, and only lapsed rows are ours to close
+            from .claims import WorkerClaims
+
+            self.claims = WorkerClaims(self.journal, executor, idempotent, clock, apply, throttle, store.worker_id)
+            records = self.journal.load_running(now, lease_expired_before=now)
+        else:
+            records = self.journal.load_running(now)
         executor.records = self.journal
-        closed, notes = executor.preload(records, now,
-                                         lambda cid: bool(getattr(catalog.get(cid), "idempotent", False)),
-                                         remembered_until=self.journal.latest_expiry())
-        self.journal.write(closed)
+        closed, notes = executor.preload(records, now, idempotent, remembered_until=self.journal.latest_expiry())
+        if self.claims is not None:
+            for record in closed:
+                self.journal.close_abandoned(record, now)
+        else:
+            self.journal.write(closed)
         for note in notes:
             throttle.log(log, note.topic or "journal", note.level, clock.monotonic_ms(), "%s", note.message)
         if records:
             log.info("journal: %d invokes interrupted by the restart in %s (%d closed with 5002)", len(records),
                      store.where, len(closed))
+        if self.claims is not None:
+            sessions.lookup = self.session_store.find  # another worker may have started or changed a session
         kept = self.session_store.load(now)
         self.session_store.write(sessions.preload(kept, now))
         if kept:
@@ -95,6 +113,14 @@ class DurableState:
         self._kick.set()
 
     async def run(self) -> None:
+        if self.claims is not None:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.claims.run)
+                await self._commit_loop()
+        else:
+            await self._commit_loop()
+
+    async def _commit_loop(self) -> None:
         while True:
             await self._kick.wait()
             self._kick = trio.Event()
@@ -111,22 +137,39 @@ class DurableState:
             self._records, self._held, self._saved = [], [], {}
             for record in self._sessions.take_dirty():  # checkpoints advanced by invokes, in the same commit
                 saved.setdefault(record.session_id, record)
+            later: list[list[Any]] = []
+            claims = self.claims
+            if claims is not None:  # a group's worker: its jobs start only on the claims it won
+                records, stopped, later = claims.claim(records)
+                if stopped:
+                    held = [[a for a in actions if not (type(a) is Execute and a.job.key in stopped)]
+                            for actions in held]
             try:
+                started = time.perf_counter()
                 with self.store.transaction() as db:
-                    self.journal.write_rows(db, records)
+                    if claims is not None:
+                        claims.write_rows(db, records, self._clock.wall_ms())
+                    else:
+                        self.journal.write_rows(db, records)
                     if saved:
                         self.session_store.write_rows(db, saved.values())
+                if self.on_commit is not None:
+                    self.on_commit(time.perf_counter() - started)
                 now = self._clock.wall_ms()
                 if now - self._pruned_ms > PRUNE_EVERY_MS:
                     self._pruned_ms = now
                     self.journal.prune(now)
             except Exception as exc:
+                if claims is not None:
+                    claims.commit_failed()
                 # The replies still go out (exactly one per invoke, R5); only
                 # their survival of a restart is lost. Loud, and throttled.
                 self._throttle.log(log, "journal", logging.ERROR, self._clock.monotonic_ms(),
                                    "state database write failed (replies sent, not journaled): %s",
                                    shown(exc, MESSAGE_LIMIT))
             for actions in held:
+                self._apply(actions)
+            for actions in later:
                 self._apply(actions)
             if not until_empty:
                 return

@@ -23,6 +23,7 @@ from ...peer.logthrottle import LogThrottle
 from ...wire.frames import FrameType, encode_frame
 from ...wire.transport import TransportError
 from .clock import wall_clock_ms
+from .inherited import take as take_inherited
 from .budget import ReceiveBudget, SendBudget
 from .stream import ConnectionDriver
 from .tls import wrap_server
@@ -42,6 +43,9 @@ async def open_listeners(host: str | None, port: int, *, backlog: int | None = N
     """trio's TCP listeners on ``host:port``; a failure (a port in use, an
     address not ours) is an OSError that names the address, so whoever reports
     it says which one."""
+    handed = take_inherited(host, port)
+    if handed is not None:  # a worker of serve --workers: its parent's sockets (transport/inherited.py)
+        return [trio.SocketListener(trio.socket.from_stdlib_socket(sock)) for sock in handed]
     try:
         return await trio.open_tcp_listeners(port, host=host, backlog=backlog)
     except OSError as exc:
