@@ -15,7 +15,8 @@ completions and timer ticks; it answers with a list of actions
 * :class:`Cancel` a running job (its terminal message is already sent);
 * :class:`Log` something worth an operator's attention.
 
-The RFC 004 §7.2 validation order lives in :meth:`Executor._validate` and
+The RFC 004 §7.2 validation order lives in
+:meth:`~ampcap.peer.invoke_validation.InvokeValidation._validate` and
 nowhere else. Per-invoke state follows the §7.3 executor machine, written
 as a table (:data:`TRANSITIONS`, in ``peer/invoke_state.py``). Every
 accepted invoke ends with exactly one CAP_RESULT per waiting connection,
@@ -46,41 +47,38 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from ..caps.bodies import (
     BAD_REQUEST,
-    InvokeRequest,
     QueryPage,
     Resolved,
     clamp_pct,
-    parse_invoke_body,
     processing_body,
     progress_body,
     result_error,
     result_success,
 )
-from ..deleg.chain import ChainVerifier, Decision, Step
+from ..deleg.chain import ChainVerifier, Step
 from ..display import MESSAGE_LIMIT, shown
 from ..errors import AmpError, NotExecuted, ReportedFailure
-from ..wire.cbor import UINT64_MAX, DecodeLimits, dumps
-from ..wire.envelope import BODY_MAX_DEPTH, Envelope, decode_envelope, id_timestamp
-from ..wire.receive import ID_TS_TOLERANCE_MS, MAX_CLOCK_SKEW_MS, Inbound
+from ..wire.cbor import UINT64_MAX, dumps
+from ..wire.envelope import BODY_MAX_DEPTH
+from ..wire.receive import Inbound
 from ..wire.replay import ReplayStatus
 from ..wire.registry import MessageType, error_info
 from .actions import Action, Cancel, Execute, Job
 from .admission import ExecutorConfig, delegation_violation
-from .admission import has_ext_delegation as _has_ext_delegation
 from .caller_checks import DENIED, CallerChecks
 from ..caps.deprecation import DeprecationNotices
 from ..wire.extensions import CANCELLED_DETAILS
-from .caller_checks import denied as _denied
-from .delegated import Audit, DelegationDenied, audit_line, check_negotiated, decide
-from .dedupe import CacheStatus, InvokeCache, InvokeKey, Lookup, Terminal
-from .journal import (INTERRUPTED, InvokeRecords, JournalRecord, JournalState, Persist, after_restart,
-                      interrupted)
+from .delegated import Audit, DelegationDenied, audit_line
+from .dedupe import CacheStatus, InvokeCache, InvokeKey
+from .journal import INTERRUPTED, InvokeRecords, JournalRecord, JournalState, Persist
+from .invoke_validation import CapabilityResolver, InvokeValidation, ParamsChecker
+from .journal_side import RECALL, JournalSide, as_sent, terminal_of
 from .questions import Questions, question_body
 from .status_wait import FetchStatus, StatusWaits
 from .limits import DeadlineQueue, InFlightLimits
@@ -114,7 +112,6 @@ __all__ = [
     "INTERRUPTED",
 ]
 
-DELEGATION_INVALID = 3004
 INTERNAL_ERROR, UNAVAILABLE, TIMEOUT, OVERLOADED = 5001, 5002, 5003, 5004
 _INVOKE, _QUERY, _RESULT = int(MessageType.CAP_INVOKE), int(MessageType.CAP_QUERY), int(MessageType.CAP_RESULT)
 
@@ -123,49 +120,16 @@ _CANCELLED = AmpError(TIMEOUT, "cancelled by the caller", details=dict(CANCELLED
 _CANCELLED_BODY = result_error(_CANCELLED)
 _CANCELLED_CBOR = dumps(_CANCELLED_BODY)
 
-# Reading back a message we sealed ourselves: a result may be bigger or deeper
-# than what we accept from a peer, and it must come back all the same.
-_OWN_BYTES = DecodeLimits(max_depth=1024, max_items=1 << 62, max_bytes=1 << 62)
 
 
-# ---------------------------------------------------------- collaborators
 
-
-class CapabilityResolver(Protocol):
-    """Steps 4 and 6 (``caps/negotiate.py``), kept apart so the ACL can sit between them."""
-
-    def canonical_name(self, name: str) -> str:
-        """Alias or legacy ``type`` → canonical name; unknown names unchanged (never raises)."""
-        ...
-
-    def resolve_identity(self, request: InvokeRequest) -> Any:
-        """Step 4: find the capability; ``AmpError(4002)`` when unknown."""
-        ...
-
-    def check_version(self, target: Any, request: InvokeRequest) -> Resolved:
-        """Step 6: pick a compatible version (strict/range/bridge); ``AmpError(4003)``."""
-        ...
-
-
-class ParamsChecker(Protocol):
-    """Step 7 (``caps.params.ParamsValidator``): 4004, or 5002 for a bad artifact."""
-
-    def validate_params(self, descriptor: Any, params: Any) -> None: ...
+# --------------------------------------------------------------- helpers
 
 
 def _operator_lines(err: AmpError) -> list[Action]:
     """The line a :class:`ReportedFailure` carries for the operator (throttled
     under its topic by whoever logs it); none for any other error."""
     return [Log(logging.ERROR, err.log_line, err.topic)] if isinstance(err, ReportedFailure) else []
-
-
-class _Deferred:
-    """Step 4's outcome, held until step 5 allows revealing it."""
-
-    __slots__ = ("value", "error")
-
-    def __init__(self, value: Any = None, error: AmpError | None = None) -> None:
-        self.value, self.error = value, error
 
 
 class _Running(msgspec.Struct):
@@ -178,7 +142,7 @@ class _Running(msgspec.Struct):
 # --------------------------------------------------------------- executor
 
 
-class Executor:
+class Executor(InvokeValidation, JournalSide):
     def __init__(self, *, registry: CapabilityDirectory | None, resolver: CapabilityResolver,
                  params: ParamsChecker, seal: Callable[[Outbound, int], Outbound],
                  policy: Policy = ALLOW_ALL, limits: InFlightLimits | None = None,
@@ -242,7 +206,7 @@ class Executor:
         seen = self._cache.lookup(key, inbound.fingerprint, now_ms)
         closing: list[Action] = []
         if self.records is not None and ((self._recall_until is not None and self._may_predate(key, now_ms))
-                                          if seen.status is CacheStatus.NEW else seen.status in _RECALL):
+                                          if seen.status is CacheStatus.NEW else seen.status in RECALL):
             try:
                 seen, closing = self._recall(key, inbound.fingerprint, seen, now_ms)
             except AmpError as unplaced:  # the store cannot be read, or the invoke runs elsewhere: retry later
@@ -257,7 +221,7 @@ class Executor:
                     Log(logging.WARNING, f"id reuse by {shown(env.sender)}", "id reuse")]
         if seen.status is CacheStatus.DONE:
             assert seen.terminal is not None
-            return [*closing, Send(conn, _as_sent(seen.terminal))]
+            return [*closing, Send(conn, as_sent(seen.terminal))]
         if seen.status is CacheStatus.EXPIRED:
             # R8: never re-signed as a new message (a second terminal reply to
             # a client that deduplicates by id), and the first one is dead.
@@ -337,65 +301,6 @@ class Executor:
         actions.append(Execute(job=job))
         return actions
 
-    def _validate(self, env: Envelope, body: Any, conn: Hashable, now_ms: int,
-                  count_rate: bool = True) -> tuple[InvokeRequest, Resolved, Decision | None]:
-        """RFC 004 §7.2, in order. The first failing step's AmpError escapes
-        (a delegation denial as :class:`~ampcap.peer.delegated.DelegationDenied`,
-        with its audit)."""
-        # 1. Body shape and required fields: 1001; identity-form conflicts: 4001 (R6).
-        request = parse_invoke_body(body)
-        # 2. Coarse policy, without knowing the capability: 3001, 3005, 5004.
-        #    A caller the gate refuses may still come in on a delegator's
-        #    authority (docs/policy.md): its refusal waits for step 3.
-        gate_refused = not self._policy.caller_allowed(env.sender)
-        if gate_refused and not (request.has_delegation and self.delegation is not None
-                                 and self._policy.admits_delegates()):
-            raise _denied()
-        if count_rate:
-            self._callers.check_rate(env.sender, now_ms)
-        self._limits.check(conn)
-        # 3. Delegation (RFC 005 §6.1): only signed body evidence counts;
-        #    evidence in ext is refused whatever the body holds (A.14).
-        if _has_ext_delegation(env):
-            raise AmpError(DELEGATION_INVALID, "delegation evidence outside the signed body is not accepted")
-        name = self._resolver.canonical_name(request.name)
-        decision: Decision | None = None
-        if request.has_delegation:
-            try:
-                decision = decide(self.delegation, env, body, request, name, now_ms, _denied)
-            except DelegationDenied as denied:
-                if gate_refused:  # the gate's refusal, not the chain's verdict, is what it may learn
-                    raise DelegationDenied(_denied(), denied.decision) from None
-                raise
-            if gate_refused and not self._policy.admits_delegate(env.sender, decision.delegator):
-                raise _denied()
-        # 4. Capability identity resolution (aliases, legacy type → canonical): 4002,
-        #    held back until step 5 passed so a denied caller learns nothing (R10).
-        found = self._defer(self._resolver.resolve_identity, request)
-        # 5. Capability-scoped ACL on the canonical requested name: 3001; an
-        #    unknown name is 3001 too for a caller some rule refuses (R10). A
-        #    delegated invoke may use what its delegator may (docs/policy.md).
-        if not self._policy.capability_allowed(env.sender, name,
-                                               delegator=decision.delegator if decision is not None else None):
-            raise _denied()
-        if found.error is not None:
-            raise self._callers.as_seen_by(env.sender, found.error)
-        target = found.value
-        # 6. Version compatibility (strict / range / bridge): 4003.
-        resolved = self._resolver.check_version(target, request)
-        if decision is not None:  # a scope naming ids must name the version chosen (peer/delegated.py)
-            check_negotiated(decision, name, str(resolved.descriptor.id))
-        # 7. Input schema: 4004; a missing or corrupt offline artifact: 5002.
-        self._params.validate_params(resolved.descriptor, resolved.params)
-        return request, resolved, decision
-
-    @staticmethod
-    def _defer(step: Any, request: InvokeRequest) -> _Deferred:
-        try:
-            return _Deferred(value=step(request))
-        except AmpError as err:
-            return _Deferred(error=err)
-
     def _reject(self, inbound: Inbound, conn: Hashable, err: AmpError, now_ms: int) -> list[Action]:
         env = inbound.envelope
         out = error_reply(env, err, encrypt=inbound.decrypted)
@@ -407,7 +312,7 @@ class Executor:
             # Sealed once here: the cache keeps these bytes, and a retry gets
             # exactly the message sent now (R8).
             out = self._seal(out, now_ms)
-            key, kept = InvokeKey(env.sender, env.id), _terminal(out)
+            key, kept = InvokeKey(env.sender, env.id), terminal_of(out)
             self._cache.remember(key, inbound.fingerprint, kept, expires_at=env.ts + env.ttl, now_ms=now_ms)
             if self.journal:  # the store is the record: a retry after memory forgot gets these bytes
                 # The capability field names what was asked (the rejection resolved nothing).
@@ -583,71 +488,6 @@ class Executor:
         session = run.job.session if run is not None else None
         return session if session is not None and session.get("session_scope") is True else None
 
-    def knows(self, inbound: Inbound, now_ms: int) -> bool:
-        """Has this very invoke been seen (running, done, or a conflict)? Then
-        the cache answers it, before any newer check could refuse it."""
-        env = inbound.envelope
-        key = InvokeKey(env.sender, env.id)
-        status = self._cache.lookup(key, inbound.fingerprint, now_ms).status
-        if status is CacheStatus.NEW and self.records is not None and self._may_predate(key, now_ms):
-            try:
-                found = self.records.find(key, now_ms)
-            except Exception:
-                return False  # handle() answers it (5002)
-            return found is not None
-        return status is not CacheStatus.NEW
-
-    # ------------------------------------------------------------ recall
-
-    def _may_predate(self, key: InvokeKey, now_ms: int) -> bool:
-        """Could ``key`` name an invoke seen before this executor started?"""
-        until = self._recall_until
-        if until is None:
-            return False
-        if now_ms > self._recall_stop:  # every message from before the start has expired
-            self._recall_until = None
-            return False
-        return id_timestamp(key.msg_id) <= until
-
-    def _recall(self, key: InvokeKey, fingerprint: bytes, seen: Lookup,
-                now_ms: int) -> tuple[Lookup, list[Action]]:
-        """What the journal knows of an invoke the cache could not place
-        (NEW but possibly older than the start, UNCERTAIN after evictions,
-        FORGOTTEN for memory), as the cache would have said it, and the
-        actions to put first (a 5002 closing an abandoned invoke, to persist).
-        AmpError 5002 when the store cannot be read or another process runs it."""
-        assert self.records is not None
-        try:
-            record = self.records.find(key, now_ms)
-        except Exception:
-            raise AmpError(UNAVAILABLE, "the state store cannot be read; retry later") from None
-        if record is None:
-            # The store never had it, or no longer does. A FORGOTTEN entry was
-            # finished here: it must not run again (4001).
-            return (seen if seen.status is CacheStatus.FORGOTTEN else _NEW_LOOKUP), []
-        if record.fingerprint != fingerprint:
-            return _CONFLICT_LOOKUP, []
-        if record.state is JournalState.DONE:
-            assert record.terminal is not None
-            if now_ms > record.terminal.expires_at:
-                return _EXPIRED_LOOKUP, []
-            return Lookup(CacheStatus.DONE, record.terminal), []
-        # RUNNING, and not in this executor's memory (it never evicts its own running invokes).
-        if record.owner is not None and record.lease_until >= now_ms:
-            # Another worker runs it (R25): it takes the path of a new invoke,
-            # whose claim finds it held (PROCESSING, then its bytes: peer/claims.py).
-            return _NEW_LOOKUP, []
-        if self._idempotent(record.capability_id):
-            return _NEW_LOOKUP, []  # interrupted; it may run again (its new RUNNING row replaces this one)
-        # Interrupted by a restart, or its owner died (its lease ran out): R19's 5002, sealed once.
-        closed, warning = interrupted(record, now_ms, lambda out, now: _terminal(self._seal(out, now)))
-        assert closed.terminal is not None
-        self._cache.remember(key, fingerprint, closed.terminal, expires_at=closed.expires_at, now_ms=now_ms)
-        actions: list[Action] = [Persist((closed,))]
-        if warning is not None:
-            actions.append(Log(logging.WARNING, warning, "journal"))
-        return Lookup(CacheStatus.DONE, closed.terminal), actions
-
     @property
     def running(self) -> int:
         return len(self._running)
@@ -675,7 +515,7 @@ class Executor:
             if ext is not None:
                 out = msgspec.structs.replace(out, ext=ext)
         terminal = self._seal(out, now_ms)
-        kept = _terminal(terminal)
+        kept = terminal_of(terminal)
         sends: list[Action] = [Send(conn, terminal) for conn in self._cache.finish(key, kept, now_ms)]
         if self.journal:  # committed before the terminal message leaves
             record = JournalRecord(key=key, fingerprint=run.fingerprint, capability_id=run.job.capability_id,
@@ -685,74 +525,10 @@ class Executor:
             return [Persist((record,)), *sends]
         return sends
 
-    def settle(self, key: InvokeKey, terminal: Terminal, now_ms: int) -> list[Action]:
-        """End ``key`` with ``terminal``: bytes another worker sealed and the
-        shared journal holds (R25, peer/claims.py). Not journaled again."""
-        run = self._running.pop(key, None)
-        if run is None:
-            return []
-        self._deadlines.discard(key)
-        self._limits.release(run.job.conn)
-        return [Send(conn, _as_sent(terminal)) for conn in self._cache.finish(key, terminal, now_ms)]
-
-    def withdraw(self, key: InvokeKey, error: AmpError, now_ms: int) -> list[Action]:
-        """Answer ``key`` with the retryable ``error`` and forget it: its job
-        never started (a group's store could not be reached to claim it), so
-        a retry, here or on another worker, may run it."""
-        run = self._running.pop(key, None)
-        if run is None:
-            return []
-        self._deadlines.discard(key)
-        self._limits.release(run.job.conn)
-        out = self._seal(self._reply(run.job, int(MessageType.CAP_RESULT), result_error(error, run.job.session)),
-                         now_ms)
-        return [Send(conn, out) for conn in self._cache.withdraw(key)]
-
-    def seal_terminal(self, out: Outbound, now_ms: int) -> Terminal:
-        """``out`` sealed once, as a terminal reply is kept (for a 5002 closing an abandoned claim)."""
-        return _terminal(self._seal(out, now_ms))
-
-    # ----------------------------------------------------------- restart
-
-    def preload(self, records: list[JournalRecord], now_ms: int, idempotent: Callable[[str], bool], *,
-                remembered_until: int | None = None) -> tuple[list[JournalRecord], list[Log]]:
-        """Restore what the journal kept across a restart (R19). DONE records
-        answer their retries with the same bytes; a RUNNING one was cut
-        short by the restart: unless ``idempotent(capability_id)`` (then a
-        retry runs it again), it is closed now with CAP_RESULT 5002, sealed
-        once here, which the returned records (to write) keep for the next
-        restart too (:func:`~ampcap.peer.journal.after_restart` decides, and
-        says which 5002 could not be encrypted). Returns those records and
-        the lines to log.
-
-        With ``records`` handed to the executor, ``records`` here are only
-        the journal's RUNNING ones, and ``remembered_until`` the latest
-        expiry among its rows: until then, an invoke whose id is no newer
-        than this start is looked up in the journal when the cache does not
-        know it (a retry of an invoke seen in an earlier life)."""
-        self._idempotent = idempotent
-        if remembered_until is not None and remembered_until >= now_ms:
-            # A message seen before now has ts <= now + skew and an id within tolerance of its ts.
-            self._recall_until = now_ms + MAX_CLOCK_SKEW_MS + ID_TS_TOLERANCE_MS
-            self._recall_stop = remembered_until
-        kept, closed, warnings = after_restart(records, now_ms, idempotent,
-                                               lambda out, now: _terminal(self._seal(out, now)))
-        notes = [Log(logging.WARNING, line, "journal") for line in warnings]
-        for record in kept:
-            assert record.terminal is not None
-            self._cache.restore(record.key, record.fingerprint, record.terminal,
-                                expires_at=record.expires_at, now_ms=now_ms)
-        return closed, notes
-
     @staticmethod
     def _reply(job: Job, typ: int, body: dict[str, Any], encoded: bytes | None = None) -> Outbound:
         return Outbound(typ=typ, body=body, reply_to=job.key.msg_id, thread_id=job.thread_id, to=job.key.sender,
                         body_cbor=encoded, encrypt=job.encrypted)
-
-
-_RECALL = (CacheStatus.UNCERTAIN, CacheStatus.FORGOTTEN)  # and NEW, when it may predate the start
-_NEW_LOOKUP, _CONFLICT_LOOKUP = Lookup(CacheStatus.NEW), Lookup(CacheStatus.CONFLICT)
-_EXPIRED_LOOKUP = Lookup(CacheStatus.EXPIRED)
 
 
 def _stale_status(denied: DelegationDenied) -> bool:
@@ -765,17 +541,3 @@ def _stale_status(denied: DelegationDenied) -> bool:
 def _session_of(job: Job) -> dict[str, Any] | None:
     """What the journal keeps of the invoke's ``body.session`` (for the 5002 after a restart)."""
     return dict(job.session) if job.session is not None else None
-
-
-def _terminal(out: Outbound) -> Terminal:
-    """What the cache keeps of a sealed terminal reply."""
-    assert out.wire is not None and out.ts_ms is not None and out.ttl_ms is not None
-    return Terminal(out.wire, out.ts_ms + out.ttl_ms)
-
-
-def _as_sent(terminal: Terminal) -> Outbound:
-    """A cached terminal, to send again as it is (decoded only to describe it:
-    the connection needs its type and ``reply_to``, a log its body)."""
-    env = decode_envelope(terminal.wire, _OWN_BYTES)
-    return Outbound(typ=env.typ, body=env.body, reply_to=env.reply_to, thread_id=env.thread_id, to=env.to,
-                    msg_id=env.id, ts_ms=env.ts, ttl_ms=env.ttl, encrypt=env.enc is not None, wire=terminal.wire)
