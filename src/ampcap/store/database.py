@@ -233,7 +233,10 @@ class SqliteStore(StateStore):
             store = cls(db, path, durability)
         store._db.execute("PRAGMA synchronous=" + ("FULL" if durability is Durability.POWER else "NORMAL"))
         store._db.execute("PRAGMA foreign_keys=ON")
-        store._db.execute("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+        # Another worker of the group may hold the write lock right now, and the
+        # connection waits for it only through _busy (busy_timeout is 0).
+        _busy(lambda: store._db.execute("CREATE TABLE IF NOT EXISTS schema_versions "
+                                        "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"))
         return store
 
     @property
