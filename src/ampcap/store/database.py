@@ -235,8 +235,12 @@ class SqliteStore(StateStore):
         store._db.execute("PRAGMA foreign_keys=ON")
         # Another worker of the group may hold the write lock right now, and the
         # connection waits for it only through _busy (busy_timeout is 0).
-        _busy(lambda: store._db.execute("CREATE TABLE IF NOT EXISTS schema_versions "
-                                        "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"))
+        try:
+            _busy(lambda: store._db.execute("CREATE TABLE IF NOT EXISTS schema_versions "
+                                            "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"))
+        except sqlite3.Error as exc:
+            store._db.close()
+            raise AmpError(5002, f"state database {store.path}: {exc}") from None
         return store
 
     @property
