@@ -28,7 +28,7 @@ NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap
                       # first message that needs it (tests/net/test_client_daemon.py).
                       "ampcap.peer.executor", "ampcap.peer.delegated", "ampcap.peer.invoke_state", "ampcap.deleg",
                       "ampcap.peer.actions", "ampcap.peer.caller_checks", "ampcap.peer.query_answers",
-                      "ampcap.peer.invoke_validation", "ampcap.peer.journal_side",
+                      "ampcap.peer.invoke_validation", "ampcap.peer.journal_side", "ampcap.cli.serve_state", "ampcap.cli.workers",
                       "ampcap.store", "sqlite3", "ampcap.net.daemon.jobs", "ampcap.net.daemon.durable",
                       "ampcap.net.daemon.serving",
                       # The schemas ship compiled (schema/_compiled.py): no CDDL parsing.

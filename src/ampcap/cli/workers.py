@@ -35,7 +35,10 @@ from .errors import CommandError
 
 __all__ = ["launch", "GROUP_ENV", "WORKER_ENV"]
 
-GROUP_ENV = "AMPCAP_STORE_GROUP"  # the group token (cli/serve.py reads it)
+GROUP_ENV = "AMPCAP_STORE_GROUP"
+"""The group token workers sharing one store are given (``serve --workers`` sets it for its children; the
+machines of one fleet are each given the same one). Unset: the daemon is a group of one
+(cli/serve_state.py reads it)."""
 WORKER_ENV = "AMPCAP_WORKER"  # "<index> <generation>": worker 0's first start prints the URL line
 QUICK_DEATH_S = 2.0  # a worker that ends sooner after its start failed to start
 

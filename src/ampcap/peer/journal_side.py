@@ -14,7 +14,7 @@ executor.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..caps.bodies import result_error
