@@ -143,7 +143,11 @@ class WsMessageStream(trio.abc.Stream):
                 await self._refuse(WS_NOT_BINARY, "text messages are refused: AMP is binary (RFC 002 §5.2)")
                 return
             elif type(event) is Ping:
-                await self._write(self._ws.send(event.response()))
+                # The events of one read are parsed before they are acted on:
+                # a Ping followed by the peer's Close in that read finds the
+                # connection closing already, and no Pong may follow a Close.
+                if self._ws.state is ConnectionState.OPEN:
+                    await self._write(self._ws.send(event.response()))
             elif type(event) is CloseConnection:
                 if self._ws.state is ConnectionState.OPEN:
                     # wsproto reports a frame it cannot accept (unmasked,
