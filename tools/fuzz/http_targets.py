@@ -191,11 +191,14 @@ async def _websocket(data: bytes) -> None:
     got = bytearray()
 
     async def feed() -> None:
-        for i in range(0, len(data), 256):
-            await client.send_all(data[i:i + 256])
-        await client.send_stream.aclose()
-        while await client.receive_some(65536):
-            pass  # our Pongs and closes: drained so we never block
+        try:
+            for i in range(0, len(data), 256):
+                await client.send_all(data[i:i + 256])
+            await client.send_stream.aclose()
+            while await client.receive_some(65536):
+                pass  # our Pongs and closes: drained so we never block
+        except trio.BrokenResourceError:
+            pass  # the server side closed after refusing: what the peer had left to send goes nowhere
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(feed)

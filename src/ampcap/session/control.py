@@ -125,10 +125,17 @@ def parse_request(body: Any, schemas: Schemas | None = None) -> ControlRequest:
                            path="body.thread_mode")
         mode = ThreadMode(body["thread_mode"])
     participants = body.get("participants")
+    pin = body.get("pin", {})
+    # The schema's `* tstr => tstr` lets a map with other keys through (a
+    # map may carry keys it does not name): a pin is a name and an id.
+    for name, cid in pin.items():
+        if type(name) is not str or type(cid) is not str:
+            raise AmpError(INVALID_FORMAT, "session control body: pin must map capability names to ids (text)",
+                           path="body.pin")
     return ControlRequest(op=op, session_id=body["session_id"], thread_mode=mode,
                           participants=tuple(participants) if participants is not None else None,
                           expires_in_ms=body.get("expires_in_ms"), purpose=body.get("purpose"),
-                          pin=dict(body.get("pin", {})), allow_renegotiate=body.get("allow_renegotiate", False),
+                          pin=dict(pin), allow_renegotiate=body.get("allow_renegotiate", False),
                           checkpoint=Checkpoint.from_wire(body.get("checkpoint")), reason=body.get("reason"))
 
 
