@@ -65,7 +65,11 @@ class Daemon:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().split()
         if not line:
-            raise SystemExit(f"serve did not start: see {self.log.name}")
+            # The log lives in a directory removed on the way out: say what it says.
+            self.proc.wait()
+            self.log.close()
+            said = Path(self.log.name).read_text(errors="replace").strip()[-2000:] or "(nothing on stderr)"
+            raise SystemExit(f"serve did not start (exit status {self.proc.returncode}): {said}")
         self.url = line[0]
 
     def stop(self) -> None:

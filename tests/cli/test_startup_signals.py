@@ -40,10 +40,24 @@ sys.exit(run())
 """
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _as_a_terminal_starts_it() -> None:
+    # A child inherits ignored signals and the signal mask: a suite started in
+    # the background (`cmd &` in a script ignores SIGINT, nohup ignores SIGHUP)
+    # would hand that on, and the signal under test would never arrive. A
+    # command typed at a terminal starts with them at their defaults.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 def _run_signalled(tmp_path: Path, module: str, signame: str, *argv: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"))
     return subprocess.run([sys.executable, "-c", SIGNAL_DURING_IMPORT, module, signame, *argv],
-                          capture_output=True, text=True, env=env, timeout=60)
+                          capture_output=True, text=True, env=env, timeout=60,
+                          preexec_fn=_as_a_terminal_starts_it)
 
 
 @pytest.mark.parametrize("argv", [["query", "amp://127.0.0.1:9", "echo"], ["keygen", "--out", "-"]])
@@ -86,7 +100,7 @@ def test_serve_signalled_as_soon_as_it_can_take_signals_exits_0(tmp_path: Path, 
     # handler: the first thing ampcap's own code installs.
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"))
     proc = subprocess.Popen([sys.executable, "-m", "ampcap", *SERVE], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_as_a_terminal_starts_it)
     try:
         deadline = time.monotonic() + 30
         while not _catches(proc.pid, signal.SIGTERM):
