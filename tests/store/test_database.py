@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,3 +95,30 @@ def test_an_older_file_is_migrated_step_by_step_in_one_transaction(tmp_path: Pat
     fresh = StateStore.open(tmp_path / "new")
     assert fresh.ensure_schema("demo", 3, v3, {}) == 0
     assert [c[1] for c in fresh.query("PRAGMA table_info(t)")] == ["k", "a", "b"]
+
+
+def _open_when_told(directory: Path, start: Any, results: Any) -> None:
+    start.wait()
+    try:
+        store = StateStore.open(directory)
+        store.close()
+        results.put("opened")
+    except AmpError as exc:
+        results.put(exc.message)
+
+
+def test_workers_opening_a_new_store_at_once_all_open_it(tmp_path: Path) -> None:
+    # serve --workers starts its workers together, and each opens the same
+    # new SQLite file: the switch to WAL takes a lock SQLite's busy handler
+    # does not wait for, so a worker used to die of "database is locked".
+    context = multiprocessing.get_context("fork")
+    for round_ in range(16):
+        start, results = context.Event(), context.Queue()
+        workers = [context.Process(target=_open_when_told, args=(tmp_path / f"s{round_}", start, results))
+                   for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        start.set()
+        for worker in workers:
+            worker.join(30)
+        assert [results.get(timeout=5) for _ in workers] == ["opened"] * 4

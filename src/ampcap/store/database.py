@@ -221,13 +221,13 @@ class SqliteStore(StateStore):
             try:
                 # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a batch
                 # is exactly one transaction and nothing is committed behind our back.
-                db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
-                db.execute("PRAGMA journal_mode=WAL")
-                # Waiting for another process's write lock is ours (_busy):
-                # SQLite's own handler sleeps 1 ms and more per try, with the
-                # worker's whole event loop stopped, while commits take tens
-                # of microseconds.
-                db.execute("PRAGMA busy_timeout=0")
+                # timeout=0: waiting for another process's lock is ours
+                # (_busy). SQLite's own handler sleeps 1 ms and more per try,
+                # with the worker's whole event loop stopped, while commits
+                # take tens of microseconds; and it is not consulted at all
+                # when two workers of a new store switch it to WAL at once.
+                db = sqlite3.connect(path, isolation_level=None, timeout=0)
+                _busy(lambda: db.execute("PRAGMA journal_mode=WAL"))
             except sqlite3.Error as exc:
                 raise AmpError(5002, f"state database {path}: {exc}") from None
             store = cls(db, path, durability)
