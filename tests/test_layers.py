@@ -260,7 +260,7 @@ def test_the_daemon_imports_its_serving_half_only_when_it_builds_it() -> None:
     seen = _loaded_by("ampcap.net.daemon.core")
     assert _within(seen, SERVING_HALF) == []
     assert {"ampcap.net.daemon.link", "ampcap.net.daemon.dispatch", "ampcap.net.transport.dial",
-            "ampcap.net.features.relay", "ampcap.net.features.session_routing", "ampcap.net.features.delegation",
+            "ampcap.net.features.forwarding_relay", "ampcap.net.features.session_routing", "ampcap.net.features.delegation",
             "ampcap.net.daemon.actionlog", "ampcap.net.daemon.config"} <= set(seen)
 
 
@@ -362,8 +362,8 @@ def test_the_graph_counts_every_import_statement() -> None:
     # Under TYPE_CHECKING (net/daemon/ports.py) and inside a function (dial.py → http_client.py).
     assert "ampcap.net.daemon.link" in graph["ampcap.net.daemon.ports"]
     assert "ampcap.net.transport.http_client" in graph["ampcap.net.transport.dial"]
-    # ``from ..features import relay``: the submodule, not the package.
-    assert "ampcap.net.features.relay" in graph["ampcap.net.daemon.core"]
+    # ``from ..features import forwarding_relay``: the submodule, not the package.
+    assert "ampcap.net.features.forwarding_relay" in graph["ampcap.net.daemon.core"]
 
 
 def test_no_import_cycles_in_src() -> None:

@@ -34,7 +34,7 @@ connection event and inbound message goes; a base class of
 half: executor, jobs, RFC 005 verifier, state store; imported only when
 built), ``actionlog.py`` (``Log`` and ``Audit`` lines), and outside this
 folder ``net/transport/dial.py`` (URL to stream) and the features in
-``net/features/``: ``relay.py`` (a Rust-example relay and its probe),
+``net/features/``: ``forwarding_relay.py`` (a Rust-example relay and its probe),
 ``session_routing.py`` (RFC 006 checks between the dispatch and the session
 parts) and ``delegation.py`` (DELEG_* answers, the R20 revocation
 refresher). Those receive the daemon as one of the narrow ports of
@@ -69,7 +69,7 @@ from ...wire.cbor import DEFAULT_LIMITS
 from ...wire.frames import Framing
 from ...wire.identity import DidKeyResolver, Identity, KeyResolver
 from ...wire.receive import ReceivePipeline
-from ..features import delegation, relay
+from ..features import delegation, forwarding_relay
 from ..features.session_routing import SessionRouting
 from ..transport.budget import ReceiveBudget, SendBudget
 from ..transport.clock import SYSTEM_CLOCK, Clock, to_trio_deadline
@@ -411,16 +411,16 @@ class Daemon(InboundDispatch):
     async def join_relay(self, url: str | AmpUrl, *, relay_did: str = RELAY_DID, timeout_s: float = 10.0,
                          ssl_context: ssl.SSLContext | None = None, probe_s: float | None = None) -> Link:
         """Dial a relay like the public Rust example's and register there
-        (net/features/relay.py says how such a relay behaves and what the link to it
+        (net/features/forwarding_relay.py says how such a relay behaves and what the link to it
         needs). With ``probe_s``, every ``probe_s`` seconds a PING addressed
         to ourselves checks that the relay still forwards to this link; when
         it does not come back the link is closed, so whoever keeps it
         (``serve --relay``) dials again and registers anew."""
-        link = await relay.register(self, url, relay_did=relay_did, timeout_s=timeout_s, ssl_context=ssl_context)
+        link = await forwarding_relay.register(self, url, relay_did=relay_did, timeout_s=timeout_s, ssl_context=ssl_context)
         if probe_s is not None:
             link.relay_probe = trio.Event()
             assert self._nursery is not None
-            self._nursery.start_soon(relay.watch, link, str(url), probe_s, self.identity.did, self._send,
+            self._nursery.start_soon(forwarding_relay.watch, link, str(url), probe_s, self.identity.did, self._send,
                                      lambda: self._closing)
         return link
 

@@ -30,7 +30,7 @@ from ...peer.events import (
 from ...peer.outbound import Send, error_reply, reply_to
 from ...session.control import is_control
 from ...wire.registry import MessageType, error_info
-from ..features import delegation, relay, relay_agent
+from ..features import delegation, forwarding_relay, relay_agent
 from .link import agreed_extensions, peer_label
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ class InboundDispatch:
         elif typ in _DELEG:  # RFC 005 §2.2: consumer, issuer, revocation publisher
             self._send(link, delegation.answer(self.deleg_service, inbound, now))
         elif typ == _PING:  # RFC 001 §4.4 application-level liveness
-            if relay.probe_returned(link, env.sender, self.identity.did):  # it still forwards to us
+            if forwarding_relay.probe_returned(link, env.sender, self.identity.did):  # it still forwards to us
                 return
             self._send(link, reply_to(env, _PONG, None, encrypt=inbound.decrypted))
         elif typ == _PONG:  # liveness answer: nothing to say back

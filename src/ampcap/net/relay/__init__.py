@@ -4,7 +4,7 @@ drives one sans-I/O :class:`~ampcap.relay.RelayCore`.
 :mod:`.server` (:class:`RelayServer`: AMPS links, the clock, the actions
 performed after the call that produced them returned), :mod:`.http_front`
 (the RFC 002 endpoints: POST/GET ``/amp/v1/messages``, the WebSocket, the
-federation POSTs), :mod:`.outbound` (what the relay POSTs: webhook
+federation POSTs), :mod:`.posting` (what the relay POSTs: webhook
 deliveries, forwards and commit reports).
 """
 

@@ -32,7 +32,7 @@ from ...wire.registry import MessageType
 from ..transport.http_server import (HttpConfig, HttpFront, _drain_body, _read_body, _Refused, _refusal, _respond)
 from ..transport.listener import open_listeners
 from ..transport.url import MESSAGES_PATH, WS_PATH
-from .outbound import COMMIT_PATH, FORWARD_PATH
+from .posting import COMMIT_PATH, FORWARD_PATH
 
 if TYPE_CHECKING:
     import ssl

@@ -50,7 +50,7 @@ from ..transport.stream import ConnectionDriver
 
 if TYPE_CHECKING:
     from ...store.database import StateStore
-    from .outbound import RelayPoster
+    from .posting import RelayPoster
 
 __all__ = ["RelayServer", "RelaySettings"]
 
@@ -132,7 +132,7 @@ class RelayServer:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the timer (and the posts) until cancelled."""
-        from .outbound import RelayPoster
+        from .posting import RelayPoster
 
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
