@@ -66,6 +66,38 @@ async def test_the_budget_travels_into_nested_invokes() -> None:
             assert out["code"] == 5003 and out["before"] <= 20 and seen == []
 
 
+def session_outer_peer(inner_url: str) -> Peer:
+    peer = Peer(new_identity())
+
+    @peer.capability("org.example.outer", version="1.0.0")
+    async def outer(spend_ms: int = 0, ctx=None) -> dict:
+        async with connect(inner_url, identity=new_identity()) as inner, inner.session() as session:
+            if spend_ms:
+                await ctx.sleep(ctx.remaining_ms() - spend_ms)
+            before = ctx.remaining_ms()
+            try:
+                answer = await session.invoke("org.example.inner", version="1.0.0", timeout=30.0)
+            except AmpError as exc:
+                return {"code": exc.code, "before": before}
+            return {"before": before, "inner": answer["remaining_ms"]}
+
+    return peer
+
+
+@pytest.mark.trio
+async def test_a_session_invoke_made_while_serving_takes_the_budget_too() -> None:
+    seen: list = []
+    async with inner_peer(seen).serve("amp://127.0.0.1:0") as inner_server, \
+            session_outer_peer(inner_server.url).serve("amp://127.0.0.1:0") as outer_server:
+        async with connect(outer_server.url, identity=new_identity()) as remote:
+            # timeout=30 s asked inside, 3 s left of the outer invoke: the budget wins.
+            out = await remote.invoke("org.example.outer", version="1.0.0", timeout=3.0)
+            assert 0 < out["inner"] <= out["before"] - MARGIN_MS <= 3_000
+            seen.clear()
+            out = await remote.invoke("org.example.outer", version="1.0.0", params={"spend_ms": 20}, timeout=2.0)
+            assert out["code"] == 5003 and out["before"] <= 20 and seen == []
+
+
 def test_budget_and_binding_timeouts() -> None:
     assert budget_ms(None, 0, None) is None and budget_ms(None, 0, 500) == 500
     assert budget_ms(1_000, 0, None) == 1_000 - MARGIN_MS

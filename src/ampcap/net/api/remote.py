@@ -22,7 +22,6 @@ from typing import Any
 import msgspec
 import trio
 
-from ...caps.binding.context import SERVING_DEADLINE, budget_ms
 from ...caps.descriptor import Descriptor
 from ...caps.names import OssaRef, is_full_id, parse_ossa_uri
 from ...caps.order import ORDERS, Order
@@ -36,6 +35,7 @@ from ...wire.registry import MessageType
 from ..daemon.core import Daemon
 from ..daemon.link import Link
 from .sessions import Session
+from .timeouts import invoke_timeout_ms, wire_ms
 
 __all__ = ["Remote", "Negotiate", "QueryResult", "ProgressCallback", "InputCallback"]
 
@@ -119,7 +119,7 @@ class Remote:
             _checked(Range, range, "range")
             flt["version"] = range
         answer = await self._daemon.calls.query(await self._live(), flt, limit=limit, cursor=cursor, order=order,
-                                                timeout_ms=_ms(timeout), to=self._to)
+                                                timeout_ms=wire_ms(timeout), to=self._to)
         return QueryResult(answer.descriptors, answer.next_cursor, {n.id: n for n in answer.notices})
 
     async def schemas(self, descriptor: Descriptor, *, timeout: float = 30.0) -> tuple[Any, Any]:
@@ -177,7 +177,7 @@ class Remote:
         when the peer announced ampcap's cancel in HELLO (docs/steering.md).
         """
         target = _target(capability, version, range, negotiate)
-        timeout_ms = _invoke_timeout_ms(timeout, self._daemon.clock.wall_ms())
+        timeout_ms = invoke_timeout_ms(timeout, self._daemon.clock.wall_ms())
         policy = RetryPolicy() if retry is True else retry if isinstance(retry, RetryPolicy) else None
         evidence = None
         if delegation is not None:
@@ -216,7 +216,8 @@ class Remote:
         return query_result_from_wire(answer.body)
 
     async def _deleg(self, typ: int, body: dict[str, Any], timeout: float) -> Any:
-        return await self._daemon.calls.request(await self._live(), int(typ), body, timeout_ms=_ms(timeout), to=self._to)
+        return await self._daemon.calls.request(await self._live(), int(typ), body, timeout_ms=wire_ms(timeout),
+                                                to=self._to)
 
     def new_session(self, *, pin: Mapping[str, str] | None = None, independent: bool = False,
                     expires_in: float = 3600.0, purpose: str | None = None, reconnect_attempts: int = 5) -> Session:
@@ -226,7 +227,7 @@ class Remote:
             raise ValueError("sessions through a relay are not supported")
         return Session(self._daemon, self._link, url=self._url, pin=pin,
                        mode=ThreadMode.INDEPENDENT if independent else ThreadMode.COUPLED,
-                       expires_in_ms=_ms(expires_in), purpose=purpose, ssl_context=self._ssl,
+                       expires_in_ms=wire_ms(expires_in), purpose=purpose, ssl_context=self._ssl,
                        reconnect_attempts=reconnect_attempts)
 
     @asynccontextmanager
@@ -346,28 +347,3 @@ def _uri(capability: str) -> OssaRef | None:
         return parse_ossa_uri(capability)
     except AmpError as exc:
         raise ValueError(exc.message) from None
-
-
-DEFAULT_INVOKE_TIMEOUT_MS = 60_000
-
-
-def _invoke_timeout_ms(timeout: float | None, now_ms: int) -> int:
-    """An invoke's ``timeout_ms``: the caller's (60 s by default), within
-    the budget left of the invoke this task serves, if any (R23)."""
-    wanted = _ms(timeout) if timeout is not None else None
-    deadline = SERVING_DEADLINE.get()
-    if deadline is None:
-        return wanted if wanted is not None else DEFAULT_INVOKE_TIMEOUT_MS
-    budget = budget_ms(deadline, now_ms, wanted)
-    assert budget is not None
-    return budget
-
-
-def _ms(seconds: float) -> int:
-    """A timeout in seconds as wire milliseconds. ``math.inf`` (or anything
-    past what the wire can say) means as long as the provider allows."""
-    if not seconds > 0:  # also refuses NaN
-        raise ValueError("timeout must be a positive number of seconds")
-    if seconds * 1000 >= UINT64_MAX:
-        return UINT64_MAX
-    return max(1, int(seconds * 1000))

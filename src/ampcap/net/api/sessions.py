@@ -30,6 +30,7 @@ from ...peer.outbound import Outbound
 from ...session.client import SessionClient
 from ...session.record import ThreadMode
 from ...session.state import SessionState
+from .timeouts import invoke_timeout_ms
 
 if TYPE_CHECKING:
     from ..daemon.core import Daemon
@@ -100,7 +101,10 @@ class Session:
         """A session-scoped CAP_INVOKE; a pinned ``capability`` runs its pinned
         version. ``delegation``: on a delegator's behalf, as in
         :meth:`Remote.invoke` (the provider caches the chain's fingerprint
-        and re-checks its revocation when the session is resumed)."""
+        and re-checks its revocation when the session is resumed). Called
+        while serving an invoke, the call gets what is left of that invoke's
+        budget less a margin, ``timeout`` included, as :meth:`Remote.invoke`
+        does (5003 before anything is sent when none is left)."""
         if version is not None:  # the caller's mistake: ValueError, not the peer's 4001 (docs/python-api.md)
             from ...caps.semver import Version
 
@@ -115,7 +119,7 @@ class Session:
             evidence = evidence_body(delegation)
         body = self.client.invoke_body(capability, {} if params is None else params, version=version)
         target: Any = body["id"] if "id" in body else (body["capability"], body["version"])
-        timeout_ms = max(1, int(timeout * 1000))
+        timeout_ms = invoke_timeout_ms(timeout, self._daemon.clock.wall_ms())
         sent: list[Outbound] = []
         mode = self.client.mode
 
