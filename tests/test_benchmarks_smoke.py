@@ -46,6 +46,16 @@ def test_bench_daemon_quick() -> None:
     assert "ERROR replies" not in out
 
 
+@pytest.mark.slow
+def test_bench_daemon_durability_quick() -> None:
+    out = run_tool("bench_daemon.py", "--quick", "--shape", "durability")
+    # The journal's cost: each store setting's rows, and its ratios over --state-dir none.
+    for name in ("none", "journal", "journal, power"):
+        assert f"ampcap unbatched ({name})" in out
+    assert "journal / none: " in out and "× CPU and " in out and "at 64 in flight" in out
+    assert "daemon peak RSS: none " in out and "ERROR replies" not in out
+
+
 def test_profile_invoke_help() -> None:
     # It needs valgrind and minutes, so the suite only checks that it loads
     # (its imports: loadgen, bench_bindings) and says what it does.

@@ -21,6 +21,7 @@ Targets (issue 5): 64-in-flight throughput ≥ 1.5× grpcio, sequential p50
     python tools/bench_daemon.py [--seconds 3] [--rounds 3] [--capability org.ampcap.demo.echo:1.0.0]
     python tools/bench_daemon.py --only ampcap --profile /tmp/daemon.prof   # cProfile the daemon
     python tools/bench_daemon.py --shape unbatched --rounds 3   # only the unbatched load
+    python tools/bench_daemon.py --shape durability --rounds 3  # the journal's cost (issue 34, item 2)
 """
 
 from __future__ import annotations
@@ -201,11 +202,15 @@ UNBATCHED_TARGETS = {1: 3.0, 64: 2.0}  # issue 34: daemon CPU per invoke in Ed25
 
 
 def run_unbatched(seconds: float, connections: tuple[int, ...] = UNBATCHED_CONNECTIONS, processes: int = 1,
-                  state: str = "none") -> list[Result]:
-    """The unbatched load (``tools/loadgen.py``) against a fresh ``serve --demo``:
-    one row per connection count, the daemon's CPU from /proc over the timed
-    run only (sessions opened, invokes pre-signed and warmed up before)."""
-    daemon = DemoDaemon(state, prefix="ampcap-bench-unbatched-")
+                  state: str = "none", extra: tuple[str, ...] = (), label: str | None = None,
+                  peak_rss: list[float] | None = None) -> list[Result]:
+    """The unbatched load (``tools/loadgen.py``) against a fresh ``serve --demo``
+    (``state``: "none" or "dir", ``extra``: more serve options): one row per
+    connection count, the daemon's CPU from /proc over the timed run only
+    (sessions opened, invokes pre-signed and warmed up before). ``peak_rss``
+    gets the daemon's peak RSS in MiB at the end."""
+    daemon = DemoDaemon(state, prefix="ampcap-bench-unbatched-", extra=extra)
+    label = label or f"ampcap unbatched ({state})"
     rows = []
     try:
         for n in connections:
@@ -216,12 +221,61 @@ def run_unbatched(seconds: float, connections: tuple[int, ...] = UNBATCHED_CONNE
                 used = cpu_seconds(daemon.proc.pid) - cpu[0]  # the sessions' closing is in it: a few ms
             else:
                 res, used = trio.run(_unbatched_once, daemon, n, seconds)
-            rows.append(Result(f"ampcap unbatched ({state})", n, res.calls, res.elapsed_s, res.latencies_us, used))
+            rows.append(Result(label, n, res.calls, res.elapsed_s, res.latencies_us, used))
             if res.errors:
                 print(f"warning: {res.errors} ERROR replies at {n} connections")
+        if peak_rss is not None:
+            peak_rss.append(_peak_rss_mib(daemon.proc.pid))
     finally:
         daemon.stop()
     return rows
+
+
+def _peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# The journal's cost (issue 34, item 2): the same unbatched load against
+# --state-dir none, the default journal (--durability process) and
+# --durability power, each daemon fresh, in this order in every round.
+DURABILITY_ROWS = (("none", "none", ()), ("journal", "dir", ()),
+                   ("journal, power", "dir", ("--durability", "power")))
+DURABILITY_CONNECTIONS = (1, 64)
+DURABILITY_TARGET = 1.10  # daemon CPU and p50, journal / none, at 1 and at 64 in flight
+
+
+@dataclass
+class DurabilityRound:
+    rows: dict[str, list[Result]]
+    rss_mib: dict[str, float]
+
+    def ratios(self, name: str) -> dict[int, tuple[float, float]]:
+        """Per connection count: (CPU, p50) of row ``name`` over the none row."""
+        base = {row.in_flight: row for row in self.rows["none"]}
+        return {row.in_flight: (row.cpu_us_per_call / base[row.in_flight].cpu_us_per_call,
+                                row.pct(0.5) / base[row.in_flight].pct(0.5)) for row in self.rows[name]}
+
+
+def measure_durability(args: argparse.Namespace) -> DurabilityRound:
+    rows, rss = {}, {}
+    for name, state, extra in DURABILITY_ROWS:
+        peak: list[float] = []
+        rows[name] = run_unbatched(args.seconds, DURABILITY_CONNECTIONS, 1, state, extra,
+                                   label=f"ampcap unbatched ({name})", peak_rss=peak)
+        rss[name] = peak[0] if peak else float("nan")
+    return DurabilityRound(rows, rss)
+
+
+def report_durability(r: DurabilityRound) -> None:
+    print(summarize([row for name, _, _ in DURABILITY_ROWS for row in r.rows[name]]))
+    for name, _, _ in DURABILITY_ROWS[1:]:
+        print(f"{name} / none: " + ", ".join(
+            f"{cpu:.2f}× CPU and {p50:.2f}× p50 at {n} in flight" for n, (cpu, p50) in r.ratios(name).items())
+            + f"   target ≤ {DURABILITY_TARGET:.2f}× (default journal)")
+    print("daemon peak RSS: " + ", ".join(f"{name} {mib:.0f} MiB" for name, mib in r.rss_mib.items()))
 
 
 async def _unbatched_once(daemon: DemoDaemon, connections: int, seconds: float
@@ -351,8 +405,10 @@ def main() -> None:
     parser.add_argument("--capability", default="org.ampcap.demo.echo:1.0.0")
     parser.add_argument("--only", choices=("ampcap", "all"), default="all",
                         help="the batched rows of ampcap only, or with the echo and grpcio baselines")
-    parser.add_argument("--shape", choices=("batched", "unbatched", "both"), default="both",
-                        help="ampcap's own batching client, the unbatched load (tools/loadgen.py), or both")
+    parser.add_argument("--shape", choices=("batched", "unbatched", "both", "durability"), default="both",
+                        help="ampcap's own batching client, the unbatched load (tools/loadgen.py), or both; "
+                             "durability: the unbatched load at 1 and 64 connections against --state-dir none, "
+                             "the default journal and --durability power (the journal's cost)")
     parser.add_argument("--connections", type=lambda t: tuple(int(x) for x in t.split(",")),
                         default=UNBATCHED_CONNECTIONS, help="unbatched: connection counts (default 1,16,64)")
     parser.add_argument("--processes", type=int, default=1,
@@ -369,6 +425,9 @@ def main() -> None:
             args.connections = (1, 16)
 
     print(f"capability {args.capability}, {args.seconds:.0f} s per row, loopback, CPython {sys.version.split()[0]}")
+    if args.shape == "durability":
+        durability_main(args)
+        return
     rounds = []
     for i in range(args.rounds):
         if args.rounds > 1:
@@ -382,6 +441,24 @@ def main() -> None:
             if values:
                 print(f"{label}: {statistics.median(values):.2f}× ({values[0]:.2f} – {values[-1]:.2f})"
                       f"   target {target}")
+
+
+
+def durability_main(args: argparse.Namespace) -> None:
+    rounds = []
+    for i in range(args.rounds):
+        if args.rounds > 1:
+            print(f"\n=== round {i + 1} of {args.rounds}")
+        rounds.append(measure_durability(args))
+        report_durability(rounds[-1])
+    if args.rounds > 1:
+        print(f"\n=== across {args.rounds} rounds: median (min – max), over --state-dir none")
+        for name, _, _ in DURABILITY_ROWS[1:]:
+            for n in DURABILITY_CONNECTIONS:
+                for what, index in (("CPU", 0), ("p50", 1)):
+                    values = sorted(r.ratios(name)[n][index] for r in rounds)
+                    print(f"{name}, {n} in flight, {what}: {statistics.median(values):.2f}× "
+                          f"({values[0]:.2f} – {values[-1]:.2f})")
 
 
 if __name__ == "__main__":

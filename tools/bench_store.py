@@ -10,7 +10,9 @@ a lease renewal per worker per period (not per invoke).
 
 Measured here, one connection, sequentially (latency, not throughput):
 a commit of 1 and of 64 DONE rows (~500-byte terminals), ``find``, and
-claim + complete. SQLite in a temporary directory, with ``--durability``
+claim + complete; and the CPU a lone daemon's two commits per invoke
+cost at one in flight (the floor under the journal's cost there; the
+client side of PostgreSQL only). SQLite in a temporary directory, with ``--durability``
 process (WAL, synchronous=NORMAL) and power (synchronous=FULL); PostgreSQL
 at ``--url``, or a private cluster this tool starts (tests/pg.py, fsync on)
 when the PostgreSQL binaries are installed.
@@ -80,6 +82,21 @@ def measure(store: StateStore, n: int) -> dict[str, tuple[float, float]]:
     return out
 
 
+def invoke_commits_cpu_us(store: StateStore, n: int) -> float:
+    """CPU µs (this process: the driver, the SQLite library, the syscalls it
+    makes) per plain invoke's two journal commits as a lone daemon makes
+    them at one invoke in flight: the RUNNING row, then the DONE row with
+    its terminal bytes, each its own transaction."""
+    journal = StoreJournal(store)
+    done = _records(20_000_000, n)
+    running = [msgspec.structs.replace(r, state=JournalState.RUNNING, terminal=None) for r in done]
+    started = time.process_time()
+    for i in range(n):
+        journal.write([running[i]])
+        journal.write([done[i]])
+    return 1e6 * (time.process_time() - started) / n
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2000, help="operations per row (default 2000)")
@@ -88,11 +105,13 @@ def main() -> None:
     args = parser.parse_args()
     n = 50 if args.quick else args.n
     rows: list[tuple[str, dict[str, tuple[float, float]]]] = []
+    cpu: list[tuple[str, float]] = []
     for durability in (Durability.PROCESS, Durability.POWER):
         tmp = tempfile.mkdtemp(prefix="ampcap-bench-store-")
         try:
             store = open_store(tmp, durability=durability)
             rows.append((f"SQLite ({durability.value})", measure(store, n)))
+            cpu.append((f"SQLite ({durability.value})", invoke_commits_cpu_us(store, n)))
             store.close()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -111,6 +130,7 @@ def main() -> None:
                 store.query("DROP TABLE IF EXISTS invoke_journal")
                 store.query("DELETE FROM schema_versions WHERE component = 'journal'")
                 rows.append((f"PostgreSQL ({durability.value})", measure(store, n)))
+                cpu.append((f"PostgreSQL ({durability.value})", invoke_commits_cpu_us(store, n)))
                 store.close()
         else:
             print("PostgreSQL: not measured (no --url, no PostgreSQL binaries)")
@@ -123,6 +143,8 @@ def main() -> None:
     print(f"{'':22}" + "".join(f" | {name:>20}" for name in names))
     for label, figures in rows:
         print(f"{label:22}" + "".join(f" | {figures[name][0]:8,.0f} / {figures[name][1]:8,.0f}" for name in names))
+    print("CPU of a plain invoke's two commits (RUNNING, then DONE; the daemon at 1 in flight), µs in this "
+          "process: " + ", ".join(f"{label} {us:,.0f}" for label, us in cpu))
 
 
 if __name__ == "__main__":
