@@ -162,3 +162,4 @@ def test_bench_payments_quick() -> None:
 def test_bench_scale_quick() -> None:
     out = run_tool("bench_scale.py", "--quick", "--no-postgres", timeout=240)
     assert "SQLite, 2 workers |" in out and "2 workers / 1 worker on SQLite" in out
+    assert "this machine, 2 CPU-bound processes / 1" in out
