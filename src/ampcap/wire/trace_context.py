@@ -25,6 +25,7 @@ from a :class:`TraceParent` at the edge.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +43,6 @@ _TRACEPARENT_LEN = 55  # version 00: 2 + 1 + 32 + 1 + 16 + 1 + 2
 MAX_TRACEPARENT = 256  # a later version may append fields; longer is not read at all
 MAX_TRACESTATE = 512  # W3C: a vendor may cut tracestate at 512 characters
 MAX_TRACESTATE_MEMBERS = 32
-_HEX = frozenset("0123456789abcdef")
 
 
 class TraceParent(msgspec.Struct, frozen=True, gc=False):
@@ -58,8 +58,8 @@ class TraceParent(msgspec.Struct, frozen=True, gc=False):
         return f"00-{self.trace_id:032x}-{self.span_id:016x}-{self.flags:02x}"
 
 
-def _hex(text: str) -> bool:
-    return all(c in _HEX for c in text)
+# version, trace id, parent (span) id, flags: lowercase hex only (W3C Trace Context §3.2.2).
+_FIELDS = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
 
 def parse_traceparent(value: Any) -> TraceParent | None:
@@ -69,22 +69,16 @@ def parse_traceparent(value: Any) -> TraceParent | None:
     next character is a dash, as W3C Trace Context §3.2.4 asks; ``ff`` is invalid."""
     if type(value) is not str or not _TRACEPARENT_LEN <= len(value) <= MAX_TRACEPARENT:
         return None
-    version = value[:2]
-    if not _hex(version) or version == "ff":
+    found = _FIELDS.match(value)
+    if found is None:
         return None
-    if version == "00" and len(value) != _TRACEPARENT_LEN:
+    version = found[1]
+    if version == "ff" or (len(value) > _TRACEPARENT_LEN and (version == "00" or value[_TRACEPARENT_LEN] != "-")):
         return None
-    if len(value) > _TRACEPARENT_LEN and value[_TRACEPARENT_LEN] != "-":
-        return None
-    if value[2] != "-" or value[35] != "-" or value[52] != "-":
-        return None
-    trace_hex, span_hex, flags_hex = value[3:35], value[36:52], value[53:55]
-    if not (_hex(trace_hex) and _hex(span_hex) and _hex(flags_hex)):
-        return None
-    trace_id, span_id = int(trace_hex, 16), int(span_hex, 16)
+    trace_id, span_id = int(found[2], 16), int(found[3], 16)
     if trace_id == 0 or span_id == 0:
         return None
-    return TraceParent(trace_id=trace_id, span_id=span_id, flags=int(flags_hex, 16))
+    return TraceParent(trace_id=trace_id, span_id=span_id, flags=int(found[4], 16))
 
 
 def parse_tracestate(value: Any) -> str | None:

@@ -81,9 +81,10 @@ def _outcome(out: Any) -> tuple[str, int | None]:
 
 
 def _end(span: Any, outcome: str, code: int | None, message: str | None = None) -> None:
-    span.set_attribute("ampcap.outcome", outcome)
-    if code is not None:
-        span.set_attribute("ampcap.error.code", code)
+    if code is None:
+        span.set_attribute("ampcap.outcome", outcome)
+    else:
+        span.set_attributes({"ampcap.outcome": outcome, "ampcap.error.code": code})
         span.set_status(Status(StatusCode.ERROR, f"{code} {error_info(code).name}" +
                                (f": {message[:_TEXT]}" if message else "")))
     span.end()
@@ -141,9 +142,9 @@ class DaemonTracing:
                 span = spans.get(job.key)
                 if span is not None:
                     span.update_name(job.capability_id)
-                    span.set_attribute("ampcap.capability", job.capability_id)
-                    span.set_attribute("ampcap.capability.name", job.descriptor.name)
-                    span.set_attribute("ampcap.capability.version", str(job.descriptor.version))
+                    span.set_attributes({"ampcap.capability": job.capability_id,
+                                         "ampcap.capability.name": job.descriptor.name,
+                                         "ampcap.capability.version": str(job.descriptor.version)})
             elif kind is Send:
                 out = action.out
                 if (out.typ == _RESULT or out.typ == _ERROR) and out.reply_to is not None and type(out.to) is str:
