@@ -276,13 +276,47 @@ async def test_only_peers_that_both_trace_exchange_the_entry() -> None:
             assert only(spans, SpanKind.SERVER).parent is None
 
 
+@pytest.mark.trio
+async def test_open_spans_are_bounded() -> None:
+    from ampcap.net.features.tracing import trace_daemon
+
+    provider, spans = recorder()
+    peer = Peer(new_identity())
+    release = trio.Event()
+
+    @peer.capability("org.example.wait", "1.0.0")
+    async def wait(i: int) -> dict:
+        await release.wait()
+        return {"i": i}
+
+    async with peer.serve("amp://127.0.0.1:0") as server:
+        trace_daemon(server.daemon, provider, max_open=2)  # before anyone connects: offered in HELLO
+        async with connect(server.url, identity=new_identity()) as remote:
+            results: list[Any] = []
+            async with trio.open_nursery() as nursery:
+                for i in range(3):
+                    nursery.start_soon(lambda i=i: _collect(remote, i, results))
+                    await trio.sleep(0.05)  # in this order
+                await trio.sleep(0.1)
+                abandoned = spans.get_finished_spans()
+                assert [(s.attributes or {})["ampcap.outcome"] for s in abandoned] == ["abandoned"]
+                release.set()
+    assert sorted(r["i"] for r in results) == [0, 1, 2]  # the invokes themselves are unaffected
+    outcomes = [(s.attributes or {})["ampcap.outcome"] for s in spans.get_finished_spans()]
+    assert outcomes == ["abandoned", "ok", "ok"]
+
+
+async def _collect(remote: Any, i: int, into: list[Any]) -> None:
+    into.append(await remote.invoke("org.example.wait:1.0.0", params={"i": i}))
+
+
 # ------------------------------------------------------ the command line
 
 
-def _serve(tmp: Path, *args: str, importtime: bool = False) -> subprocess.Popen[str]:
+def _serve(tmp: Path, *args: str, importtime: bool = False, state: bool = False) -> subprocess.Popen[str]:
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp / "config"), PYTHONUNBUFFERED="1")
     cmd = [PYTHON, *(["-X", "importtime"] if importtime else []), "-m", "ampcap.cli.main", "serve", "--demo",
-           "--listen", "127.0.0.1:0", "--state-dir", "none", *args]
+           "--listen", "127.0.0.1:0", "--state-dir", str(tmp / "state") if state else "none", *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(tmp / "serve.err", "w"), text=True, env=env)
 
 
@@ -310,7 +344,7 @@ def _spans(path: Path) -> list[dict[str, Any]]:
 
 def test_serve_and_invoke_trace_to_files_and_join_one_trace(tmp_path: Path) -> None:
     served, called = tmp_path / "served.jsonl", tmp_path / "called.jsonl"
-    proc = _serve(tmp_path, "--trace", str(served))
+    proc = _serve(tmp_path, "--trace", str(served), state=True)  # the journal holds replies until committed
     try:
         url = _read_line(proc, 30.0).split()[0]
         done = _invoke(tmp_path, url, "--trace", str(called))

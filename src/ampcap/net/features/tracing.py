@@ -49,7 +49,9 @@ __all__ = ["DaemonTracing", "trace_daemon", "tracer_provider", "otlp_exporter_cl
 log = logging.getLogger("ampcap.daemon")
 
 _RESULT, _ERROR = int(MessageType.CAP_RESULT), int(MessageType.ERROR)
-MAX_OPEN_SPANS = 100_000  # invokes awaiting their terminal reply; past it the oldest span ends, marked abandoned
+# Spans open at once (invokes awaiting their terminal reply: about the daemon's
+# in flight): past it the oldest ends, marked abandoned, whatever befalls a reply.
+MIN_OPEN_SPANS = 10_000
 _TEXT = 200  # a peer's text (a capability name) is cut to this in attributes
 EXPORTERS = ("console", "otlp")  # besides a file path (serve --trace WHERE)
 
@@ -95,8 +97,9 @@ class DaemonTracing:
     reply; the caller's, handed back to :class:`~ampcap.net.daemon.calls.Calls`."""
 
     def __init__(self, provider: Any, *, did: str, sign: Callable[[bytes], bytes],
-                 public_key: Callable[[str], bytes]) -> None:
+                 public_key: Callable[[str], bytes], max_open: int = MIN_OPEN_SPANS) -> None:
         self.provider = provider
+        self._max_open = max_open
         self._tracer = provider.get_tracer("ampcap", __version__)
         self._did, self._sign, self._public_key = did, sign, public_key
         self._spans: dict[InvokeKey, Any] = {}
@@ -124,7 +127,7 @@ class DaemonTracing:
             ctx = trace.set_span_in_context(NonRecordingSpan(remote))
         span = self._tracer.start_span(_requested(inbound.body), context=ctx, kind=SpanKind.SERVER, attributes={
             "rpc.system": "amp", "ampcap.caller": _cut(env.sender), "ampcap.invoke_id": env.id.hex()})
-        if len(self._spans) >= MAX_OPEN_SPANS:  # bounded whatever happens to a reply
+        if len(self._spans) >= self._max_open:  # bounded whatever happens to a reply
             oldest = next(iter(self._spans))
             _end(self._spans.pop(oldest), "abandoned", None)
         self._spans[key] = span
@@ -204,12 +207,15 @@ class DaemonTracing:
             shutdown()
 
 
-def trace_daemon(daemon: Any, provider: Any = None) -> DaemonTracing:
+def trace_daemon(daemon: Any, provider: Any = None, *, max_open: int | None = None) -> DaemonTracing:
     """Make ``daemon`` trace its invokes with ``provider`` (None: the global
-    TracerProvider OpenTelemetry was configured with)."""
+    TracerProvider OpenTelemetry was configured with). ``max_open`` spans at
+    once: by default twice the daemon's in-flight limit, at least 10,000."""
+    if max_open is None:
+        max_open = max(MIN_OPEN_SPANS, 2 * daemon.config.max_in_flight)
     tracing = DaemonTracing(provider if provider is not None else trace.get_tracer_provider(),
                             did=daemon.identity.did, sign=daemon.identity.sign,
-                            public_key=daemon.pipeline.resolver.ed25519_for)
+                            public_key=daemon.pipeline.resolver.ed25519_for, max_open=max_open)
     daemon.traced_by(tracing)
     return tracing
 
