@@ -145,8 +145,7 @@ class DaemonTracing:
                 span = spans.get(job.key)
                 if span is not None:
                     span.update_name(job.capability_id)
-                    span.set_attributes({"ampcap.capability": job.capability_id,
-                                         "ampcap.capability.name": job.descriptor.name,
+                    span.set_attributes({"ampcap.capability.name": job.descriptor.name,  # the id: the span's name
                                          "ampcap.capability.version": str(job.descriptor.version)})
             elif kind is Send:
                 out = action.out
