@@ -68,6 +68,12 @@ def test_bench_cancel_quick() -> None:
     assert "cancel of a running one" in out and "a cancel's daemon CPU / a plain invoke's" in out
 
 
+def test_bench_tracing_quick() -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    out = run_tool("bench_tracing.py", "--quick")
+    assert "tracing adds" in out and "a traced invoke's daemon CPU / a plain one's" in out
+
+
 def test_bench_protocol_quick() -> None:
     out = run_tool("bench_protocol.py", "--quick")
     assert "Ed25519 sign + verify here" in out and "least a sequential round trip" in out

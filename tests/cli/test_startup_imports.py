@@ -32,7 +32,9 @@ NEVER_FOR_A_CLIENT = ("jsonschema", "fastjsonschema", "dpkt", "tomllib", "ampcap
                       "ampcap.store", "sqlite3", "ampcap.net.daemon.jobs", "ampcap.net.daemon.durable",
                       "ampcap.net.daemon.serving",
                       # The schemas ship compiled (schema/_compiled.py): no CDDL parsing.
-                      "cddlparser", "ampcap.schema.engine")
+                      "cddlparser", "ampcap.schema.engine",
+                      # Tracing only with --trace (tests/net/test_tracing.py checks serve too).
+                      "opentelemetry", "ampcap.net.features.tracing", "ampcap.wire.trace_context")
 # A command line naming query or invoke builds only their parser.
 OTHER_COMMANDS = ("ampcap.cli.caps", "ampcap.cli.dump", "ampcap.cli.interop", "ampcap.cli.keys")
 # --help builds the parser only: no event loop, no codec, no schemas either.

@@ -48,3 +48,19 @@ def test_hello_cancel_and_deprecation_are_decoded() -> None:
                                  reply_to=INVOKE_ID, ext=ext))
     assert forged.signature == "valid"
     assert forged.notes == ["ampcap deprecation entry that does not verify (ignored by callers)"]
+
+
+def test_a_trace_context_entry_is_decoded_with_whether_it_verifies() -> None:
+    from ampcap.wire import trace_context
+
+    insp = Inspector(default_resolver(), now_ms=T0)
+    parent = trace_context.TraceParent(trace_id=0xabc, span_id=0xdef, flags=1, tracestate="k=v")
+    message_id = T0.to_bytes(8, "big") + b"\x07" * 8
+    ext = trace_context.signed_entry(ALICE.sign, ALICE.did, message_id, parent)
+    invoke = insp.message(sealed(int(MessageType.CAP_INVOKE), {"id": "org.example.x:1.0.0", "params": {}},
+                                 message_id=message_id, ext=ext))
+    assert invoke.notes == [f"ampcap trace context (its signature verifies): traceparent {parent.header()}, "
+                            "tracestate 3 characters"]
+    moved = insp.message(sealed(int(MessageType.CAP_INVOKE), {"id": "org.example.x:1.0.0", "params": {}},
+                                message_id=T0.to_bytes(8, "big") + b"\x08" * 8, ext=ext))  # on another message
+    assert moved.notes == ["ampcap trace context that is malformed or does not verify (ignored by daemons)"]

@@ -71,6 +71,10 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
         # Its raw framing has no HELLO, so nothing would tell us whom to address.
         raise UsageError("--compat rust-example needs --peer-did DID (the daemon's DID), or --to DID with a relay URL")
     ssl_context = tls_client_context(args, [args.url])
+    if getattr(args, "trace", None) is not None:  # a --trace that cannot work fails before a key file is made
+        from .tracing import check_tracing
+
+        check_tracing(args.trace)
     identity = load_or_create_identity(args.identity, caller=True)  # after the checks: a usage error creates no key file
 
     config = DaemonConfig()
@@ -81,8 +85,14 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
     # --timeout bounds connecting too (never beyond the 10 s handshake timeout).
     connect_s = min(args.timeout, 10.0) if args.timeout is not None else 10.0
 
+    tracing = None
+    if getattr(args, "trace", None) is not None:  # invoke --trace: OpenTelemetry only then
+        from .tracing import tracer_provider_for
+
+        tracing = tracer_provider_for(args.trace, service="ampcap invoke", did=identity.did)
+
     async def main() -> str:
-        async with Peer(identity, config=config).connect(args.url, peer_did=args.peer_did, relay_to=args.to,
+        async with Peer(identity, config=config, tracing=tracing).connect(args.url, peer_did=args.peer_did, relay_to=args.to,
                                                          relay_did=args.relay_did, ssl_context=ssl_context,
                                                          timeout=connect_s,
                                                          relay_profile=getattr(args, "relay_profile", "auto")) as remote:
@@ -100,6 +110,9 @@ def call_daemon(args: argparse.Namespace, call: Any) -> int:
         return _fail(exc if advised == exc.message else AmpError(exc.code, advised, details=exc.details), args.json)
     except OSError as exc:
         return _fail(AmpError(5002, f"cannot reach {args.url}: {exc.strerror or exc}"), args.json)
+    finally:
+        if tracing is not None:  # the client span reaches the exporter before the command exits
+            tracing.shutdown()
     # Printed out here, where a failed write (a reader gone, a full disk) is
     # main's to report as such, not mistaken for an unreachable peer.
     print(output)

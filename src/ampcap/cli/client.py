@@ -33,6 +33,7 @@ from .argtypes import MAX_SECONDS, did, seconds, semver, semver_range
 from .calling import SHOWN_TEXT, call_daemon, interruptible, parse_session_id, to_json
 from .errors import UsageError
 from .tls_options import add_tls_client_arguments
+from .tracing import add_trace_option
 
 if TYPE_CHECKING:
     from ..caps.descriptor import Descriptor
@@ -142,6 +143,7 @@ def register(subparsers: Any) -> None:
                    help="answer the capability's questions (RFC 006 INPUT_REQUIRED) with TEXT, in order; "
                         "may be repeated. Without it, questions are asked on the terminal, and declined "
                         "(the invoke then fails 4001) when stdin is not one")
+    add_trace_option(i, "this invoke (a client span; its context reaches a daemon that traces too)")
     i.add_argument("--session", default=None, metavar="ID",
                    help="run inside the RFC 006 session ID (32 hex digits, from `ampcap session URL open`): "
                         "it is resumed first, and a pinned capability runs its pinned version")

@@ -34,6 +34,7 @@ from . import startup
 from .argtypes import MAX_SECONDS, did, seconds, state_dir, whole_number
 from .errors import CommandError, UsageError, local_file_errors
 from .tls_options import add_tls_client_arguments, tls_advice, tls_client_context
+from .tracing import add_trace_option
 
 if TYPE_CHECKING:
     import ssl
@@ -141,6 +142,7 @@ def register(subparsers: Any) -> None:
                    help="serve Prometheus metrics at http://HOST:PORT/metrics (invokes by capability and "
                         "outcome, latency, in flight, connections, store commits, claim conflicts; with "
                         "--workers, summed over the workers); `ampcap status http://HOST:PORT` prints them")
+    add_trace_option(p, "every invoke served (and every invoke a served capability makes)")
     p.add_argument("--workers", type=whole_number("--workers", 1, 256), default=1, metavar="N",
                    help="run N processes of this daemon on the same listening sockets and state store (they "
                         "claim each invoke in the store, so a retry reaching any of them is answered once; "
@@ -388,6 +390,10 @@ def run_serve(args: argparse.Namespace) -> int:
             except UrlError as exc:
                 raise UsageError(f"{flag} {url!r}: {exc}") from None
     dial_tls = tls_client_context(args, [*args.relay, *args.connect])
+    if args.trace is not None:  # before any worker starts: a missing extra is one line, once
+        from .tracing import check_tracing
+
+        check_tracing(args.trace)
     if args.workers > 1:
         return _run_workers(args)
     # A stop signal before serving (held by cli.startup) ends serve here, with
@@ -402,6 +408,10 @@ def run_serve(args: argparse.Namespace) -> int:
         from .serve_state import METRICS_CHILD_ENV, start_metrics
 
         start_metrics(daemon, parse_listen(args.metrics), serve=not os.environ.get(METRICS_CHILD_ENV))
+    if args.trace is not None:  # after --metrics: both observe the daemon's actions
+        from .tracing import start_tracing
+
+        start_tracing(daemon, args.trace, service="ampcap serve")
     # What start-up built (modules, classes, the schemas, the catalog) lives
     # as long as the process. Frozen, the collector no longer walks it: a
     # full collection (every ~20,000 invokes of `serve --demo`) walked all
@@ -413,9 +423,13 @@ def run_serve(args: argparse.Namespace) -> int:
     # Errors from inside the nurseries (a port in use...) arrive wrapped in an
     # exception group; main reports a lone one as one line.
     rfc003 = args.relay_profile == "rfc003" or (args.relay_profile == "auto" and args.relay_did != RELAY_DID)
-    trio.run(functools.partial(serve_until_signal, daemon, host, port, args.tls_cert is not None, tuple(args.relay),
-                               args.relay_did, tuple(args.connect), dial_tls,
-                               http=getattr(args, "http_address", None), rfc003_relay=rfc003))
+    try:
+        trio.run(functools.partial(serve_until_signal, daemon, host, port, args.tls_cert is not None,
+                                   tuple(args.relay), args.relay_did, tuple(args.connect), dial_tls,
+                                   http=getattr(args, "http_address", None), rfc003_relay=rfc003))
+    finally:
+        if daemon.tracing is not None:  # the spans still batched reach the exporter
+            daemon.tracing.shutdown()
     return 0
 
 

@@ -296,17 +296,20 @@ class Invoker:
                      retry: RetryPolicy | None = None, to: str | None = None,
                      thread_id: bytes | None = None, encrypt: bool = False,
                      delegation: Mapping[str, Any] | None = None, session: Mapping[str, Any] | None = None,
+                     ext_for: Callable[[bytes], dict[str, Any] | None] | None = None,
                      now_ms: int) -> tuple[Handle, Outbound]:
         """Begin a CAP_INVOKE. ``timeout_ms`` is the local deadline per attempt
         and is also sent in the body, so the provider gives up no later.
         ``encrypt`` sends it authcrypted to ``to`` (RFC 001 §8.5).
-        ``session`` is the signed RFC 006 context (``body.session``)."""
+        ``session`` is the signed RFC 006 context (``body.session``).
+        ``ext_for(message_id)`` makes the envelope's ``ext`` (an entry that
+        signs itself over the id, wire/trace_context.py); retries repeat it."""
         timeout = timeout_ms if timeout_ms is not None else self.config.default_timeout_ms
         body = invoke_body(target, params, timeout, delegation)
         if session is not None:
             body["session"] = dict(session)
         return self._start(_Kind.INVOKE, conn, int(_T.CAP_INVOKE), body, timeout, retry, to, thread_id,
-                           target if isinstance(target, str) else None, now_ms, encrypt)
+                           target if isinstance(target, str) else None, now_ms, encrypt, ext_for)
 
     def start_query(self, conn: Hashable, filter: Mapping[str, Any], *, limit: int | None = None,
                     cursor: str | None = None, order: str | None = None, timeout_ms: int | None = None,
@@ -331,7 +334,8 @@ class Invoker:
 
     def _start(self, kind: _Kind, conn: Hashable, typ: int, body: dict[str, Any], timeout_ms: int,
                retry: RetryPolicy | None, to: str | None, thread_id: bytes | None, capability_id: str | None,
-               now_ms: int, encrypt: bool = False) -> tuple[Handle, Outbound]:
+               now_ms: int, encrypt: bool = False,
+               ext_for: Callable[[bytes], dict[str, Any] | None] | None = None) -> tuple[Handle, Outbound]:
         if len(self._calls) >= self.config.max_pending:
             raise LocalProtocolError(5004, "too many calls pending")
         if timeout_ms < 1:
@@ -340,7 +344,8 @@ class Invoker:
         while handle in self._calls:  # only a broken entropy source repeats itself
             handle = new_message_id(now_ms, self._entropy)
         out = Outbound(typ=typ, body=body, to=to, thread_id=thread_id, msg_id=handle, ts_ms=now_ms,
-                       ttl_ms=self.config.message_ttl_ms, encrypt=encrypt)
+                       ttl_ms=self.config.message_ttl_ms, encrypt=encrypt,
+                       ext=ext_for(handle) if ext_for is not None else None)
         self._calls[handle] = _Call(kind=kind, conn=conn, out=out, timeout_ms=timeout_ms, retry=retry,
                                     peer=to, capability_id=capability_id)
         self._timers.set(handle, now_ms + timeout_ms)

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CANCEL", "DEPRECATION", "LISTING", "OFFERED", "agreed", "offered_by", "cancel_body",
+__all__ = ["CANCEL", "DEPRECATION", "LISTING", "TRACE", "OFFERED", "agreed", "offered_by", "cancel_body",
            "cancelled_invoke", "CANCELLED_DETAILS"]
 
 CANCEL = "ampcap.cancel"
 DEPRECATION = "ampcap.deprecation"
 LISTING = "ampcap.list-all"  # R22's CAP_QUERY "*", announced for other implementations to see
 OFFERED: tuple[str, ...] = (CANCEL, DEPRECATION, LISTING)
+# The caller's trace context in ext (wire/trace_context.py): offered only by
+# a process that traces (net/features/tracing.py adds it to its connections'
+# offer), so a peer that does not trace is never sent the entry.
+TRACE = "ampcap.trace"
 
 CANCELLED_DETAILS = {"cancelled": True}
 _MAX_NAMES = 64  # a HELLO listing more is read for its first 64 only

@@ -113,14 +113,20 @@ class Peer:
     :param tls: what :meth:`serve` presents on ``amps://`` URLs
         (``ampcap.net.transport.tls.server_context(cert, key)``); without it the peer
         serves plain ``amp://`` only.
+    :param tracing: OpenTelemetry spans for every invoke served and made
+        (the ``ampcap[tracing]`` extra; ``docs/scaling.md``): an
+        OpenTelemetry ``TracerProvider``, or ``True`` for the global one
+        (``opentelemetry.trace.get_tracer_provider()``); ``None`` (the
+        default) traces nothing and imports nothing of OpenTelemetry.
     """
 
     def __init__(self, identity: Identity | str | os.PathLike[str] | None = None, *,
                  policy: Policy | str | os.PathLike[str] = ALLOW_ALL, resolver: KeyResolver | None = None,
                  config: DaemonConfig = DaemonConfig(), clock: Clock = SYSTEM_CLOCK,
                  manifest: Manifest | str | os.PathLike[str] | None = None,
-                 tls: ssl.SSLContext | None = None, store: StateStore | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, store: StateStore | None = None, tracing: Any = None) -> None:
         self.identity = _load_identity(identity)
+        self.tracing = tracing
         self.tls = tls
         # Durable state (R19): StateStore.open(directory) keeps the invoke
         # journal across restarts; None keeps everything in memory.
@@ -194,9 +200,14 @@ class Peer:
             service, service_handlers = artifact_service(specs, store)  # our schemas, handed out by hash
             handlers = {**handlers, **service_handlers}
         catalog = Catalog(specs + service, cursor_key=os.urandom(32))
-        return Daemon(self.identity, catalog, config=self.config, policy=self.policy,
-                      params=ParamsValidator(store), resolver=self.resolver,
-                      handlers=handlers, clock=self.clock, ssl_context=self.tls, store=self.store)
+        daemon = Daemon(self.identity, catalog, config=self.config, policy=self.policy,
+                        params=ParamsValidator(store), resolver=self.resolver,
+                        handlers=handlers, clock=self.clock, ssl_context=self.tls, store=self.store)
+        if self.tracing is not None and self.tracing is not False:
+            from ..features.tracing import trace_daemon  # OpenTelemetry only for a peer that traces
+
+            trace_daemon(daemon, None if self.tracing is True else self.tracing)
+        return daemon
 
     @asynccontextmanager
     async def _running(self) -> AsyncIterator[Daemon]:
@@ -364,13 +375,15 @@ class Server(msgspec.Struct, frozen=True):
 async def connect(url: str, *, identity: Identity | str | os.PathLike[str] | None = None,
                   peer_did: str | None = None, timeout: float = 10.0,
                   config: DaemonConfig = DaemonConfig(), relay_to: str | None = None,
-                  relay_did: str = RELAY_DID, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[Remote]:
+                  relay_did: str = RELAY_DID, ssl_context: ssl.SSLContext | None = None,
+                  tracing: Any = None) -> AsyncIterator[Remote]:
     """Connect to ``url`` as a peer that offers no capabilities (a pure
-    caller); ``relay_to`` and ``ssl_context`` as in :meth:`Peer.connect`.
+    caller); ``relay_to`` and ``ssl_context`` as in :meth:`Peer.connect`,
+    ``tracing`` as in :class:`Peer`.
     ``identity`` None is the callers' default key file (``caller.json``,
     created if missing), apart from the one a local daemon serves with."""
     caller = identity if identity is not None else load_or_create(None, os.urandom, caller=True)[0]
-    async with Peer(caller, config=config).connect(url, peer_did=peer_did, timeout=timeout,
+    async with Peer(caller, config=config, tracing=tracing).connect(url, peer_did=peer_did, timeout=timeout,
                                                      relay_to=relay_to, relay_did=relay_did,
                                                      ssl_context=ssl_context) as remote:
         yield remote

@@ -134,6 +134,7 @@ class Calls:
         self._pending: dict[bytes, CallOutcome] = {}
         self._refusing = False
         self.nursery: trio.Nursery | None = None  # the daemon's, once it runs (async on_progress callbacks)
+        self.tracing: Any = None  # Daemon.traced_by: a CLIENT span per invoke (net/features/tracing.py)
 
     async def invoke(self, link: Link, target: Target, params: Any, *, timeout_ms: int,
                      retry: RetryPolicy | None = None,
@@ -151,15 +152,26 @@ class Calls:
         ``sent(out)`` is told the message before it leaves (to resend it)."""
         if self._refusing:
             raise AmpError(UNAVAILABLE, _SHUTTING_DOWN)
-        handle, out = self._invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
-                                                 to=to or link.peer_did, encrypt=encrypt, delegation=delegation,
-                                                 thread_id=thread_id, session=session,
-                                                 now_ms=self._clock.wall_ms())
-        if sent is not None:
-            sent(out)
-        outcome = self.register(link, handle, out, on_progress, on_input)
-        outcome.invoke = out
-        return await self._await(handle, outcome)
+        tracing, span, ext_for = self.tracing, None, None
+        if tracing is not None:  # a CLIENT span; its context in ext when the peer traces too
+            span, ext_for = tracing.calling(link, target, to)
+        try:
+            handle, out = self._invoker.start_invoke(link, target, params, timeout_ms=timeout_ms, retry=retry,
+                                                     to=to or link.peer_did, encrypt=encrypt, delegation=delegation,
+                                                     thread_id=thread_id, session=session, ext_for=ext_for,
+                                                     now_ms=self._clock.wall_ms())
+            if sent is not None:
+                sent(out)
+            outcome = self.register(link, handle, out, on_progress, on_input)
+            outcome.invoke = out
+            result = await self._await(handle, outcome)
+        except BaseException as exc:
+            if span is not None:
+                tracing.ended(span, exc)
+            raise
+        if span is not None:
+            tracing.ended(span, None)
+        return result
 
     async def resend(self, link: Link, out: Outbound, *, timeout_ms: int,
                      on_progress: Callable[[int | None, str | None], Any] | None = None,

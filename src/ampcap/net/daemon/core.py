@@ -66,6 +66,7 @@ from ...peer.outbound import Log, Outbound, Send, stand_in_for_oversize
 from ...peer.policy import ALLOW_ALL, Policy
 from ...peer.sealing import Sealer
 from ...wire.cbor import DEFAULT_LIMITS
+from ...wire.extensions import TRACE
 from ...wire.frames import Framing
 from ...wire.identity import DidKeyResolver, Identity, KeyResolver
 from ...wire.receive import ReceivePipeline
@@ -196,6 +197,7 @@ class Daemon(InboundDispatch):
         self.links: set[Link] = set()
         self.observe: Callable[[list[Any]], None] | None = None  # sees every action list as it takes effect
         self.metrics: Any = None  # serve --metrics: the DaemonMetrics whose sampling task runs with the daemon
+        self.tracing: Any = None  # traced_by(): net/features/tracing.py's DaemonTracing
         self._half_closed: set[Link] = set()  # peers that finished sending; closed once answered
         self._nursery: trio.Nursery | None = None
         self._timer_kick = trio.Event()
@@ -230,8 +232,25 @@ class Daemon(InboundDispatch):
             self.durable, self._holds = half.durable, half.holds
         self._jobs = half.jobs
         self._jobs.nursery = self._nursery
+        if self.tracing is not None:
+            self._jobs.entering = self.tracing.entering
         self._executor = half.executor
         return half.executor
+
+    def traced_by(self, tracing: Any) -> None:
+        """Trace invokes both ways with ``tracing`` (a
+        :class:`~ampcap.net.features.tracing.DaemonTracing`; ``serve --trace``,
+        ``Peer(tracing=...)``): spans for what we serve and what we call, and
+        ``ampcap.trace`` offered in HELLO on the connections made from now on,
+        so that peers that trace too carry the trace context in ``ext``."""
+        self.tracing = self.calls.tracing = tracing
+        offered = self._conn_config.extensions
+        if TRACE not in offered:
+            self._conn_config = replace(self._conn_config, extensions=(*offered, TRACE))
+        previous = self.observe
+        self.observe = tracing.observe if previous is None else _both(previous, tracing.observe)
+        if self._jobs is not None:
+            self._jobs.entering = tracing.entering
 
     def _served(self) -> ServingHalf:
         self._serve_half()
@@ -589,6 +608,14 @@ class Daemon(InboundDispatch):
                 self._apply(executor.handle_timer(now))
             self._apply_invoker(self.invoker.handle_timer(now))
             self._apply(self.sessions.handle_timer(now))
+
+def _both(first: Callable[[list[Any]], None], second: Callable[[list[Any]], None]) -> Callable[[list[Any]], None]:
+    """Two observers of the action stream (metrics and tracing), in order."""
+    def observe(actions: list[Any]) -> None:
+        first(actions)
+        second(actions)
+    return observe
+
 
 def _earliest(a: int | None, b: int | None) -> int | None:
     if a is None:

@@ -80,6 +80,7 @@ class _Host(Protocol):
     _executor: Executor | None
     _session_routing: SessionRouting
     _half_closed: set[Link]
+    tracing: Any
 
     @property
     def executor(self) -> Executor: ...
@@ -172,6 +173,8 @@ class InboundDispatch:
                 actions = self._noting_delegation(executor.handle(inbound, link, now), now)
             else:
                 actions = executor.handle(inbound, link, now)
+            if self.tracing is not None:  # its span starts before anything it asks for takes effect
+                self.tracing.received(link, inbound)
             if link.relay_acks:
                 # In the same list: with a durable store it is held, like the
                 # reply, until the invoke's journal row is committed (§5.5).

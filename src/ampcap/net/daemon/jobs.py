@@ -85,6 +85,9 @@ class Jobs:
         self.nursery: trio.Nursery | None = None  # the daemon's, once it runs
         self.stats = {"invokes": 0, "completed": 0}
         self.usage = UsageStats()  # per capability id; logged when the daemon drains
+        # Tracing (net/features/tracing.py): called in each job's own task
+        # before it runs, to make the invoke's span current there.
+        self.entering: Callable[[Job], None] | None = None
 
     async def open_bindings(self, nursery: trio.Nursery, bindings: list[Any]) -> None:
         """Before serving: start the MCP servers the catalog's bindings use."""
@@ -136,6 +139,8 @@ class Jobs:
         # Deadlines that travel (R23): calls this task makes while serving
         # the invoke get what is left of its budget (this task's context only).
         SERVING_DEADLINE.set(job.deadline_ms)
+        if self.entering is not None:
+            self.entering(job)
         result: Any = None
         error: AmpError | None = None
         try:
