@@ -113,7 +113,7 @@ class StateStore:
     where = "memory"
     """What to name in messages: a file path, or a URL without its password."""
     keepalive_s: float | None = None
-    """How often a daemon touches the store while idle, or None: a backend
+    """How often a daemon touches the store (a trivial read), or None: a backend
     whose connection can break (PostgreSQL restarted) reconnects only when
     used, and takes its owner lock again then (store/owner.py)."""
 

@@ -124,7 +124,7 @@ class DurableState:
             await self._commit_loop()
 
     async def _keep_alive(self, period_s: float) -> None:
-        """Touch the store while idle (PostgreSQL): a connection the server
+        """Touch the store every period (PostgreSQL): a connection the server
         dropped is opened again, and the owner lock taken again with it
         (store/owner.py), within a period rather than at the next invoke,
         so that no uncoordinated daemon finds the store free meanwhile."""
