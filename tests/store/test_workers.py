@@ -493,6 +493,44 @@ def _advisory_share_locks(pg_cluster: Any, database: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _connections(pg_cluster: Any, database: str) -> int:
+    import psycopg
+
+    with psycopg.connect(pg_cluster.url(), autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_a_retry_the_cache_cannot_place_is_read_ahead_on_postgresql(tmp_path: Path, pg_cluster: Any) -> None:
+    # After a restart the journal holds the first life's invokes, and memory
+    # none of them: a retry is looked up in the store. On PostgreSQL the
+    # daemon reads it in a thread, on a connection of its own, before the
+    # executor handles the invoke (net/daemon/lookahead.py): the same bytes
+    # come back, nothing runs again, and that second connection exists.
+    log = tmp_path / "ran.log"
+    database = pg_cluster.create_database()
+    args = ["--state-url", pg_cluster.url(database)]
+    ident = Identity.generate(os.urandom)
+    first = Serve(tmp_path, args, {}, log)
+    try:
+        wire = sealed_invoke(first.did, ident, "k1", 0)
+        answer = trio.run(exchange, first.url, ident, wire)
+        assert [t for t, _ in answer] == [RESULT]
+    finally:
+        assert first.stop() == 0
+    again = Serve(tmp_path, args, {}, log)
+    try:
+        assert _connections(pg_cluster, database) == 1  # nothing read ahead yet
+        assert trio.run(exchange, again.url, ident, wire) == answer
+        assert _connections(pg_cluster, database) == 2  # the reader's connection
+        fresh = sealed_invoke(again.did, ident, "k2", 0)
+        assert [t for t, _ in trio.run(exchange, again.url, ident, fresh)] == [RESULT]
+        assert ran(log) == ["k1", "k2"]
+    finally:
+        status = again.stop()
+    assert status == 0 and "Traceback" not in again.err.read_text(), again.err.read_text()
+
+
 def test_after_a_postgresql_restart_the_store_is_still_refused_to_an_uncoordinated_daemon(
         tmp_path: Path, pg_cluster: Any) -> None:
     # The owner lock is a session advisory lock: a restart of PostgreSQL

@@ -36,6 +36,7 @@ from ..transport.clock import Clock
 
 if TYPE_CHECKING:
     from .claims import WorkerClaims
+    from .lookahead import ReadAhead
 
 __all__ = ["DurableState", "holds"]
 
@@ -79,7 +80,13 @@ class DurableState:
             records = self.journal.load_running(now, lease_expired_before=now)
         else:
             records = self.journal.load_running(now)
-        executor.records = self.journal
+        # On PostgreSQL a lookup is a round trip: the edge reads it ahead, in a thread (lookahead.py).
+        self.read_ahead: ReadAhead | None = None
+        if store.backend == "postgresql":
+            from .lookahead import ReadAhead
+
+            self.read_ahead = ReadAhead(self.journal)
+        executor.records = self.read_ahead if self.read_ahead is not None else self.journal
         closed, notes = executor.preload(records, now, idempotent, remembered_until=self.journal.latest_expiry())
         if self.claims is not None:
             for record in closed:
