@@ -127,7 +127,7 @@ class AdvisoryOwnership:
     (``PostgresStore.reconnected``): the same test as at start. Should
     another group have taken the store meanwhile (every member was cut off,
     and an uncoordinated daemon started), the new connection is refused
-    (StoreBusy, 5002) and this process answers 5002 rather than share the
+    (StoreBusy, 5002): this process's statements fail rather than share the
     store uncoordinated."""
 
     GATE = "ampcap store owner gate"
