@@ -594,8 +594,16 @@ def _announce(line: str) -> None:
     """The one line scripts wait for, flushed before anything can be served.
     With stdout closed (as some supervisors start daemons) or its reader
     gone, nobody waits for it: the daemon serves on, and says so. Of
-    ``serve --workers``, only the first worker's first start prints it."""
-    if sys.stdout is None or os.environ.get("AMPCAP_WORKER", "0 0") != "0 0":
+    ``serve --workers``, only the first worker's first start prints it, and
+    tells the group it has started (cli/workers.py: from then on a worker
+    whose start fails is started again, not taken for a bad configuration)."""
+    if os.environ.get("AMPCAP_WORKER", "0 0") != "0 0":
+        return
+    if "AMPCAP_WORKER" in os.environ:
+        from .workers import serving
+
+        serving()
+    if sys.stdout is None:
         return
     try:
         sys.stdout.write(line + "\n")

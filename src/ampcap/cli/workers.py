@@ -11,7 +11,13 @@ process group, so a Ctrl-C reaches the parent only, which passes one
 SIGTERM to each: they drain as a lone daemon does. A worker that dies
 otherwise is reported and started again (unless it exited with an error
 right after it started: then its start-up failed, and the parent stops the
-others and exits with its status).
+others and exits with its status). Once the group has served (a worker
+printed the group's URL line: :func:`serving`), a worker that ends right after
+its start is started again after a pause that doubles, up to
+:data:`RESTART_MAX_S`: its start-up met something passing (a PostgreSQL
+store down while it opened it), and stopping the group would take down the
+workers that serve; the pause keeps a start that keeps failing from
+spinning.
 
 :func:`launch` takes the per-process run function and the addresses to
 share, so other long-running commands (``relay --workers``) can use it too.
@@ -33,7 +39,7 @@ from typing import Any
 from ..net.transport.url import format_hostport
 from .errors import CommandError
 
-__all__ = ["launch", "GROUP_ENV", "WORKER_ENV"]
+__all__ = ["launch", "serving", "GROUP_ENV", "WORKER_ENV"]
 
 GROUP_ENV = "AMPCAP_STORE_GROUP"
 """The group token workers sharing one store are given (``serve --workers`` sets it for its children; the
@@ -41,6 +47,18 @@ machines of one fleet are each given the same one). Unset: the daemon is a group
 (cli/serve_state.py reads it)."""
 WORKER_ENV = "AMPCAP_WORKER"  # "<index> <generation>": worker 0's first start prints the URL line
 QUICK_DEATH_S = 2.0  # a worker that ends sooner after its start failed to start
+RESTART_FIRST_S = 0.5  # a failed start of a group that served: the first pause before the next try
+RESTART_MAX_S = 15.0  # ... doubling up to this
+
+_serving: Any = None  # in a worker: the group's "it has started" event (set by serving())
+
+
+def serving() -> None:
+    """Called by the worker that prints the group's URL line (it listens):
+    the group has started, so a later failed start of a worker is retried
+    rather than taken for a bad configuration. Outside a group: nothing."""
+    if _serving is not None:
+        _serving.set()
 
 
 def bind(address: tuple[str, int], count: int, backlog: int = 4096) -> list[list[socket.socket]]:
@@ -79,8 +97,10 @@ def bind(address: tuple[str, int], count: int, backlog: int = 4096) -> list[list
 
 
 def _worker(run: Callable[[list[str]], int], argv: list[str], handed: list[tuple[tuple[str, int], list[Any]]],
-            label: str) -> None:
+            label: str, started: Any = None) -> None:
+    global _serving
     os.setpgrp()  # the terminal's Ctrl-C goes to the parent, which passes it on once
+    _serving = started
     from ..net.transport.inherited import adopt
 
     for address, sockets in handed:
@@ -112,7 +132,7 @@ def launch(run: Callable[[list[str]], int], argv: Sequence[str], count: int,
 
     def start(index: int, generation: int) -> Any:
         handed = [(address, sockets[index]) for address, sockets in bound]
-        proc = context.Process(target=_worker, args=(run, list(argv), handed, f"{index} {generation}"),
+        proc = context.Process(target=_worker, args=(run, list(argv), handed, f"{index} {generation}", served),
                                name=f"ampcap {what} worker {index}", daemon=False)
         proc.start()
         started[index] = time.monotonic()
@@ -120,15 +140,28 @@ def launch(run: Callable[[list[str]], int], argv: Sequence[str], count: int,
 
     procs: list[Any] = [None] * count
     started = [0.0] * count
+    served = context.Event()  # set once worker 0 listens and prints the URL line (serving())
+    pauses = [0.0] * count  # the pause before a failed start's next try (0: its last start went well)
+    restart_at: list[float | None] = [None] * count  # a worker waiting to be started again
     previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     status = 0
     try:
         for index in range(count):
             procs[index] = start(index, 0)
         generations = [0] * count
-        while any(proc.exitcode is None for proc in procs):
-            multiprocessing.connection.wait([proc.sentinel for proc in procs if proc.exitcode is None], timeout=1.0)
+        while any(proc.exitcode is None for proc in procs) or (not stopping and any(restart_at)):
+            now = time.monotonic()
+            waits = [at - now for at in restart_at if at is not None]
+            multiprocessing.connection.wait([proc.sentinel for proc in procs if proc.exitcode is None],
+                                            timeout=max(0.0, min([1.0, *waits])))
             for index, proc in enumerate(procs):
+                at = restart_at[index]
+                if at is not None:
+                    if not stopping and time.monotonic() >= at:
+                        restart_at[index] = None
+                        generations[index] += 1
+                        procs[index] = start(index, generations[index])
+                    continue
                 code = proc.exitcode
                 if code is None or stopping or getattr(proc, "reported", False):
                     continue
@@ -137,11 +170,18 @@ def launch(run: Callable[[list[str]], int], argv: Sequence[str], count: int,
                     on_exit(proc.pid)
                 how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
                 if code > 0 and time.monotonic() - started[index] < QUICK_DEATH_S:  # killed: not its fault
-                    print(f"ampcap {what}: worker {index} (pid {proc.pid}) ended at start with {how}; stopping",
-                          file=sys.stderr, flush=True)
-                    status = code if code > 0 else 1
-                    stop(signal.SIGTERM, None)
+                    if not served.is_set():  # no worker ever served: the start-up itself fails
+                        print(f"ampcap {what}: worker {index} (pid {proc.pid}) ended at start with {how}; stopping",
+                              file=sys.stderr, flush=True)
+                        status = code if code > 0 else 1
+                        stop(signal.SIGTERM, None)
+                        continue
+                    pauses[index] = min(RESTART_MAX_S, pauses[index] * 2 or RESTART_FIRST_S)
+                    print(f"ampcap {what}: worker {index} (pid {proc.pid}) ended at start with {how}; starting it "
+                          f"again in {pauses[index]:g} s", file=sys.stderr, flush=True)
+                    restart_at[index] = time.monotonic() + pauses[index]
                     continue
+                pauses[index] = 0.0
                 generations[index] += 1
                 print(f"ampcap {what}: worker {index} (pid {proc.pid}) died ({how}); starting it again",
                       file=sys.stderr, flush=True)

@@ -80,6 +80,17 @@ class JournalSide:
             return found is not None
         return status is not CacheStatus.NEW
 
+    def may_recall(self: _Host, key: InvokeKey, fingerprint: bytes, now_ms: int) -> bool:
+        """Would handling this invoke now read the journal (a cache miss)?
+        The edge may read the row ahead, off its event loop, and have
+        ``records`` answer from that read (net/daemon/lookahead.py)."""
+        if self.records is None:
+            return False
+        status = self._cache.lookup(key, fingerprint, now_ms).status
+        if status is CacheStatus.NEW:
+            return self._recall_until is not None and self._may_predate(key, now_ms)
+        return status in RECALL
+
     def _may_predate(self: _Host, key: InvokeKey, now_ms: int) -> bool:
         """Could ``key`` name an invoke seen before this executor started?"""
         until = self._recall_until

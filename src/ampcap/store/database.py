@@ -112,6 +112,10 @@ class StateStore:
     """The exceptions a failed statement raises on this backend."""
     where = "memory"
     """What to name in messages: a file path, or a URL without its password."""
+    keepalive_s: float | None = None
+    """How often a daemon touches the store (a trivial read), or None: a backend
+    whose connection can break (PostgreSQL restarted) reconnects only when
+    used, and takes its owner lock again then (store/owner.py)."""
 
     def __init__(self, durability: Durability) -> None:
         self.durability = durability

@@ -122,8 +122,13 @@ class AdvisoryOwnership:
 
     The record is the ``store_owner`` row; the group lock is an advisory lock
     keyed by the group's hash, held shared by every member's connection. A
-    member whose connection breaks loses it (and must take it again, or
-    stop: phase B's workers stop)."""
+    member whose connection breaks (the server restarted) loses it, so the
+    store takes it again on each new connection before using it
+    (``PostgresStore.reconnected``): the same test as at start. Should
+    another group have taken the store meanwhile (every member was cut off,
+    and an uncoordinated daemon started), the new connection is refused
+    (StoreBusy, 5002): this process's statements fail rather than share the
+    store uncoordinated."""
 
     GATE = "ampcap store owner gate"
 
@@ -133,12 +138,19 @@ class AdvisoryOwnership:
 
     @classmethod
     def take(cls, store: Any, token: str | None) -> AdvisoryOwnership:
-
         mine = group_hash(token if token is not None else new_group_token())
         store.ensure_schema("owner", 1, ("CREATE TABLE IF NOT EXISTS store_owner (id INTEGER PRIMARY KEY, "
                                          "group_hash TEXT NOT NULL)",))
+        owner = cls(store, mine)
+        owner._lock()
+        store.reconnected = owner._lock
+        return owner
+
+    def _lock(self) -> None:
+        """Take the group's lock on the store's current connection (or raise StoreBusy)."""
+        store, mine = self._store, self.group
         with store.transaction() as db:
-            db.execute("SELECT pg_advisory_xact_lock(?)", (advisory_key(cls.GATE),))
+            db.execute("SELECT pg_advisory_xact_lock(?)", (advisory_key(self.GATE),))
             row = db.execute("SELECT group_hash FROM store_owner WHERE id = 1").fetchone()
             holder = row[0] if row is not None else ""
             if holder and holder != mine:
@@ -150,13 +162,14 @@ class AdvisoryOwnership:
             db.execute("SELECT pg_advisory_lock_shared(?)", (advisory_key("ampcap group " + mine),))
             db.execute("INSERT INTO store_owner (id, group_hash) VALUES (1, ?) "
                        "ON CONFLICT (id) DO UPDATE SET group_hash = excluded.group_hash", (mine,))
-        return cls(store, mine)
 
     def release(self) -> None:
-
         if self._store is not None:
+            self._store.reconnected = None
             try:
                 self._store.query("SELECT pg_advisory_unlock_shared(?)", (advisory_key("ampcap group " + self.group),))
             except self._store.errors:
                 pass  # the connection is gone, and its locks with it
+            except AmpError:
+                pass  # it could not be opened again: nothing is held
             self._store = None

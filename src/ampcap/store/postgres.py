@@ -20,7 +20,8 @@ row it waits for, which is what makes it a claim).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -74,6 +75,14 @@ class _Tx:
 
 class PostgresStore(StateStore):
     backend = "postgresql"
+    keepalive_s = 1.0
+    RETRY_S = 1.0
+    SLOW_CONNECT_S = 0.05
+    """After a connect that failed slowly (a host that does not answer: up to
+    ``connect_timeout``, with the event loop stopped), store calls fail at
+    once (5002) for ``RETRY_S`` instead of trying again: one such wait per
+    interval, not one per statement. A quick refusal (the server is down,
+    its host up) is tried again at the next call."""
 
     def __init__(self, url: str, durability: Durability) -> None:
         super().__init__(durability)
@@ -85,6 +94,12 @@ class PostgresStore(StateStore):
         self._psycopg = psycopg
         self._statements: dict[str, str] = {}
         self._conn: Any = None
+        self._failed: tuple[float, int, str] | None = None  # a slow failed connect: when, its error's code and message
+        self._relocking = False
+        self.reconnected: Callable[[], None] | None = None
+        """Run on each new connection after the first, before it is used
+        (the owner lock: a session advisory lock dies with its connection).
+        What it raises fails the connect."""
         self._connect()
 
     @classmethod
@@ -98,6 +113,11 @@ class PostgresStore(StateStore):
 
     def _connect(self) -> None:
         psycopg = self._psycopg
+        failed = self._failed
+        if failed is not None and 0 <= time.monotonic() - failed[0] < self.RETRY_S:
+            raise AmpError(failed[1], failed[2])
+        conn = None
+        started = time.monotonic()
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             if self.durability is Durability.PROCESS:
@@ -107,9 +127,27 @@ class PostgresStore(StateStore):
                 conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, "
                              "version BIGINT NOT NULL)")
         except psycopg.Error as exc:
-            raise AmpError(5002, f"state database {self.where}: {str(exc).strip() or type(exc).__name__}") \
-                from None
+            if conn is not None:
+                conn.close()
+            error = AmpError(5002, f"state database {self.where}: {str(exc).strip() or type(exc).__name__}")
+            if time.monotonic() - started > self.SLOW_CONNECT_S:
+                self._failed = (time.monotonic(), error.code, error.message)
+            raise error from None
         self._conn = conn
+        self._failed = None
+        if self.reconnected is not None and not self._relocking:
+            self._relocking = True
+            try:
+                self.reconnected()
+            except Exception as exc:  # the lock is not ours: this connection must not be used
+                conn.close()
+                self._conn = None
+                error = exc if isinstance(exc, AmpError) else \
+                    AmpError(5002, f"state database {self.where}: {str(exc).strip() or type(exc).__name__}")
+                self._failed = (time.monotonic(), error.code, error.message)
+                raise error from None
+            finally:
+                self._relocking = False
 
     def _sql(self, sql: str) -> str:
         done = self._statements.get(sql)

@@ -70,6 +70,7 @@ class WorkerClaims:
         self._mine: set[InvokeKey] = set()  # claims won and not yet completed
         self._silent: set[InvokeKey] = set()  # keys whose DONE record is not this worker's to write
         self._waiting: set[InvokeKey] = set()  # duplicates of another worker's live claim
+        self._parked: dict[InvokeKey, Any] = {}  # their jobs (Execute), should their claim's worker die
         self._kick = trio.Event()
         self._attempt: list[JournalRecord] = []  # the batch being written
         self._unwritten: list[JournalRecord] = []  # completions a failed batch did not write
@@ -111,6 +112,13 @@ class WorkerClaims:
                 stopped.add(key)
                 later.append(actions)
         return rest, stopped, later
+
+    def park(self, executes: Iterable[Any]) -> None:
+        """Keep the jobs (Execute actions) of the invokes that wait on another
+        worker's claim: if that worker dies, an idempotent one runs here (R25)."""
+        for action in executes:
+            if action.job.key in self._waiting:
+                self._parked[action.job.key] = action
 
     def write_rows(self, db: Transaction, records: Iterable[JournalRecord], now_ms: int) -> None:
         """The batch's DONE records: this worker's completions of its claims,
@@ -219,18 +227,30 @@ class WorkerClaims:
             for key in list(self._waiting):
                 if self._executor.state_of(key) is None:  # answered meanwhile (its deadline, the drain)
                     self._waiting.discard(key)
+                    self._parked.pop(key, None)
                     continue
+                parked = self._parked.get(key)
                 try:
                     found = self.journal.find(key, now)
                     if found is None or (found.state is JournalState.RUNNING and found.lease_until >= now):
                         continue  # still running there (or pruned: the invoke's deadline answers it)
                     status = ClaimStatus.DONE if found.state is JournalState.DONE else ClaimStatus.ABANDONED
-                    actions = self._follow(key, Claim(status, found), now, may_run=False)
+                    # Its worker died: an idempotent invoke runs again here if
+                    # this worker wins the row (R25), when its job is at hand.
+                    actions = self._follow(key, Claim(status, found), now, may_run=parked is not None)
                 except Exception as exc:
                     self._warn("wait", exc)
                     continue
+                if actions is None:  # taken over: the job is this worker's now
+                    assert parked is not None
+                    self._waiting.discard(key)
+                    del self._parked[key]
+                    self._mine.add(key)
+                    self._apply([parked])
+                    continue
                 if self._executor.state_of(key) is None:
                     self._waiting.discard(key)
+                    self._parked.pop(key, None)
                 if actions:
                     self._apply(actions)
 

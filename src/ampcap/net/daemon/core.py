@@ -163,6 +163,7 @@ class Daemon(InboundDispatch):
         self._store = store
         self._serving: ServingHalf | None = None
         self.durable: DurableState | None = None
+        self._read_ahead: Any = None  # the durable state's ReadAhead (PostgreSQL), for _on_event
         self._holds: Callable[[list[Any]], bool] = _holds_nothing
         self._log_throttle = LogThrottle()
         # R20: with a revocation publisher, stale statuses are asked about.
@@ -230,6 +231,7 @@ class Daemon(InboundDispatch):
         self._serving, self._store = half, half.store
         if half.durable is not None and half.holds is not None:
             self.durable, self._holds = half.durable, half.holds
+            self._read_ahead = half.durable.read_ahead
         self._jobs = half.jobs
         self._jobs.nursery = self._nursery
         if self.tracing is not None:

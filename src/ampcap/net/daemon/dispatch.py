@@ -78,6 +78,7 @@ class _Host(Protocol):
     sessions: SessionProvider
     controls: ControlRequests
     _executor: Executor | None
+    _read_ahead: Any
     _session_routing: SessionRouting
     _half_closed: set[Link]
     tracing: Any
@@ -116,6 +117,16 @@ class InboundDispatch:
         # one event stays one line under whatever handler the program
         # installed, and a short one: a peer can send megabytes of text.
         if type(event) is MessageReceived:
+            ahead = self._read_ahead
+            if ahead is not None and self._executor is not None and event.inbound.envelope.typ == _INVOKE:
+                # PostgreSQL: a journal lookup is read in a thread first (net/daemon/lookahead.py).
+                key = await ahead.before(self._executor, event.inbound, self.clock.wall_ms())
+                try:
+                    self._on_message(link, event)
+                finally:
+                    if key is not None:
+                        ahead.forget(key)
+                return
             self._on_message(link, event)
         elif type(event) is Negotiated:
             if link.ready.is_set():  # raw framing: the peer's HELLO came after a preconfigured start

@@ -36,6 +36,7 @@ from ..transport.clock import Clock
 
 if TYPE_CHECKING:
     from .claims import WorkerClaims
+    from .lookahead import ReadAhead
 
 __all__ = ["DurableState", "holds"]
 
@@ -79,7 +80,13 @@ class DurableState:
             records = self.journal.load_running(now, lease_expired_before=now)
         else:
             records = self.journal.load_running(now)
-        executor.records = self.journal
+        # On PostgreSQL a lookup is a round trip: the edge reads it ahead, in a thread (lookahead.py).
+        self.read_ahead: ReadAhead | None = None
+        if store.backend == "postgresql":
+            from .lookahead import ReadAhead
+
+            self.read_ahead = ReadAhead(self.journal)
+        executor.records = self.read_ahead if self.read_ahead is not None else self.journal
         closed, notes = executor.preload(records, now, idempotent, remembered_until=self.journal.latest_expiry())
         if self.claims is not None:
             for record in closed:
@@ -113,12 +120,28 @@ class DurableState:
         self._kick.set()
 
     async def run(self) -> None:
-        if self.claims is not None:
+        if self.claims is not None or self.store.keepalive_s is not None:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self.claims.run)
+                if self.claims is not None:
+                    nursery.start_soon(self.claims.run)
+                if self.store.keepalive_s is not None:
+                    nursery.start_soon(self._keep_alive, self.store.keepalive_s)
                 await self._commit_loop()
         else:
             await self._commit_loop()
+
+    async def _keep_alive(self, period_s: float) -> None:
+        """Touch the store every period (PostgreSQL): a connection the server
+        dropped is opened again, and the owner lock taken again with it
+        (store/owner.py), within a period rather than at the next invoke,
+        so that no uncoordinated daemon finds the store free meanwhile."""
+        while True:
+            await trio.sleep(period_s)
+            try:
+                self.store.query("SELECT 1")
+            except Exception as exc:
+                self._throttle.log(log, "store", logging.ERROR, self._clock.monotonic_ms(),
+                                   "state store cannot be reached: %s", shown(exc, MESSAGE_LIMIT))
 
     async def _commit_loop(self) -> None:
         while True:
@@ -142,6 +165,8 @@ class DurableState:
             if claims is not None:  # a group's worker: its jobs start only on the claims it won
                 records, stopped, later = claims.claim(records)
                 if stopped:
+                    claims.park([a for actions in held for a in actions
+                                 if type(a) is Execute and a.job.key in stopped])
                     held = [[a for a in actions if not (type(a) is Execute and a.job.key in stopped)]
                             for actions in held]
             try:
