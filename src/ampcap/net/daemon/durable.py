@@ -85,7 +85,7 @@ class DurableState:
             for record in closed:
                 self.journal.close_abandoned(record, now)
         else:
-            self.journal.write(closed)
+            self.journal.close_interrupted(closed)
         for note in notes:
             throttle.log(log, note.topic or "journal", note.level, clock.monotonic_ms(), "%s", note.message)
         if records:
