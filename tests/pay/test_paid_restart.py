@@ -165,3 +165,39 @@ async def test_a_paid_call_killed_mid_run_gives_its_payment_back_or_runs_again_u
         assert sum(balances.values()) == 0
         entries = _rows(state, "SELECT entry, amount FROM ledger_entries WHERE entry LIKE '%capture%'")
         assert sorted(a for _, a in entries) == [PRICE.amount_minor] * 2
+
+
+async def test_a_paid_call_the_drain_cuts_short_gives_its_payment_back(tmp_path: Path) -> None:
+    """SIGTERM while a paid call runs: past --drain-timeout the call ends with
+    5002 ("daemon is shutting down"), and the commit of that reply gives the
+    payment back (a restart's closure and the drain's agree)."""
+    state = tmp_path / "state"
+    caller = Identity.generate(os.urandom)
+    args = ("--payments", "--state-dir", str(state), "--manifest", str(_manifest(tmp_path)), "--drain-timeout", "0.3")
+    with serve_process(tmp_path, *args) as first:
+        payment = await _buy(first.url, caller, ONCE)
+        env, wire = await _sealed(first.url, caller, ONCE, {"ms": 60_000, "$payment": payment})
+        probe = await Probe.open(parse_url(first.url), SETTINGS, identity=caller)
+        try:
+            await probe.open_session()
+            await probe.send_bytes(probe.frame(wire))
+            with trio.fail_after(15):
+                while payment not in _spent(state):
+                    await trio.sleep(0.05)
+            first.proc.send_signal(signal.SIGTERM)
+            ex = await probe.collect(env, RESULT, interim_types=INTERIM, timeout_s=15)
+        finally:
+            await probe.aclose()
+        assert first.proc.wait(15) == 0
+    body = ex.terminals[0].envelope.body
+    assert body["status"] == "error" and body["error"]["code"] == 5002
+    assert _spent(state) == {}
+    with serve_process(tmp_path, *args) as second:
+        again = await _call(second.url, caller, wire, env)  # the same invoke: the journal's answer
+        assert again.body == body
+        new_env, new_wire = await _sealed(second.url, caller, ONCE, {"ms": 10, "$payment": payment})
+        ran = await _call(second.url, caller, new_wire, new_env)
+        assert ran.body == {"status": "success", "result": {"slept_ms": 10}}
+        assert _spent(state) == {payment: new_env.id}
+        balances = _balances(state)
+        assert balances[caller.did] == DEMO_CREDIT.amount_minor - PRICE.amount_minor and sum(balances.values()) == 0

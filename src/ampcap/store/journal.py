@@ -203,6 +203,11 @@ class StoreJournal:
         with self.store.transaction() as db:
             self.write_rows(db, records)
 
+    def interrupted(self, db: Transaction, keys: list[InvokeKey]) -> None:
+        """Within the caller's transaction that closes ``keys`` as cut short
+        (the drain's 5002s): tell the :func:`on_interrupted` hooks."""
+        _interrupted(self.store, db, keys)
+
     def close_interrupted(self, records: Iterable[JournalRecord]) -> None:
         """Write the 5002 of invokes a restart interrupted (DONE ``records``)
         and, in the same transaction, tell the :func:`on_interrupted` hooks."""

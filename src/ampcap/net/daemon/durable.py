@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -26,7 +26,8 @@ from ...caps.catalog import Catalog
 from ...display import MESSAGE_LIMIT, shown
 from ...peer.actions import Execute
 from ...peer.executor import Executor
-from ...peer.journal import Persist
+from ...peer.dedupe import InvokeKey
+from ...peer.journal import JournalState, Persist
 from ...peer.logthrottle import LogThrottle
 from ...session.provider import SaveSession, SessionProvider
 from ...store.database import StateStore
@@ -63,6 +64,7 @@ class DurableState:
         self._records: list[Any] = []  # journal records to commit before the held actions
         self._saved: dict[bytes, Any] = {}  # session records, by session id (the latest wins)
         self._held: list[list[Any]] = []  # action lists waiting for that commit
+        self._cut_short: set[InvokeKey] = set()  # invokes the drain ended: their DONE rows close them as interrupted
         self._kick = trio.Event()
         self.on_commit: Callable[[float], None] | None = None  # serve --metrics: each batch's commit time
         now = clock.wall_ms()
@@ -112,6 +114,12 @@ class DurableState:
         self._held.append(rest)
         self._kick.set()
 
+    def cut_short(self, keys: Iterable[InvokeKey]) -> None:
+        """The drain ended these running invokes (5002, like a restart): the
+        commit that writes their DONE rows also tells the journal's
+        interruption hooks (store/journal.py ``on_interrupted``)."""
+        self._cut_short.update(keys)
+
     async def run(self) -> None:
         if self.claims is not None:
             async with trio.open_nursery() as nursery:
@@ -153,6 +161,10 @@ class DurableState:
                         self.journal.write_rows(db, records)
                     if saved:
                         self.session_store.write_rows(db, saved.values())
+                    if self._cut_short:
+                        cut = [r.key for r in records if r.key in self._cut_short and r.state is JournalState.DONE]
+                        self.journal.interrupted(db, cut)
+                        self._cut_short.difference_update(cut)
                 if self.on_commit is not None:
                     self.on_commit(time.perf_counter() - started)
                 now = self._clock.wall_ms()

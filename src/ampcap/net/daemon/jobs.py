@@ -51,6 +51,11 @@ BAD_REQUEST, TIMEOUT = 4001, 5003
 # result out. Manifest bindings go through the BindingRunner instead. A plain
 # (not async) function with ``inline = True`` is called on the spot, as a
 # quick pure binding is (net/features/payments.py: the payment workflow).
+# A plain function with ``gate = True`` is no capability but a check in
+# front of the capability's own binding: it takes the params and the context
+# and returns the params the binding gets (or raises), and the binding runs
+# on the daemon's one runner, whatever its kind, inline when it is (a paid
+# capability: the payment is checked and spent, then its binding runs).
 LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
 
 
@@ -98,7 +103,8 @@ class Jobs:
         """Run what the executor's ``Execute`` accepted."""
         assert self.nursery is not None
         handler = self._handlers.get(job.capability_id)
-        if (self._runner.is_inline(job.binding) if handler is None else getattr(handler, "inline", False)):
+        if (self._runner.is_inline(job.binding) if handler is None or getattr(handler, "gate", False)
+                else getattr(handler, "inline", False)):
             self._run_inline(job, handler)
             return
         scope = trio.CancelScope()
@@ -142,10 +148,12 @@ class Jobs:
             with running.scope:
                 try:
                     handler = self._handlers.get(job.capability_id)
-                    if handler is not None:
-                        result = await handler(job.params, context)
-                    else:
+                    if handler is None:
                         result = await self._runner.run(job.binding, job.params, context)
+                    elif getattr(handler, "gate", False):
+                        result = await self._runner.run(job.binding, handler(job.params, context), context)
+                    else:
+                        result = await handler(job.params, context)
                     result = plain_result(job.capability_id, result, self._runner.crash_lines)
                 except AmpError as exc:
                     error = exc
@@ -215,8 +223,12 @@ class Jobs:
         error: AmpError | None = None
         started = time.perf_counter()
         try:
-            ran = (handler(job.params, context) if handler is not None
-                   else self._runner.run_inline(job.binding, job.params, context))
+            if handler is None:
+                ran = self._runner.run_inline(job.binding, job.params, context)
+            elif getattr(handler, "gate", False):
+                ran = self._runner.run_inline(job.binding, handler(job.params, context), context)
+            else:
+                ran = handler(job.params, context)
             result = plain_result(job.capability_id, ran, self._runner.crash_lines)
         except AmpError as exc:
             error = exc

@@ -23,13 +23,17 @@ Settlement is the local ledger (R26), keyed by the daemon's own identity.
 its first quote, once per payer and asset (a deposit is idempotent by its
 reference), so a demo payer can buy something without an operator.
 
-A paid capability (a ``price`` here) requires ``params["$payment"]``, the
-``payment_id`` of a payment to this daemon for that capability that is
-captured or settled, whose payer is the caller (or the principal it acts
-for), for at least the price; it is spent by the call
+A paid capability (a ``price`` here, any binding kind) requires
+``params["$payment"]``, the ``payment_id`` of a payment to this daemon for
+that capability that is captured or settled, whose payer is the caller (or
+the principal it acts for), for at least the price; it is spent by the call
 (:meth:`PaymentStore.consume`, a conditional insert: one payment buys one
 call, even across daemons sharing the store; the same invoke run again after
 a restart may spend it again). Otherwise: 3001, before the capability runs.
+A manifest's priced capability is a *gate* in front of its own binding
+(net/daemon/jobs.py): the daemon runs the binding on its one runner. An
+invoke the journal closes as cut short (a restart, a dead worker, the drain)
+has its spend deleted in that same commit (store/payments.py).
 """
 
 from __future__ import annotations
@@ -126,19 +130,15 @@ class PaymentService:
     def __init__(self, identity: Any, store: Any, *, prices: Mapping[str, Money] | None = None,
                  demo_credit: Money | None = None, quote_ttl_ms: int | None = None,
                  priced: tuple[Any, ...] = ()) -> None:
-        """``priced``: manifest capability specs with a ``price`` (python or
-        command bindings), served behind the payment check."""
+        """``priced``: manifest capability specs with a ``price`` (any
+        binding kind), served behind the payment check."""
         self.identity = identity
         self.state = PaymentStore(store)
         self.ledger = DemoLedger(identity) if demo_credit is not None else LocalLedger(identity)
         self.prices = dict(prices or {})
         self.priced = {spec.id: spec for spec in priced}
         for spec in priced:
-            kind = type(spec.binding).__name__
-            if kind not in ("PythonBinding", "CommandBinding"):
-                raise AmpError(4001, f"{spec.id}: a price needs a python or command binding, not {kind}")
             self.prices[spec.id] = Money(*spec.price)
-        self._runner: Any = None
         self.demo_credit = demo_credit
         extra = {} if quote_ttl_ms is None else {"quote_ttl_ms": quote_ttl_ms}
         self.payee = Payee(identity.did, self.ledger, price=self._quote_price, **extra)
@@ -172,17 +172,17 @@ class PaymentService:
         return out
 
     def _paid_binding(self, spec: Any) -> Any:
-        """A manifest capability with a price: the payment is spent, then its binding runs."""
-        from ...bindings.runner import BindingRunner
+        """A manifest capability with a price: a gate (net/daemon/jobs.py)
+        that spends the payment; then the daemon runs the capability's own
+        binding (python, command, MCP, HTTP, gRPC or several in order) as
+        for any capability, on its one runner (its MCP sessions, its pools)."""
+        capability_id, price = spec.id, self.prices[spec.id]
 
-        if self._runner is None:
-            self._runner = BindingRunner()
-        runner, price = self._runner, self.prices[spec.id]
+        def gate(params: Any, ctx: Any) -> Any:
+            return self.spend(capability_id, price, params, ctx)
 
-        async def paid(params: Any, ctx: Any) -> Any:
-            return await runner.run(spec.binding, self.spend(spec.id, price, params, ctx), ctx)
-
-        return paid
+        gate.gate = True  # type: ignore[attr-defined]
+        return gate
 
     # ---------------------------------------------------------- the workflow
 
