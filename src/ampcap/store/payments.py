@@ -180,20 +180,44 @@ class PaymentStore:
     def apply(self, plan: Plan) -> bool:
         try:
             with self.store.transaction() as db:
-                if plan.record is not None:
-                    self._write_record(db, plan.record)
-                if plan.operation is not None:
-                    op = plan.operation
-                    done = db.execute("INSERT INTO pay_ops (payment_id, op, sender, digest, result) "
-                                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (payment_id, op, sender) DO NOTHING",
-                                      (op.payment_id, op.op, op.sender, op.digest, op.result))
-                    if done.rowcount != 1:
-                        raise _Lost
-                for movement in plan.movements:
-                    self._move(db, movement)
+                self._write_plan(db, plan)
         except _Lost:
             return False
         return True
+
+    def apply_many(self, plans: list[Plan]) -> list[bool]:
+        """:meth:`apply` for several plans in one transaction (one commit for
+        a daemon's tick of payment steps): each plan within a savepoint, so a
+        plan whose condition no longer holds (another plan of the batch, or
+        another worker, moved first) is undone alone and reported False, to
+        be planned again; the others commit together. Raises (nothing
+        written) when the store fails."""
+        done: list[bool] = []
+        with self.store.transaction() as db:
+            for plan in plans:
+                db.execute("SAVEPOINT pay_plan")
+                try:
+                    self._write_plan(db, plan)
+                except _Lost:
+                    db.execute("ROLLBACK TO SAVEPOINT pay_plan")
+                    done.append(False)
+                else:
+                    done.append(True)
+                db.execute("RELEASE SAVEPOINT pay_plan")
+        return done
+
+    def _write_plan(self, db: Any, plan: Plan) -> None:
+        if plan.record is not None:
+            self._write_record(db, plan.record)
+        if plan.operation is not None:
+            op = plan.operation
+            done = db.execute("INSERT INTO pay_ops (payment_id, op, sender, digest, result) "
+                              "VALUES (?, ?, ?, ?, ?) ON CONFLICT (payment_id, op, sender) DO NOTHING",
+                              (op.payment_id, op.op, op.sender, op.digest, op.result))
+            if done.rowcount != 1:
+                raise _Lost
+        for movement in plan.movements:
+            self._move(db, movement)
 
     def deposit(self, movement: Movement) -> bool:
         """Commit one ledger movement by itself (a top-up); False when its

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -38,11 +39,31 @@ from ..transport.clock import Clock
 if TYPE_CHECKING:
     from .claims import WorkerClaims
 
-__all__ = ["DurableState", "holds"]
+__all__ = ["DurableState", "holds", "after_apply", "applying"]
 
 log = logging.getLogger("ampcap.daemon")
 
 PRUNE_EVERY_MS = 60_000
+
+
+_AFTER_APPLY: "weakref.WeakKeyDictionary[StateStore, dict[str, Callable[[], None]]]" = weakref.WeakKeyDictionary()
+
+
+def after_apply(store: StateStore, name: str, hook: Callable[[], None]) -> None:
+    """Have ``hook()`` called each time this store's batch has been committed
+    and the actions it held applied (the jobs they started, inline ones run):
+    the end of a turn of work, where a component may commit what those jobs
+    staged, together (the payment workflow: one commit for the turn's steps).
+    ``name`` replaces an earlier hook of that name. The hook must not raise."""
+    _AFTER_APPLY.setdefault(store, {})[name] = hook
+
+
+_APPLYING: set[int] = set()  # id() of the stores whose batch is applying now (removed before the hooks run)
+
+
+def applying(store: StateStore) -> bool:
+    """Is this store's batch applying its actions now (its :func:`after_apply` hooks still to run)?"""
+    return id(store) in _APPLYING
 
 
 def holds(actions: list[Any]) -> bool:
@@ -67,6 +88,7 @@ class DurableState:
         self._cut_short: set[InvokeKey] = set()  # invokes the drain ended: their DONE rows close them as interrupted
         self._kick = trio.Event()
         self.on_commit: Callable[[float], None] | None = None  # serve --metrics: each batch's commit time
+        self._after_apply = _AFTER_APPLY.setdefault(store, {})  # shared: hooks registered later appear in it
         now = clock.wall_ms()
         self._pruned_ms = now
         # The store is the record (R25): only the RUNNING rows are read here
@@ -179,9 +201,22 @@ class DurableState:
                 self._throttle.log(log, "journal", logging.ERROR, self._clock.monotonic_ms(),
                                    "state database write failed (replies sent, not journaled): %s",
                                    shown(exc, MESSAGE_LIMIT))
-            for actions in held:
-                self._apply(actions)
-            for actions in later:
-                self._apply(actions)
+            hooks = self._after_apply
+            if not hooks:
+                for actions in held:
+                    self._apply(actions)
+                for actions in later:
+                    self._apply(actions)
+            else:
+                _APPLYING.add(id(self.store))
+                try:
+                    for actions in held:
+                        self._apply(actions)
+                    for actions in later:
+                        self._apply(actions)
+                finally:
+                    _APPLYING.discard(id(self.store))
+                    for hook in hooks.values():
+                        hook()
             if not until_empty:
                 return
