@@ -148,7 +148,7 @@ class PaymentService:
         self._credited: set[str] = set()  # demo deposits known committed (a bounded cache)
         self._batch: list[_Staged] = []  # workflow steps planned this turn of the loop (workflow_in_ticks)
         self._turn_busy = False  # a step of this turn of the daemon's batch has committed on the spot
-        after_apply(store, "payments", self._commit_batch)
+        after_apply(store, f"payments:{id(self)}", self._commit_batch)  # one per service: none replaces another
         extra = {} if quote_ttl_ms is None else {"quote_ttl_ms": quote_ttl_ms}
         self.payee = Payee(identity.did, self.ledger, price=self._quote_price, **extra)
 
@@ -247,8 +247,8 @@ class PaymentService:
     def workflow_in_ticks(self, params: Any, ctx: Any) -> Any:
         """:meth:`workflow` as the daemon serves it. While the daemon's
         durable batch runs the jobs its commit released (a turn of its loop),
-        the first step that writes commits on the spot, as :meth:`workflow`;
-        the turn's later ones are staged and commit together when the batch
+        the turn's first workflow step runs on the spot, as :meth:`workflow`;
+        the later ones that write are staged and commit together when the batch
         is done (:func:`after_apply`; :meth:`PaymentStore.apply_many`: one
         commit, not one each), and each is answered then (a :class:`Later`),
         from what committed. A step whose plan lost to another of the batch
