@@ -45,3 +45,19 @@ def test_a_served_payee_passes_every_payment_vector(tmp_path: Path) -> None:
         results = _interop(tmp_path, *args)
     for vid in REQUIRED | {"007:A.1", "007:A.3"}:
         assert results[vid]["status"] == "pass", results[vid]
+
+
+def test_a19_passes_against_a_payee_whose_policy_denies_its_caller_and_is_skipped_otherwise(tmp_path: Path) -> None:
+    """007:A.19 calls as a fixed identity; a real ``serve --policy`` that
+    denies it answers 3001 before delegation; one that admits it is skipped,
+    the report naming the DID to deny (never a false pass or fail)."""
+    from ampcap.interop.pay_vectors import A19_DENIED_DID
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'default = "allow"\ndeny = ["{A19_DENIED_DID}"]\n')
+    with serve_process(tmp_path, "--payments", "--state-dir", "none", "--policy", str(policy)) as daemon:
+        denied = _interop(tmp_path, daemon.url, "--vector", "007:A.19")["007:A.19"]
+    assert denied["status"] == "pass", denied
+    with serve_process(tmp_path, "--payments", "--state-dir", "none") as daemon:
+        admitted = _interop(tmp_path, daemon.url, "--vector", "007:A.19")["007:A.19"]
+    assert admitted["status"] == "skip" and A19_DENIED_DID in json.dumps(admitted), admitted

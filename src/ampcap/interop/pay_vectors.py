@@ -19,10 +19,18 @@ the target serves is refused 5002. A.21's second case needs an execution
 failure the payer can cause: ampcap's demo settles no payment on the
 network ``ampcap-offline-ledger`` (its adapter is always down); a target
 without such a network has that case skipped.
+
+A.19 (coarse policy denial) needs a caller the target's policy denies: the
+harness calls as a fixed identity, :data:`A19_DENIED_DID` (its key derives
+from a public seed: it proves nothing but who is asking), which ``--self``
+denies. The invoke carries an invalid delegation chain and asks about an
+unknown payment, so a target that checked delegation (3004) or ran the
+workflow (4106) did not deny it by policy: skipped, naming the DID to deny.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -34,19 +42,29 @@ from ..caps.descriptor_trust import DescriptorChecker, DescriptorTrust
 from ..errors import AmpError
 from ..pay.workflow import WORKFLOW_ID, WORKFLOW_NAME
 from ..wire.cbor import dumps
+from ..wire.identity import Identity
 from ..wire.registry import MessageType
 from .judge import Outcome, expect_error, failed, passed, single_terminal, skipped
 from .probe import Exchange, Probe
 from .suite import register
 from .vectors import Context, Vector
 
-__all__ = ["PAY_VECTORS"]
+__all__ = ["PAY_VECTORS", "A19_DENIED_DID", "a19_denied_identity"]
 
 _RESULT, _ERROR = int(MessageType.CAP_RESULT), int(MessageType.ERROR)
 _TERMINAL = frozenset({_RESULT})
 _INTERIM = frozenset({int(MessageType.ACK), int(MessageType.PROCESSING), int(MessageType.PROGRESS)})
 _PAYMENT_CODES = frozenset({1004, 4101, 4102, 4103, 4104, 4105, 4106})
 LEDGER, OFFLINE = "ampcap-local-ledger", "ampcap-offline-ledger"
+A19_SEED = hashlib.sha256(b"ampcap interop 007:A.19: a caller the target's policy denies").digest()
+
+
+def a19_denied_identity() -> Identity:
+    """The caller of A.19: an identity anyone can derive (a name, not a secret)."""
+    return Identity.from_seed(A19_SEED)
+
+
+A19_DENIED_DID = a19_denied_identity().did
 NOT_SERVED = "the target does not serve org.agentries.payment.workflow:1.0.0 (RFC 007 is an optional extension)"
 
 
@@ -247,6 +265,35 @@ async def v007_a21(ctx: Context) -> Outcome:
                   f"{body.get('error', {}).get('code') if type(body.get('error')) is dict else ''}")
 
 
+async def v007_a19(ctx: Context) -> Outcome:
+    """A.19: a payment invoke from a caller the coarse policy denies → ERROR
+    3001 (19 0b b9), before delegation (RFC 004 §7.2: step 2 before step 3)
+    and before the workflow runs."""
+    found = await _workflow(ctx)
+    if isinstance(found, Outcome):
+        return found
+    probe = await Probe.open(ctx.url, ctx.settings, identity=a19_denied_identity())
+    try:
+        probe.peer_did = ctx.target_did
+        await probe.open_session()
+        env = await probe.send_message(int(MessageType.CAP_INVOKE), {
+            "id": WORKFLOW_ID, "params": {"pay_v": 1, "op": "status_query", "payment_id": os.urandom(16)},
+            "delegation": {"chain": [b"not a credential"]}})
+        ex = await probe.collect(env, _TERMINAL, interim_types=_INTERIM)
+    finally:
+        await probe.aclose()
+    reply = single_terminal(ex)
+    if isinstance(reply, Outcome):
+        return reply
+    if reply.error_code in (3004, 4106):
+        return skipped(f"the target's policy admits {A19_DENIED_DID} (it answered {reply.error_code}: past coarse "
+                       "policy); deny that DID in its policy to run A.19")
+    outcome = expect_error(ex, 3001)
+    if outcome.status.value == "pass" and b"\x19\x0b\xb9" not in ex.terminals[0].raw:
+        return failed("ERROR 3001 not encoded as 19 0b b9")
+    return outcome
+
+
 # ------------------------------------------------------------- the CAP-path flow
 
 
@@ -319,6 +366,7 @@ PAY_VECTORS: tuple[Vector, ...] = (
     Vector("007:A.17a", "descriptor signature missing/invalid → 3001", v007_a17a),
     Vector("007:A.17b", "descriptor artifact unavailable → 5002", v007_a17b),
     Vector("007:A.18", "invalid delegation evidence → 3004", v007_a18),
+    Vector("007:A.19", "coarse policy denial → 3001, before delegation", v007_a19),
     Vector("007:A.21", "rejection = ERROR, execution failure = CAP_RESULT error", v007_a21),
 )
 

@@ -53,9 +53,13 @@ async def serve_self(*, task_status: trio.TaskStatus[AmpUrl] = trio.TASK_STATUS_
     from ..caps.artifacts import artifact_service
     from ..caps.bundle import SchemaStore
     from ..net.features.payments import DEMO_CREDIT, PAID_ECHO_ID, PAID_ECHO_PRICE, PaymentService
+    from ..peer.policy import parse_policy
     from ..store.database import StateStore
+    from .pay_vectors import A19_DENIED_DID
 
     # As `serve --demo --payments --state-dir none`: the RFC 007 vectors need the workflow.
+    # Its policy denies the one caller vector 007:A.19 calls as (everyone else is allowed).
+    policy = parse_policy({"default": "allow", "deny": [A19_DENIED_DID]}, source="<interop --self>")
     identity = Identity.generate(os.urandom)
     state = StateStore.open(None)
     payments = PaymentService(identity, state, prices={PAID_ECHO_ID: PAID_ECHO_PRICE}, demo_credit=DEMO_CREDIT)
@@ -65,7 +69,7 @@ async def serve_self(*, task_status: trio.TaskStatus[AmpUrl] = trio.TASK_STATUS_
     service, handlers = artifact_service(specs, store)
     catalog = Catalog(specs + service, cursor_key=os.urandom(32))
     daemon = Daemon(identity, catalog, params=ParamsValidator(store), handlers={**handlers, **payments.handlers()},
-                    store=state)
+                    store=state, policy=policy)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)

@@ -38,7 +38,7 @@ from .money import Money
 from .settlement import InsufficientFunds, Movement, SettlementAdapter, SettlementUnavailable
 from .state import OpRecord, PaymentRecord, PaymentState, PaymentView, Plan
 
-__all__ = ["Payee", "QuotePolicy", "handle", "DEFAULT_QUOTE_TTL_MS", "MAX_ATTEMPTS"]
+__all__ = ["Payee", "QuotePolicy", "handle", "first_plan", "store_failed", "DEFAULT_QUOTE_TTL_MS", "MAX_ATTEMPTS"]
 
 DEFAULT_QUOTE_TTL_MS = 300_000
 MAX_ATTEMPTS = 16  # plans lost to concurrent writers before 5001
@@ -277,34 +277,52 @@ def _step(record: PaymentRecord, event: Event, now_ms: int, **changes: Any) -> P
     return msgspec.structs.replace(record, state=advance(record.state, event), updated_at=now_ms, **changes)
 
 
+def first_plan(payee: Payee, request: PaymentRequest, *, sender: str, now_ms: int, view: PaymentView,
+               acting_for: str | None = None, envelope_session: bytes | None = None) -> Plan | Decision:
+    """One planning step of :func:`handle`: the plan, or the decision when
+    planning itself ended the request (a rejection, an adapter that is down)."""
+    try:
+        return payee.plan(request, sender=sender, now_ms=now_ms, view=view, acting_for=acting_for,
+                          envelope_session=envelope_session)
+    except SettlementUnavailable as exc:
+        return ExecutionFailed(SettlementUnavailable.code, f"settlement adapter unavailable: {exc}")
+    except AmpError as exc:
+        if exc.code >= 5000:
+            return ExecutionFailed(exc.code, exc.message)
+        return Rejected(exc.code, exc.message, exc.path)
+
+
+def store_failed(exc: Exception) -> ExecutionFailed:
+    """The decision when committing a plan raised (nothing was written)."""
+    if isinstance(exc, AmpError):
+        return ExecutionFailed(exc.code if exc.code >= 5000 else INTERNAL, exc.message)
+    # The store's own failure (a locked file, a lost server): rolled back.
+    return ExecutionFailed(INTERNAL, f"payment state unavailable ({type(exc).__name__})")
+
+
 def handle(payee: Payee, params: Any, *, sender: str, now_ms: int, state: PaymentState,
-           acting_for: str | None = None, envelope_session: bytes | None = None) -> tuple[Decision, Plan | None]:
+           acting_for: str | None = None, envelope_session: bytes | None = None,
+           request: PaymentRequest | None = None, attempts: int = MAX_ATTEMPTS) -> tuple[Decision, Plan | None]:
     """One CAP_INVOKE of the payment workflow: the decision, and the plan
     that was committed (None for a rejection before planning). The edge
     turns the decision into bytes (net/features/payments.py: the executor's ERROR or
-    CAP_RESULT)."""
-    try:
-        request = parse_request(params)
-    except AmpError as exc:
-        return Rejected(exc.code, exc.message, exc.path), None
-    for _ in range(MAX_ATTEMPTS):
+    CAP_RESULT). ``request``: ``params`` already parsed."""
+    if request is None:
         try:
-            plan = payee.plan(request, sender=sender, now_ms=now_ms, view=state, acting_for=acting_for,
-                              envelope_session=envelope_session)
-        except SettlementUnavailable as exc:
-            return ExecutionFailed(SettlementUnavailable.code, f"settlement adapter unavailable: {exc}"), None
+            request = parse_request(params)
         except AmpError as exc:
-            if exc.code >= 5000:
-                return ExecutionFailed(exc.code, exc.message), None
             return Rejected(exc.code, exc.message, exc.path), None
+    for _ in range(attempts):
+        plan = first_plan(payee, request, sender=sender, now_ms=now_ms, view=state, acting_for=acting_for,
+                          envelope_session=envelope_session)
+        if not isinstance(plan, Plan):
+            return plan, None
         if not plan.writes:
             return plan.decision, plan
         try:
             committed = state.apply(plan)
-        except AmpError as exc:
-            return ExecutionFailed(exc.code if exc.code >= 5000 else INTERNAL, exc.message), None
-        except Exception as exc:  # the store's own failure (a locked file, a lost server): rolled back
-            return ExecutionFailed(INTERNAL, f"payment state unavailable ({type(exc).__name__})"), None
+        except Exception as exc:
+            return store_failed(exc), None
         if committed:
             return plan.decision, plan
     return ExecutionFailed(INTERNAL, "the payment kept changing under this request; retry"), None

@@ -22,11 +22,19 @@ Claims (R25): a RUNNING row also names its ``owner`` (a worker's id) and the
 (:meth:`claim`, :meth:`renew`). A duplicate meeting a live claim of another
 owner waits for the DONE row; a RUNNING row whose lease ran out was cut
 short like an invoke a restart interrupted. docs/scaling.md has the design.
+
+Interruptions (:func:`on_interrupted`): a component that ties state of its
+own to an invoke (a paid call's spent payment, store/payments.py) is told,
+inside the very transaction that closes an interrupted invoke with its
+5002, which invokes those are: a restart's closures, an abandoned claim
+closed by another worker. So what the component undoes and the 5002 commit
+together or not at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -36,7 +44,27 @@ from ..peer.journal import Claim, ClaimStatus, JournalRecord, JournalState
 from ..wire.cbor import DecodeLimits, dumps, loads
 from .database import StateStore, Transaction
 
-__all__ = ["SqliteJournal", "StoreJournal", "ClaimStatus", "Claim", "VERSION", "DONE_CHANNEL"]
+__all__ = ["SqliteJournal", "StoreJournal", "ClaimStatus", "Claim", "VERSION", "DONE_CHANNEL", "on_interrupted",
+           "InterruptionHook"]
+
+InterruptionHook = Callable[[Transaction, list[InvokeKey]], Any]
+"""Called with the transaction closing interrupted invokes, and their keys."""
+_HOOKS: "weakref.WeakKeyDictionary[StateStore, dict[str, InterruptionHook]]" = weakref.WeakKeyDictionary()
+
+
+def on_interrupted(store: StateStore, name: str, hook: InterruptionHook) -> None:
+    """Have ``hook(db, keys)`` run in every transaction of this store's
+    journal that closes invokes cut short (a restart, a dead worker's claim)
+    with their 5002; ``name`` (a component's) replaces an earlier hook of the
+    same name."""
+    _HOOKS.setdefault(store, {})[name] = hook
+
+
+def _interrupted(store: StateStore, db: Transaction, keys: list[InvokeKey]) -> None:
+    hooks = _HOOKS.get(store)
+    if hooks and keys:
+        for hook in hooks.values():
+            hook(db, keys)
 
 # Version 2 added ``encrypted`` and ``thread_id``: what the 5002 that closes
 # an interrupted invoke at restart copies from it (peer/journal.py). A
@@ -168,11 +196,25 @@ class StoreJournal:
                           "owner = NULL WHERE sender = ? AND msg_id = ? AND fingerprint = ? AND state = 'running' "
                           "AND lease_until < ?", (r.terminal.wire, r.terminal.expires_at, r.expires_at, r.key.sender,
                                                   r.key.msg_id, r.fingerprint, now_ms)).rowcount:
+                _interrupted(self.store, db, [r.key])  # its worker died: what it ran is not done
                 self.store.notify(db, DONE_CHANNEL, r.key.sender + " " + r.key.msg_id.hex())
 
     def write(self, records: Iterable[JournalRecord]) -> None:
         with self.store.transaction() as db:
             self.write_rows(db, records)
+
+    def interrupted(self, db: Transaction, keys: list[InvokeKey]) -> None:
+        """Within the caller's transaction that closes ``keys`` as cut short
+        (the drain's 5002s): tell the :func:`on_interrupted` hooks."""
+        _interrupted(self.store, db, keys)
+
+    def close_interrupted(self, records: Iterable[JournalRecord]) -> None:
+        """Write the 5002 of invokes a restart interrupted (DONE ``records``)
+        and, in the same transaction, tell the :func:`on_interrupted` hooks."""
+        records = list(records)
+        with self.store.transaction() as db:
+            self.write_rows(db, records)
+            _interrupted(self.store, db, [r.key for r in records])
 
     def prune(self, now_ms: int) -> int:
         with self.store.transaction() as db:
@@ -249,6 +291,7 @@ class StoreJournal:
                 (record.terminal.wire, record.terminal.expires_at, record.expires_at, record.key.sender,
                  record.key.msg_id, now_ms)).rowcount
             if closed:
+                _interrupted(self.store, db, [record.key])
                 self.store.notify(db, DONE_CHANNEL, record.key.sender + " " + record.key.msg_id.hex())
         return closed == 1
 

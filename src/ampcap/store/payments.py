@@ -12,6 +12,12 @@ and only if what it read still holds, each condition checked by rowcount:
 * every movement's entry is new (the same), every debit finds the
   balance (``WHERE balance >= amount``), and no credit overflows 64 bits.
 
+A paid call's spend (``pay_consumed``) names the invoke that spent it
+(caller, message id). When the invoke journal closes that invoke as cut
+short (5002 after a restart, or a dead worker's claim), the spend is
+deleted in that same transaction (:meth:`PaymentStore.release`, hooked with
+:func:`~ampcap.store.journal.on_interrupted`): the payment buys the retry.
+
 A failed condition rolls the whole transaction back (:class:`_Lost`) and
 ``apply`` returns False: the engine re-plans from the stored state. Two
 workers sharing the store can therefore never capture twice, nor capture
@@ -27,15 +33,18 @@ from ..pay.lifecycle import State
 from ..pay.money import MAX_AMOUNT, Money
 from ..pay.settlement import Account, Movement
 from ..pay.state import OpRecord, PaymentRecord, Plan
-from .database import StateStore
+from ..peer.dedupe import InvokeKey
+from .database import StateStore, Transaction
+from .journal import on_interrupted
 
 __all__ = ["PaymentStore", "COMPONENT", "VERSION"]
 
-COMPONENT, VERSION = "payments", 2
+COMPONENT, VERSION = "payments", 3
 
 _CONSUMED = """CREATE TABLE IF NOT EXISTS pay_consumed (
         payment_id BLOB NOT NULL PRIMARY KEY, capability_id TEXT NOT NULL, caller TEXT NOT NULL,
         invoke_id BLOB NOT NULL, consumed_at INTEGER NOT NULL)"""
+_BY_INVOKE = "CREATE INDEX IF NOT EXISTS pay_consumed_invoke ON pay_consumed (caller, invoke_id)"
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS pay_payments (
@@ -55,9 +64,11 @@ _SCHEMA = (
         entry TEXT NOT NULL PRIMARY KEY, source TEXT NOT NULL, target TEXT NOT NULL, asset TEXT NOT NULL,
         network TEXT NOT NULL, amount INTEGER NOT NULL)""",
     _CONSUMED,
+    _BY_INVOKE,
 )
 # Version 2: a paid capability's call spends its payment once (docs/payments.md).
-_MIGRATIONS = {1: (_CONSUMED,)}
+# Version 3: the spends found by their invoke (an interrupted one is given back).
+_MIGRATIONS = {1: (_CONSUMED,), 2: (_BY_INVOKE,)}
 
 _COLUMNS = ("payment_id, payer, payee, quote_id, amount, asset, network, quote_expires_at, state, authorized, "
             "captured, refunded, reason_code, settlement, refund_settlement, session_id, service_ref, version, "
@@ -102,6 +113,8 @@ class PaymentStore:
     def __init__(self, store: StateStore) -> None:
         self.store = store
         store.ensure_schema(COMPONENT, VERSION, _SCHEMA, _MIGRATIONS)
+        self.released = 0  # spends given back because their invoke was interrupted (this process)
+        on_interrupted(store, COMPONENT, self.release)
 
     # ------------------------------------------------------------ PaymentView
 
@@ -150,25 +163,61 @@ class PaymentStore:
                              (payment_id,)).fetchone()
         return bool(invoke_id) and row is not None and row[0] == caller and bytes(row[1]) == invoke_id
 
+    def release(self, db: Transaction, keys: list[InvokeKey]) -> int:
+        """Within the journal's transaction closing ``keys`` as interrupted:
+        give back the payments those invokes spent (the call never ended, and
+        its caller is told to retry with a new id: the payment buys that
+        retry). Returns how many."""
+        count = 0
+        for key in keys:
+            count += db.execute("DELETE FROM pay_consumed WHERE caller = ? AND invoke_id = ?",
+                                (key.sender, key.msg_id)).rowcount
+        self.released += count
+        return count
+
     # ----------------------------------------------------------- PaymentState
 
     def apply(self, plan: Plan) -> bool:
         try:
             with self.store.transaction() as db:
-                if plan.record is not None:
-                    self._write_record(db, plan.record)
-                if plan.operation is not None:
-                    op = plan.operation
-                    done = db.execute("INSERT INTO pay_ops (payment_id, op, sender, digest, result) "
-                                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (payment_id, op, sender) DO NOTHING",
-                                      (op.payment_id, op.op, op.sender, op.digest, op.result))
-                    if done.rowcount != 1:
-                        raise _Lost
-                for movement in plan.movements:
-                    self._move(db, movement)
+                self._write_plan(db, plan)
         except _Lost:
             return False
         return True
+
+    def apply_many(self, plans: list[Plan]) -> list[bool]:
+        """:meth:`apply` for several plans in one transaction (one commit for
+        a daemon's tick of payment steps): each plan within a savepoint, so a
+        plan whose condition no longer holds (another plan of the batch, or
+        another worker, moved first) is undone alone and reported False, to
+        be planned again; the others commit together. Raises (nothing
+        written) when the store fails."""
+        done: list[bool] = []
+        with self.store.transaction() as db:
+            for plan in plans:
+                db.execute("SAVEPOINT pay_plan")
+                try:
+                    self._write_plan(db, plan)
+                except _Lost:
+                    db.execute("ROLLBACK TO SAVEPOINT pay_plan")
+                    done.append(False)
+                else:
+                    done.append(True)
+                db.execute("RELEASE SAVEPOINT pay_plan")
+        return done
+
+    def _write_plan(self, db: Any, plan: Plan) -> None:
+        if plan.record is not None:
+            self._write_record(db, plan.record)
+        if plan.operation is not None:
+            op = plan.operation
+            done = db.execute("INSERT INTO pay_ops (payment_id, op, sender, digest, result) "
+                              "VALUES (?, ?, ?, ?, ?) ON CONFLICT (payment_id, op, sender) DO NOTHING",
+                              (op.payment_id, op.op, op.sender, op.digest, op.result))
+            if done.rowcount != 1:
+                raise _Lost
+        for movement in plan.movements:
+            self._move(db, movement)
 
     def deposit(self, movement: Movement) -> bool:
         """Commit one ledger movement by itself (a top-up); False when its

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -26,7 +27,8 @@ from ...caps.catalog import Catalog
 from ...display import MESSAGE_LIMIT, shown
 from ...peer.actions import Execute
 from ...peer.executor import Executor
-from ...peer.journal import Persist
+from ...peer.dedupe import InvokeKey
+from ...peer.journal import JournalState, Persist
 from ...peer.logthrottle import LogThrottle
 from ...session.provider import SaveSession, SessionProvider
 from ...store.database import StateStore
@@ -38,11 +40,31 @@ if TYPE_CHECKING:
     from .claims import WorkerClaims
     from .lookahead import ReadAhead
 
-__all__ = ["DurableState", "holds"]
+__all__ = ["DurableState", "holds", "after_apply", "applying"]
 
 log = logging.getLogger("ampcap.daemon")
 
 PRUNE_EVERY_MS = 60_000
+
+
+_AFTER_APPLY: "weakref.WeakKeyDictionary[StateStore, dict[str, Callable[[], None]]]" = weakref.WeakKeyDictionary()
+
+
+def after_apply(store: StateStore, name: str, hook: Callable[[], None]) -> None:
+    """Have ``hook()`` called each time this store's batch has been committed
+    and the actions it held applied (the jobs they started, inline ones run):
+    the end of a turn of work, where a component may commit what those jobs
+    staged, together (the payment workflow: one commit for the turn's steps).
+    ``name`` replaces an earlier hook of that name. The hook must not raise."""
+    _AFTER_APPLY.setdefault(store, {})[name] = hook
+
+
+_APPLYING: set[int] = set()  # id() of the stores whose batch is applying now (removed before the hooks run)
+
+
+def applying(store: StateStore) -> bool:
+    """Is this store's batch applying its actions now (its :func:`after_apply` hooks still to run)?"""
+    return id(store) in _APPLYING
 
 
 def holds(actions: list[Any]) -> bool:
@@ -64,8 +86,10 @@ class DurableState:
         self._records: list[Any] = []  # journal records to commit before the held actions
         self._saved: dict[bytes, Any] = {}  # session records, by session id (the latest wins)
         self._held: list[list[Any]] = []  # action lists waiting for that commit
+        self._cut_short: set[InvokeKey] = set()  # invokes the drain ended: their DONE rows close them as interrupted
         self._kick = trio.Event()
         self.on_commit: Callable[[float], None] | None = None  # serve --metrics: each batch's commit time
+        self._after_apply = _AFTER_APPLY.setdefault(store, {})  # shared: hooks registered later appear in it
         now = clock.wall_ms()
         self._pruned_ms = now
         # The store is the record (R25): only the RUNNING rows are read here
@@ -92,7 +116,7 @@ class DurableState:
             for record in closed:
                 self.journal.close_abandoned(record, now)
         else:
-            self.journal.write(closed)
+            self.journal.close_interrupted(closed)
         for note in notes:
             throttle.log(log, note.topic or "journal", note.level, clock.monotonic_ms(), "%s", note.message)
         if records:
@@ -118,6 +142,12 @@ class DurableState:
                 rest.append(action)
         self._held.append(rest)
         self._kick.set()
+
+    def cut_short(self, keys: Iterable[InvokeKey]) -> None:
+        """The drain ended these running invokes (5002, like a restart): the
+        commit that writes their DONE rows also tells the journal's
+        interruption hooks (store/journal.py ``on_interrupted``)."""
+        self._cut_short.update(keys)
 
     async def run(self) -> None:
         if self.claims is not None or self.store.keepalive_s is not None:
@@ -178,6 +208,10 @@ class DurableState:
                         self.journal.write_rows(db, records)
                     if saved:
                         self.session_store.write_rows(db, saved.values())
+                    if self._cut_short:
+                        cut = [r.key for r in records if r.key in self._cut_short and r.state is JournalState.DONE]
+                        self.journal.interrupted(db, cut)
+                        self._cut_short.difference_update(cut)
                 if self.on_commit is not None:
                     self.on_commit(time.perf_counter() - started)
                 now = self._clock.wall_ms()
@@ -192,9 +226,22 @@ class DurableState:
                 self._throttle.log(log, "journal", logging.ERROR, self._clock.monotonic_ms(),
                                    "state database write failed (replies sent, not journaled): %s",
                                    shown(exc, MESSAGE_LIMIT))
-            for actions in held:
-                self._apply(actions)
-            for actions in later:
-                self._apply(actions)
+            hooks = self._after_apply
+            if not hooks:
+                for actions in held:
+                    self._apply(actions)
+                for actions in later:
+                    self._apply(actions)
+            else:
+                _APPLYING.add(id(self.store))
+                try:
+                    for actions in held:
+                        self._apply(actions)
+                    for actions in later:
+                        self._apply(actions)
+                finally:
+                    _APPLYING.discard(id(self.store))
+                    for hook in hooks.values():
+                        hook()
             if not until_empty:
                 return

@@ -39,7 +39,7 @@ from ...bindings.runner import (
 )
 from ..transport.clock import Clock
 
-__all__ = ["Jobs", "LocalHandler"]
+__all__ = ["Jobs", "LocalHandler", "Later"]
 
 # The daemon's logger: these are its lines, whichever module writes them.
 log = logging.getLogger("ampcap.daemon")
@@ -51,7 +51,38 @@ BAD_REQUEST, TIMEOUT = 4001, 5003
 # result out. Manifest bindings go through the BindingRunner instead. A plain
 # (not async) function with ``inline = True`` is called on the spot, as a
 # quick pure binding is (net/features/payments.py: the payment workflow).
+# A plain function with ``gate = True`` is no capability but a check in
+# front of the capability's own binding: it takes the params and the context
+# and returns the params the binding gets (or raises), and the binding runs
+# on the daemon's one runner, whatever its kind, inline when it is (a paid
+# capability: the payment is checked and spent, then its binding runs).
 LocalHandler = Callable[[Any, RunnerContext], Awaitable[Any]]
+
+
+class Later:
+    """What an ``inline`` handler returns when its outcome comes later in the
+    daemon's loop, with no task: it calls :meth:`settle` exactly once (the
+    payment workflow: its tick's steps commit together, then each is
+    answered). Settling before the daemon listens is kept until it does."""
+
+    __slots__ = ("_then", "_outcome")
+
+    def __init__(self) -> None:
+        self._then: Callable[[Any, AmpError | None], None] | None = None
+        self._outcome: tuple[Any, AmpError | None] | None = None
+
+    def settle(self, result: Any = None, error: AmpError | None = None) -> None:
+        if self._then is not None:
+            then, self._then = self._then, None
+            then(result, error)
+        elif self._outcome is None:
+            self._outcome = (result, error)
+
+    def then(self, callback: Callable[[Any, AmpError | None], None]) -> None:
+        if self._outcome is not None:
+            callback(*self._outcome)
+        else:
+            self._then = callback
 
 
 class _Question:
@@ -101,7 +132,8 @@ class Jobs:
         """Run what the executor's ``Execute`` accepted."""
         assert self.nursery is not None
         handler = self._handlers.get(job.capability_id)
-        if (self._runner.is_inline(job.binding) if handler is None else getattr(handler, "inline", False)):
+        if (self._runner.is_inline(job.binding) if handler is None or getattr(handler, "gate", False)
+                else getattr(handler, "inline", False)):
             self._run_inline(job, handler)
             return
         scope = trio.CancelScope()
@@ -147,10 +179,12 @@ class Jobs:
             with running.scope:
                 try:
                     handler = self._handlers.get(job.capability_id)
-                    if handler is not None:
-                        result = await handler(job.params, context)
-                    else:
+                    if handler is None:
                         result = await self._runner.run(job.binding, job.params, context)
+                    elif getattr(handler, "gate", False):
+                        result = await self._runner.run(job.binding, handler(job.params, context), context)
+                    else:
+                        result = await handler(job.params, context)
                     result = plain_result(job.capability_id, result, self._runner.crash_lines)
                 except AmpError as exc:
                     error = exc
@@ -220,14 +254,32 @@ class Jobs:
         error: AmpError | None = None
         started = time.perf_counter()
         try:
-            ran = (handler(job.params, context) if handler is not None
-                   else self._runner.run_inline(job.binding, job.params, context))
+            if handler is None:
+                ran = self._runner.run_inline(job.binding, job.params, context)
+            elif getattr(handler, "gate", False):
+                ran = self._runner.run_inline(job.binding, handler(job.params, context), context)
+            else:
+                ran = handler(job.params, context)
+                if type(ran) is Later:  # answered later in the loop (see Later)
+                    ran.then(lambda result, error: self._end_later(job, started, result, error))
+                    return
             result = plain_result(job.capability_id, ran, self._runner.crash_lines)
         except AmpError as exc:
             error = exc
         except CAPABILITY_FAULTS as exc:  # an inline handler's bug is the caller's 5001, never our crash
             log_capability_crash(job.capability_id, exc, self._runner.crash_lines)
             error = AmpError(INTERNAL, "capability execution failed")
+        self._done(job, error.code if error else None, (time.perf_counter() - started) * 1000)
+        self._apply(self._executor.complete(job.key, result=result, error=error, now_ms=self._clock.wall_ms()))
+
+    def _end_later(self, job: Job, started: float, ran: Any, error: AmpError | None) -> None:
+        """A :class:`Later`'s outcome: the inline job ends as it would have on the spot."""
+        result: Any = None
+        if error is None:
+            try:
+                result = plain_result(job.capability_id, ran, self._runner.crash_lines)
+            except AmpError as exc:
+                error = exc
         self._done(job, error.code if error else None, (time.perf_counter() - started) * 1000)
         self._apply(self._executor.complete(job.key, result=result, error=error, now_ms=self._clock.wall_ms()))
 

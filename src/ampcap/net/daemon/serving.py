@@ -152,7 +152,10 @@ class ServingHalf:
             else:
                 log.warning("drain timeout after %gs: invokes_running=%d end with %d %s", timeout_s,
                             executor.running, code, error_info(code).name)
-        self._apply(executor.shutdown(now))
+        actions = executor.shutdown(now)
+        if self.durable is not None:  # their 5002s close them as cut short (a paid call's payment comes back)
+            self.durable.cut_short(a.key for a in actions if type(a) is executor_module.Cancel)
+        self._apply(actions)
         if self.durable is not None:
             self.durable.flush(until_empty=True)
 
