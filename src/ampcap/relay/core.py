@@ -27,7 +27,7 @@ from ..wire.receive import ID_TS_TOLERANCE_MS, MAX_CLOCK_SKEW_MS, verifying_prof
 from ..wire.registry import MessageType
 from .custody import Custody
 from .delivery import Random, next_attempt_at
-from .model import (Accepted, Action, Committed, Deliver, Finalized, NewRecord, PollPage, QueuedCopy, Refusal,
+from .model import (NO_ACK_TYPES, Accepted, Action, Committed, Deliver, Finalized, NewRecord, PollPage, QueuedCopy, Refusal,
                     RelayConfig, Reply)
 from .queue import RelayQueue
 from .replies import relay_ack, relay_error
@@ -36,9 +36,8 @@ from .states import RECIPIENT_TABLE, RecipientEvent, RecipientState, advance
 
 __all__ = ["RelayCore", "Ingress", "encode_cursor", "decode_cursor"]
 
-_ACK, _PROC_OK, _PROC_FAIL, _ERROR = (int(MessageType.ACK), int(MessageType.PROC_OK), int(MessageType.PROC_FAIL),
-                                      int(MessageType.ERROR))
-_NO_RELAY_ACK = frozenset({_ACK, _PROC_OK, _PROC_FAIL, _ERROR})  # never acknowledge an acknowledgement
+_ACK = int(MessageType.ACK)
+_NO_RELAY_ACK = NO_ACK_TYPES  # never acknowledge an acknowledgement
 Entropy = Callable[[int], bytes]
 
 
@@ -111,7 +110,7 @@ class RelayCore:
             if claimed is not None:
                 actions.append(Deliver(recipient=did, raw=claimed.raw, seq=claimed.seq))
                 if self._unacknowledged(claimed.raw):
-                    actions += self._settle_unacknowledged(claimed.msg_id, did, claimed.from_did, now)
+                    actions += self.settle_unacknowledged(claimed.msg_id, did, claimed.from_did, now)
         return actions
 
     def _unacknowledged(self, raw: bytes) -> bool:
@@ -122,14 +121,19 @@ class RelayCore:
         except AmpError:
             return False
 
-    def _settle_unacknowledged(self, msg_id: bytes, recipient: str, from_did: str, now: int) -> list[Action]:
+    def settle_unacknowledged(self, msg_id: bytes, recipient: str, from_did: str, now: int) -> list[Action]:
         """An acknowledgement is never acknowledged (RFC 001), so no recipient
         ACK will ever commit it: its hand-over (a push, a poll page) is its
         terminal delivery. Without this it would be pushed again until it
         expired. (At most once: a push that then fails loses it, as any
         acknowledgement lost on the wire is lost.)"""
         committed, finalized = self.queue.commit(msg_id, recipient, (from_did,), now)
-        actions: list[Action] = [Committed(seq=c.seq, recipient=recipient, msg_id=c.msg_id) for c in committed]
+        actions: list[Action] = []
+        for c in committed:
+            actions.append(Committed(seq=c.seq, recipient=recipient, msg_id=c.msg_id))
+            # Handed over is its terminal state: an upstream relay holding it
+            # in dual custody hears so (else it keeps its copy until expiry).
+            actions += self.custody.report_terminal(c, "delivered", now)
         actions += [Finalized(seq=f, reason="done") for f in finalized]
         return actions
 
@@ -214,7 +218,7 @@ class RelayCore:
             return self._immediate(result, env, raw, sender, recipients, now)
         if env.typ in _NO_RELAY_ACK and all(r in self.online for r in recipients):
             # An acknowledgement for recipients on a live link: its hand-over
-            # is its delivery (see _settle_unacknowledged), so queueing it
+            # is its delivery (see settle_unacknowledged), so queueing it
             # would only be written and removed again in the same moment.
             result.actions += [Deliver(recipient=r, raw=raw) for r in recipients]
             result.actions.append(Accepted(msg_id=env.id, from_did=sender, seq=None, queued=()))
@@ -244,7 +248,7 @@ class RelayCore:
                     if claimed is not None:
                         result.actions.append(Deliver(recipient=r, raw=raw, seq=queued.seq))
                         if env.typ in _NO_RELAY_ACK:
-                            result.actions += self._settle_unacknowledged(env.id, r, sender, now)
+                            result.actions += self.settle_unacknowledged(env.id, r, sender, now)
         result.actions.append(Accepted(msg_id=env.id, from_did=sender, seq=queued.seq, queued=queued.queued,
                                        duplicates=queued.duplicates, forwarded=tuple(forwarded)))
         if self.config.ack_on_accept and env.typ not in _NO_RELAY_ACK:
@@ -322,16 +326,17 @@ class RelayCore:
         more = len(copies) > limit
         copies = copies[:limit]
         self.queue.mark_attempted([(c.seq, c.recipient) for c in copies], now)
-        for c in copies:  # acknowledgements: taken is delivered (see _settle_unacknowledged)
+        actions: list[Action] = []
+        for c in copies:  # acknowledgements: taken is delivered (see settle_unacknowledged)
             if self._unacknowledged(c.raw):
-                self._settle_unacknowledged(c.msg_id, c.recipient, c.from_did, now)
+                actions += self.settle_unacknowledged(c.msg_id, c.recipient, c.from_did, now)
         messages = tuple(c.raw for c in copies)
         if copies:
             next_cursor: str | None = encode_cursor(pass_no, copies[-1].seq)
         else:
             next_cursor = cursor if cursor is not None else encode_cursor(pass_no, after)
         return PollPage(messages=messages, next_cursor=next_cursor, has_more=more,
-                        body=encode_poll(list(messages), next_cursor, more))
+                        body=encode_poll(list(messages), next_cursor, more), actions=tuple(actions))
 
     # ------------------------------------------------------------ time
 
