@@ -34,18 +34,29 @@ class RelayProcess:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
 
+    store_url: str | None = None
+    """``--state-url`` when the queue is in PostgreSQL (else it is in ``state_dir``)."""
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Read the relay's queue where it lives (its SQLite file, or PostgreSQL)."""
+        if self.store_url is None:
+            with sqlite3.connect(self.state_dir / "state.sqlite3") as db:
+                return db.execute(sql, params).fetchall()
+        import psycopg
+
+        with psycopg.connect(self.store_url, autocommit=True) as conn:
+            return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), params).fetchall()]
+
     def transfers(self) -> dict[str, int]:
         """Queue entries by federation transfer state."""
-        with sqlite3.connect(self.state_dir / "state.sqlite3") as db:
-            return dict(db.execute("SELECT t_state, count(*) FROM relay_entry GROUP BY t_state").fetchall())
+        return dict(self.query("SELECT t_state, count(*) FROM relay_entry GROUP BY t_state"))  # type: ignore[arg-type]
 
     def entries(self, recipient: str | None = None) -> dict[str, int]:
-        """Queue entries by recipient state (read from the SQLite file)."""
-        with sqlite3.connect(self.state_dir / "state.sqlite3") as db:
-            if recipient is not None:
-                return dict(db.execute("SELECT state, count(*) FROM relay_entry WHERE recipient = ? GROUP BY state",
-                                       (recipient,)).fetchall())
-            return dict(db.execute("SELECT state, count(*) FROM relay_entry GROUP BY state").fetchall())
+        """Queue entries by recipient state."""
+        if recipient is not None:
+            return dict(self.query("SELECT state, count(*) FROM relay_entry WHERE recipient = ? GROUP BY state",  # type: ignore[arg-type]
+                                   (recipient,)))
+        return dict(self.query("SELECT state, count(*) FROM relay_entry GROUP BY state"))  # type: ignore[arg-type]
 
 
 def keygen(path: Path) -> str:
@@ -179,6 +190,8 @@ def relay_process(tmp: Path, *args: str, http: bool | str = True, state_dir: Pat
     err = tmp / f"relay-{time.monotonic_ns()}.log"
     http_at = http if isinstance(http, str) else "127.0.0.1:0"
     stored = ("--state-dir", str(state)) if store_args is None else store_args
+    if stored[0] == "--state-dir":
+        state = Path(stored[1])
     cmd = [PYTHON, "-m", "ampcap.cli.main", "-v", "relay", "--listen", listen, "--identity", str(key),
            *stored, *(["--http", http_at] if http else []), *args]
     with open(err, "w") as err_file:
@@ -191,7 +204,8 @@ def relay_process(tmp: Path, *args: str, http: bool | str = True, state_dir: Pat
         # Both lines are written at once: the second may already sit in the
         # reader's buffer, where a select on the pipe would not see it.
         http_url = proc.stdout.readline().split()[0] if http and proc.stdout is not None else None
-        yield RelayProcess(proc, url, http_url, did, state, err)
+        store_url = store_args[1] if store_args and store_args[0] == "--state-url" else None
+        yield RelayProcess(proc, url, http_url, did, state, err, store_url)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

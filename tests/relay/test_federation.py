@@ -79,6 +79,9 @@ def test_a5_loop_is_refused_2003_without_receipt_or_queueing(pair) -> None:
     assert "loop" in answer["error_message"]
     assert CODE_2003 in body  # A.15
     assert b.poll(BOB.did, None, 10, NOW).messages == ()
+    # §5.6.5 order: the path before the hop budget (both wrong: the loop is named).
+    both, _ = b.receive_forward(_wrapper(raw, relay_path=(B_ID.did,), hop_limit=0), principal=A_ID.did, now=NOW)
+    assert "loop" in _answer(both)["error_message"]
 
 
 def _wrapper(raw: bytes, *, relay_path=(), hop_limit=8, upstream=None, recipient=None, mode="single") -> bytes:

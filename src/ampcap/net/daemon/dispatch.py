@@ -80,6 +80,7 @@ class _Host(Protocol):
     _executor: Executor | None
     _session_routing: SessionRouting
     _half_closed: set[Link]
+    _acks_after_replies: relay_agent.AcksAfterReplies
 
     @property
     def executor(self) -> Executor: ...
@@ -173,9 +174,10 @@ class InboundDispatch:
             else:
                 actions = executor.handle(inbound, link, now)
             if link.relay_acks:
-                # In the same list: with a durable store it is held, like the
-                # reply, until the invoke's journal row is committed (§5.5).
-                actions = [*actions, Send(link, relay_agent.recipient_ack(env, now))]
+                # Sent right after the invoke's terminal reply (which, with a
+                # durable store, waits for its journal row), on the same link
+                # (net/features/relay_agent.py AcksAfterReplies: why).
+                self._acks_after_replies.hold(env, now)
             self._apply(actions)
             return
         if link.relay_acks:

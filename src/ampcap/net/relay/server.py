@@ -68,6 +68,9 @@ class RelaySettings:
     webhooks: tuple[tuple[str, str], ...] = ()
     """(DID, URL): recipients reached by webhook pushes (RFC 002 §6.3)."""
     tick_batch: int = 100
+    idle_tick_s: float = 5.0
+    """The longest the timer sleeps when nothing is due (``relay --workers``
+    makes it short: another process may have queued for our links)."""
 
 
 class _RelayPipeline(ReceivePipeline):
@@ -167,7 +170,7 @@ class RelayServer:
             deadline = self.core.next_deadline(self.clock.wall_ms())
             wait_s = max(0.0, (deadline - self.clock.wall_ms()) / 1000)
             self._wake = trio.Event()
-            with trio.move_on_after(min(wait_s, 5.0)):
+            with trio.move_on_after(min(wait_s, self.settings.idle_tick_s)):
                 await self._wake.wait()
 
     def wake(self) -> None:
@@ -238,7 +241,7 @@ class RelayServer:
                 return
             state["did"] = did
             self.links.setdefault(did, []).append(driver)
-            log.info("link up %s", shown(did))
+            log.info("link up %s at %s", shown(did), self.core.owner)
             self.perform(self.core.link_up(did, now, batch=self.settings.tick_batch))
         elif type(event) is ConnectionTerminated:
             did = state["did"]
