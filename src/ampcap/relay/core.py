@@ -27,8 +27,8 @@ from ..wire.receive import ID_TS_TOLERANCE_MS, MAX_CLOCK_SKEW_MS, verifying_prof
 from ..wire.registry import MessageType
 from .custody import Custody
 from .delivery import Random, next_attempt_at
-from .model import (NO_ACK_TYPES, Accepted, Action, Committed, Deliver, Finalized, NewRecord, PollPage, QueuedCopy, Refusal,
-                    RelayConfig, Reply)
+from .model import (NO_ACK_TYPES, Accepted, Action, Committed, Deliver, Finalized, NewRecord, PollPage, PushClaim,
+                    QueuedCopy, Refusal, RelayConfig, Reply)
 from .queue import RelayQueue
 from .replies import relay_ack, relay_error
 from .routes import RelayRoutes
@@ -138,6 +138,13 @@ class RelayCore:
         actions += [Finalized(seq=f, reason="done") for f in finalized]
         return actions
 
+    def push_claim(self, recipients: Sequence[str], now: int) -> PushClaim | None:
+        """The claim for ``enqueue`` of the recipients pushed at once (on a live link here)."""
+        if not recipients:
+            return None
+        return PushClaim(recipients=frozenset(recipients), owner=self.owner, lease_until=now + self.config.lease_ms,
+                         redeliver_at=now + self.config.redeliver_ms)
+
     def claim_delivery(self, seq: int, recipient: str, now: int) -> QueuedCopy | None:
         return self.queue.claim(seq, recipient, self.owner, now, now + self.config.lease_ms,
                                 now + self.config.redeliver_ms)
@@ -179,18 +186,25 @@ class RelayCore:
             return "message id timestamp differs from ts by more than 1 s"
         return None
 
-    def submit(self, raw: bytes, *, principal: str | None, now: int) -> Ingress:
+    def submit(self, raw: bytes, *, principal: str | None, now: int, envelope: Envelope | None = None,
+               verified: bool = False) -> Ingress:
         """One AMP message handed to the relay (POST, AMPS, WSS). ``principal``
         is the authenticated transport principal (None only where the edge
-        has no authentication, e.g. the raw-framing compatibility mode)."""
+        has no authentication, e.g. the raw-framing compatibility mode).
+        ``envelope``: ``raw`` already decoded (an AMPS/WSS link's receive
+        checks did it); ``verified``: its signature already checked there,
+        so a recipient ACK is not verified twice."""
         result = Ingress()
         if len(raw) > self.config.max_message_bytes:
             return self._refuse(result, 1001, f"message is {len(raw)} bytes; this relay takes at most "
                                 f"{self.config.max_message_bytes}", to=principal, reply_to=None, now=now)
-        try:
-            env = decode_envelope(raw, self.limits)
-        except AmpError as exc:
-            return self._refuse(result, exc.code, exc.message, to=principal, reply_to=None, now=now)
+        if envelope is not None:
+            env = envelope
+        else:
+            try:
+                env = decode_envelope(raw, self.limits)
+            except AmpError as exc:
+                return self._refuse(result, exc.code, exc.message, to=principal, reply_to=None, now=now)
         result.envelope = env
         sender = split_did_url(env.sender)[0]
         # Principal binding first (RFC 002 §7.1, strict): an error for a
@@ -208,7 +222,7 @@ class RelayCore:
             return self._refuse(result, 2003, f"ttl {env.ttl} ms is longer than this relay keeps messages "
                                 f"({self.config.max_ttl_ms} ms)", to=sender, reply_to=env.id, now=now, reason="ttl")
         if env.typ == _ACK and env.reply_to is not None and self._claims_recipient_ack(env):
-            if verifying_profile(env, self.resolver) is None:
+            if not verified and verifying_profile(env, self.resolver) is None:
                 return self._refuse(result, 1002, "recipient ACK signature does not verify", to=sender,
                                     reply_to=env.id, now=now)
             result.actions += self._commit(env, sender, now, result)
@@ -234,7 +248,9 @@ class RelayCore:
                 routed.append(r)
         record = NewRecord(msg_id=env.id, raw=raw, from_did=sender, recipients=recipients, accepted_at=now,
                            expires_at=env.ts + env.ttl, hop_limit=self.config.default_hop_limit)
-        queued = self.queue.enqueue(record, quota=self.config.max_queued_per_recipient)
+        queued = self.queue.enqueue(record, quota=self.config.max_queued_per_recipient,
+                                    claim=self.push_claim([r for r in recipients if r in self.online
+                                                           and r not in routed], now))
         if queued.over_quota:
             return self._refuse(result, 2003, f"{queued.over_quota[0]} has too many queued messages",
                                 to=sender, reply_to=env.id, now=now, reason="quota")
@@ -244,12 +260,10 @@ class RelayCore:
                 if r in routed:
                     forwarded.append(r)
                     result.actions += self.custody.start(queued.seq, r, now)
-                elif r in self.online:
-                    claimed = self.claim_delivery(queued.seq, r, now)
-                    if claimed is not None:
-                        result.actions.append(Deliver(recipient=r, raw=raw, seq=queued.seq))
-                        if env.typ in _NO_RELAY_ACK:
-                            result.actions += self.settle_unacknowledged(env.id, r, sender, now)
+                elif r in queued.claimed:
+                    result.actions.append(Deliver(recipient=r, raw=raw, seq=queued.seq))
+                    if env.typ in _NO_RELAY_ACK:
+                        result.actions += self.settle_unacknowledged(env.id, r, sender, now)
         result.actions.append(Accepted(msg_id=env.id, from_did=sender, seq=queued.seq, queued=queued.queued,
                                        duplicates=queued.duplicates, forwarded=tuple(forwarded)))
         if self.config.ack_on_accept and env.typ not in _NO_RELAY_ACK:

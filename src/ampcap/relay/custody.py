@@ -22,6 +22,7 @@ Every transition goes through the §6.3 table.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,8 +37,8 @@ from .federation import (CommitReceipt, ForwardAnswer, ForwardRequest, LoopRefus
                          encode_commit_report, encode_forward, encode_forward_answer, next_hop, read_commit_receipt,
                          select_downstream, sign_commit_receipt, sign_transfer_receipt, verify_commit_receipt,
                          verify_transfer_receipt)
-from .model import (NO_ACK_TYPES, Action, Audit, Deliver, Finalized, Forward, NewRecord, QueuedCopy, RelayConfig, ReportCommit,
-                    TransferInfo)
+from .model import (NO_ACK_TYPES, Action, Audit, Deliver, Finalized, Forward, NewRecord, PushClaim, QueuedCopy,
+                    RelayConfig, ReportCommit, TransferInfo)
 from .queue import RelayQueue
 from .routes import RelayRoutes
 from .states import TRANSFER_TABLE, TransferEvent, TransferState, advance
@@ -67,6 +68,8 @@ class CustodyHost(Protocol):
     def claim_delivery(self, seq: int, recipient: str, now: int) -> QueuedCopy | None: ...
 
     def settle_unacknowledged(self, msg_id: bytes, recipient: str, from_did: str, now: int) -> list[Action]: ...
+
+    def push_claim(self, recipients: Sequence[str], now: int) -> PushClaim | None: ...
 
 __all__ = ["Custody"]
 
@@ -292,7 +295,8 @@ class Custody:
             msg_id=env.id, raw=req.message, from_did=req.from_did, recipients=(req.recipient_did,), accepted_at=now,
             expires_at=env.ts + env.ttl, relay_path=req.relay_path, hop_limit=req.hop_limit,
             upstream=req.upstream_relay, transfer_mode=req.transfer_mode, receipt=receipt),
-            quota=core.config.max_queued_per_recipient)
+            quota=core.config.max_queued_per_recipient,
+            claim=core.push_claim([req.recipient_did], now) if req.recipient_did in core.online else None)
         if queued.over_quota:
             return self._refusal(RELAY_REJECTED, f"{req.recipient_did} has too many queued messages"), []
         if queued.seq is None:  # a duplicate with no receipt kept (it came from a client first)
@@ -300,12 +304,10 @@ class Custody:
         actions: list[Action] = [Audit(event="custody-accepted", seq=queued.seq, recipient=req.recipient_did,
                                        detail=req.upstream_relay)]
         r = req.recipient_did
-        if r in core.online:
-            claimed = core.claim_delivery(queued.seq, r, now)
-            if claimed is not None:
-                actions.append(Deliver(recipient=r, raw=req.message, seq=queued.seq))
-                if env.typ in NO_ACK_TYPES:  # an acknowledgement: its push is its delivery
-                    actions += core.settle_unacknowledged(env.id, r, req.from_did, now)
+        if r in queued.claimed:
+            actions.append(Deliver(recipient=r, raw=req.message, seq=queued.seq))
+            if env.typ in NO_ACK_TYPES:  # an acknowledgement: its push is its delivery
+                actions += core.settle_unacknowledged(env.id, r, req.from_did, now)
         elif where == "routed":
             actions += self.start(queued.seq, r, now)
         return encode_forward_answer(ForwardAnswer(accepted=True, receipt=receipt)), actions

@@ -187,7 +187,9 @@ class InboundDispatch:
                 return
             if typ not in relay_agent.NOT_ACKED:
                 self._send(link, relay_agent.recipient_ack(env, now))  # nothing of ours to journal first
-            elif typ == _ACK and (env.reply_to is None or self.invoker.state_of(env.reply_to) is None):
+            elif typ == _ACK and relay_agent.is_recipient_ack(inbound.body) and link.receipts_owed > 0:
+                link.receipts_owed -= 1  # an invoke of ours is committed at its agent's relay
+            if typ == _ACK and (env.reply_to is None or self.invoker.state_of(env.reply_to) is None):
                 # A recipient's ACK of a reply of ours, carried back by the
                 # relay (RFC 003 §5.5): a receipt, not an answer to a call.
                 log.debug("recipient ACK from %s for %s", shown(env.sender),

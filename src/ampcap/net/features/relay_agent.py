@@ -33,7 +33,14 @@ if TYPE_CHECKING:
     from ..daemon.link import Link
     from ..daemon.ports import Dialer
 
-__all__ = ["relay_link_config", "join", "recipient_ack", "NOT_ACKED", "AcksAfterReplies"]
+__all__ = ["relay_link_config", "join", "recipient_ack", "is_recipient_ack", "NOT_ACKED", "AcksAfterReplies",
+           "RECEIPT_GRACE_S"]
+
+RECEIPT_GRACE_S = 1.0
+"""How long a caller leaving a relay link waits for the recipient ACKs of
+its invokes: its agent sends each right after the reply, and the relay
+pushes it at once while the caller is there, instead of queueing it for a
+caller gone (where it would wait until it expires, a day by default)."""
 
 log = logging.getLogger("ampcap.daemon")
 
@@ -64,6 +71,10 @@ async def join(daemon: Dialer, url: str | AmpUrl, *, relay_did: str | None, time
         pipeline.trusted_relays = pipeline.trusted_relays | {link.peer_did}
     log.info("registered at RFC 003 relay %s (%s) as %s", url, link.peer_did, daemon.identity.did)
     return link
+
+
+def is_recipient_ack(body: object) -> bool:
+    return type(body) is dict and body.get("ack_source") == "recipient"
 
 
 def recipient_ack(env: Envelope, now_ms: int) -> Outbound:

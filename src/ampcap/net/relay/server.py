@@ -229,7 +229,8 @@ class RelayServer:
                 if env.typ == _PING:  # liveness, addressed to the relay itself
                     driver.send_nowait(reply_to(env, _PONG, None))
                 return
-            result = self.core.submit(inbound.raw, principal=state["did"], now=now)
+            # The link's receive checks decoded it and verified its signature.
+            result = self.core.submit(inbound.raw, principal=state["did"], now=now, envelope=env, verified=True)
             if result.refusal is not None:
                 self.counters["refused"] += 1
                 log.info("refused %s from %s: %d %s", env.id.hex(), shown(env.sender), result.refusal.code,
