@@ -97,6 +97,14 @@ def test_relay_refuses_an_unregistered_recipient_and_bad_options(tmp_path: Path)
         assert out.returncode == 1 and "2001" in out.stderr, out.stderr
     bad = ampcap(tmp_path, "relay", "--webhook", "nonsense")
     assert bad.returncode == 2 and "--webhook" in bad.stderr and "Traceback" not in bad.stderr
+    not_url = ampcap(tmp_path, "relay", "--listen", "127.0.0.1:0", "--state-url", str(tmp_path / "dir"))
+    assert not_url.returncode == 2 and "postgresql://" in not_url.stderr and not (tmp_path / "dir").exists()
+    both = ampcap(tmp_path, "relay", "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "d"), "--state-url",
+                  "postgresql://x@127.0.0.1:1/x")
+    assert both.returncode == 2 and "one" in both.stderr
+    down = ampcap(tmp_path, "relay", "--listen", "127.0.0.1:0", "--state-url", "postgresql://x@127.0.0.1:1/x")
+    assert down.returncode == 1 and "Traceback" not in down.stderr and len(down.stderr.strip().splitlines()) == 1, \
+        down.stderr
 
 
 def test_interop_relay_vectors_pass_against_ampcap_relay(tmp_path: Path) -> None:
