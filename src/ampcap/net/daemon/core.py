@@ -69,7 +69,6 @@ from ...wire.cbor import DEFAULT_LIMITS
 from ...wire.frames import Framing
 from ...wire.identity import DidKeyResolver, Identity, KeyResolver
 from ...wire.receive import ReceivePipeline
-from ...wire.registry import MessageType
 from ..features import delegation, forwarding_relay, relay_agent
 from ..features.session_routing import SessionRouting
 from ..transport.budget import ReceiveBudget, SendBudget
@@ -118,8 +117,6 @@ def __getattr__(name: str) -> Any:
         return LocalHandler
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-_INVOKE = int(MessageType.CAP_INVOKE)
 
 log = logging.getLogger("ampcap.daemon")
 
@@ -523,13 +520,10 @@ class Daemon(InboundDispatch):
             return
         try:
             target.send_nowait(out)
-            if link.relay_acks:
-                if out.reply_to is not None:
-                    ack = self._acks_after_replies.after(out)
-                    if ack is not None:
-                        target.send_nowait(ack)
-                elif out.typ == _INVOKE:
-                    link.receipts_owed += 1  # its agent's recipient ACK comes back (Peer waits for it)
+            if link.relay_acks and out.reply_to is not None:
+                ack = self._acks_after_replies.after(out)
+                if ack is not None:
+                    target.send_nowait(ack)
         except MessageTooLarge as exc:
             # The caller must still get its one terminal reply: a small one stands in.
             stand_in = stand_in_for_oversize(out, exc.size, exc.limit)
