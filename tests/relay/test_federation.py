@@ -79,6 +79,9 @@ def test_a5_loop_is_refused_2003_without_receipt_or_queueing(pair) -> None:
     assert "loop" in answer["error_message"]
     assert CODE_2003 in body  # A.15
     assert b.poll(BOB.did, None, 10, NOW).messages == ()
+    # §5.6.5 order: the path before the hop budget (both wrong: the loop is named).
+    both, _ = b.receive_forward(_wrapper(raw, relay_path=(B_ID.did,), hop_limit=0), principal=A_ID.did, now=NOW)
+    assert "loop" in _answer(both)["error_message"]
 
 
 def _wrapper(raw: bytes, *, relay_path=(), hop_limit=8, upstream=None, recipient=None, mode="single") -> bytes:
@@ -234,6 +237,57 @@ def test_a12_dual_custody_commit_receipt_finalizes_upstream(pair) -> None:
     assert _answer(body) == {"accepted": True}
     assert Finalized(seq=fwd.seq, reason="commit-reported") in actions
     assert a.queue.get(fwd.seq, BOB.did) is None
+
+
+def test_a_commit_report_that_overtakes_its_transfer_receipt_waits_for_it(pair) -> None:
+    """The recipient is on a live link at B: B pushes, the recipient ACKs and
+    B's commit report reaches A before A has read B's answer to the handoff.
+    A keeps the verified report; custody moves only with the transfer
+    receipt (§5.6.4), and the report applies then. A forged early report
+    changes nothing."""
+    a, b = pair("dual")
+    msg_id, raw = message(ALICE, BOB.did)
+    [fwd] = _forwards(a.submit(raw, principal=ALICE.did, now=NOW).actions)
+    b.link_up(BOB.did, NOW)
+    body, _ = b.receive_forward(fwd.wrapper, principal=A_ID.did, now=NOW + 1)
+    [report] = [x for x in b.submit(recipient_ack(BOB, ALICE.did, msg_id), principal=BOB.did, now=NOW + 2).actions
+                if isinstance(x, ReportCommit)]
+    forged = sign_commit_receipt(MALLORY, CommitReceipt(
+        msg_id=msg_id, from_did=ALICE.did, recipient_did=BOB.did, upstream_relay=A_ID.did,
+        downstream_relay=B_ID.did, result="delivered", committed_at=NOW))
+    refused, _ = a.receive_commit_report(encode_commit_report(forged), principal=B_ID.did, now=NOW + 3)
+    assert _answer(refused)["error_code"] == 3001
+    early, actions = a.receive_commit_report(report.report, principal=B_ID.did, now=NOW + 3)
+    assert _answer(early) == {"accepted": True} and actions[0].event == "commit-reported-early"
+    copy = a.queue.get(fwd.seq, BOB.did)
+    assert copy.transfer.state is TransferState.TRANSFER_PENDING  # no custody change without the receipt
+    actions = a.forward_answered(fwd.seq, BOB.did, body, NOW + 4)
+    assert [x.event for x in actions if isinstance(x, Audit)] == ["transfer-accepted", "commit-reported"]
+    assert Finalized(seq=fwd.seq, reason="commit-reported") in actions
+    assert a.queue.get(fwd.seq, BOB.did) is None
+
+
+@pytest.mark.parametrize("online", [True, False])
+def test_an_acknowledgement_handed_over_in_dual_custody_is_reported(pair, online: bool) -> None:
+    """An ACK for a recipient of B (never acknowledged in turn) is delivered
+    when it is handed over, by push or poll: B reports that to A, which
+    would otherwise keep its copy until expiry."""
+    a, b = pair("dual")
+    msg_id, _ = message(BOB, ALICE.did)
+    ack = recipient_ack(ALICE, BOB.did, msg_id, now=NOW)
+    [fwd] = _forwards(a.submit(ack, principal=ALICE.did, now=NOW).actions)
+    if online:
+        b.link_up(BOB.did, NOW)
+    body, actions = b.receive_forward(fwd.wrapper, principal=A_ID.did, now=NOW + 1)
+    if not online:
+        page = b.poll(BOB.did, None, 10, NOW + 2)
+        assert page.messages == (ack,)
+        actions = list(page.actions)
+    [report] = [x for x in actions if isinstance(x, ReportCommit)]
+    a.forward_answered(fwd.seq, BOB.did, body, NOW + 3)
+    _, done = a.receive_commit_report(report.report, principal=B_ID.did, now=NOW + 4)
+    assert Finalized(seq=fwd.seq, reason="commit-reported") in done
+    assert b.queue.get(fwd.seq, BOB.did) is None
 
 
 def test_a14_unsupported_commit_receipt_alg_is_3001(pair) -> None:

@@ -23,6 +23,13 @@ def ampcap(tmp: Path, *args: str, timeout: float = 60) -> subprocess.CompletedPr
                           timeout=timeout)
 
 
+def _typ(raw: bytes) -> int:
+    from ampcap.wire.cbor import DEFAULT_LIMITS
+    from ampcap.wire.envelope import decode_envelope
+
+    return decode_envelope(raw, DEFAULT_LIMITS).typ
+
+
 def _wait_for(predicate, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -56,6 +63,9 @@ def test_invoke_through_ampcap_relay_and_every_message_is_committed(tmp_path: Pa
             # held it): none waits. (A one-shot caller may exit before its ACK
             # of a last PROGRESS leaves: that entry waits for it, as it should.)
             assert _wait_for(lambda: set(relay.entries(agent.did)) <= {"delivered"}), relay.entries(agent.did)
+            # The agent's recipient ACK of each invoke follows its reply; the
+            # caller waited for it before leaving, so none waits in the queue.
+            assert [raw for (raw,) in relay.query("SELECT raw FROM relay_record") if _typ(bytes(raw)) == 3] == []
         assert relay.terminate() == 0
     log = relay.stderr()
     assert "link up " + agent.did in log and "refused" not in log
@@ -97,6 +107,14 @@ def test_relay_refuses_an_unregistered_recipient_and_bad_options(tmp_path: Path)
         assert out.returncode == 1 and "2001" in out.stderr, out.stderr
     bad = ampcap(tmp_path, "relay", "--webhook", "nonsense")
     assert bad.returncode == 2 and "--webhook" in bad.stderr and "Traceback" not in bad.stderr
+    not_url = ampcap(tmp_path, "relay", "--listen", "127.0.0.1:0", "--state-url", str(tmp_path / "dir"))
+    assert not_url.returncode == 2 and "postgresql://" in not_url.stderr and not (tmp_path / "dir").exists()
+    both = ampcap(tmp_path, "relay", "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "d"), "--state-url",
+                  "postgresql://x@127.0.0.1:1/x")
+    assert both.returncode == 2 and "one" in both.stderr
+    down = ampcap(tmp_path, "relay", "--listen", "127.0.0.1:0", "--state-url", "postgresql://x@127.0.0.1:1/x")
+    assert down.returncode == 1 and "Traceback" not in down.stderr and len(down.stderr.strip().splitlines()) == 1, \
+        down.stderr
 
 
 def test_interop_relay_vectors_pass_against_ampcap_relay(tmp_path: Path) -> None:

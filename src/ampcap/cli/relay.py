@@ -18,13 +18,15 @@ import argparse
 import logging
 import os
 import signal
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..net.transport.url import AmpUrl, parse_hostport
 from . import startup
 from .argtypes import did, state_dir, whole_number
-from .errors import UsageError, local_file_errors
+from .errors import CommandError, UsageError, local_file_errors
 from .serve import _announce, _stopped_during_startup, fit_to_descriptors, load_or_create_identity
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ __all__ = ["register", "run_relay", "start_relay", "DEFAULT_RELAY_LISTEN"]
 log = logging.getLogger("ampcap.relay")
 
 DEFAULT_RELAY_LISTEN = "127.0.0.1:7800"
+WORKER_IDLE_TICK_S = 0.25
 
 
 def register(subparsers: Any) -> None:
@@ -75,6 +78,12 @@ def register(subparsers: Any) -> None:
                    metavar="S", help="the longest TTL accepted, in seconds (default 604800, a week)")
     p.add_argument("--redeliver", type=whole_number("--redeliver", 1, 86_400), default=30, metavar="S",
                    help="push an unacknowledged message again after this many seconds (default 30)")
+    p.add_argument("--claim-lease", type=whole_number("--claim-lease", 1, 3600), default=30, metavar="S",
+                   help="how long a push claimed by one relay process stays its own unless renewed (default 30): "
+                        "the claims of a process that died are taken over after this")
+    p.add_argument("--workers", type=whole_number("--workers", 1, 256), default=1, metavar="N",
+                   help="run N relay processes on the same sockets and store (one identity; each claims what it "
+                        "pushes, so none pushes an entry another is pushing); a worker that dies is started again")
     p.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="serve amps:// with this certificate")
     p.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="private key for --tls-cert")
     p.add_argument("--durability", choices=("process", "power"), default="process",
@@ -105,8 +114,11 @@ def start_relay(args: argparse.Namespace) -> tuple[RelayServer, tuple[str, int],
     from ..files.relay_routes import load_routes
     from ..net.relay import RelayServer, RelaySettings
     from ..relay import RelayConfig
+    from ..errors import AmpError
     from ..store import Durability, open_store
     from ..store.database import default_state_dir
+    from ..store.opening import is_store_url
+    from .workers import WORKER_ENV
     from .serve import _resolver
 
     try:
@@ -118,10 +130,17 @@ def start_relay(args: argparse.Namespace) -> tuple[RelayServer, tuple[str, int],
         raise UsageError("--tls-cert and --tls-key go together")
     webhooks = _webhooks(args.webhook)
     identity = load_or_create_identity(args.identity)
+    if args.state_url is not None and args.state_dir is not None:
+        raise UsageError("--state-dir and --state-url name two stores: give one")
+    if args.state_url is not None and not is_store_url(args.state_url):
+        raise UsageError(f"--state-url {args.state_url!r}: expected postgresql://...")
     with local_file_errors():
         routes = load_routes(args.routes) if args.routes is not None else None
         if args.state_url is not None:
-            store = open_store(args.state_url, durability=Durability(args.durability))
+            try:
+                store = open_store(args.state_url, durability=Durability(args.durability))
+            except AmpError as exc:  # not our file: the database said no (or is not there)
+                raise CommandError(exc.message) from None
         else:
             directory = default_state_dir(identity.did) if args.state_dir is None else args.state_dir
             store = open_store(directory, durability=Durability(args.durability))
@@ -133,16 +152,47 @@ def start_relay(args: argparse.Namespace) -> tuple[RelayServer, tuple[str, int],
     resolver, _ = _resolver(args.keyring)
     config = RelayConfig(relay_did=identity.did, accept_unregistered=args.accept_any,
                          max_queued_per_recipient=args.max_queued_per_recipient, max_ttl_ms=args.max_ttl * 1000,
-                         redeliver_ms=args.redeliver * 1000)
+                         redeliver_ms=args.redeliver * 1000, lease_ms=args.claim_lease * 1000)
+    # Workers: an agent's link is in one process, a message for it may
+    # arrive at another, whose timer cannot wake the first; each looks in
+    # the store for its linked agents' new entries this often.
     settings = RelaySettings(webhooks=webhooks, max_connections=fit_to_descriptors(args.max_connections))
+    if os.environ.get(WORKER_ENV):
+        settings = replace(settings, idle_tick_s=WORKER_IDLE_TICK_S)
     server = RelayServer(identity, store, config=config, routes=routes, resolver=resolver, settings=settings,
                          ssl_context=ssl_context)
     return server, (host, port), http
 
 
+def _run_workers(args: argparse.Namespace) -> int:
+    """``relay --workers N``: the parent binds, the workers relay (cli/workers.py)."""
+    from .main import main
+    from .workers import launch
+
+    if args.state_dir == "none":
+        raise UsageError("--workers N share one queue: not with --state-dir none")
+    load_or_create_identity(args.identity)  # once, here: N workers would race to create the default key
+    try:
+        addresses = [parse_hostport(args.listen)] + ([parse_hostport(args.http)] if args.http else [])
+    except ValueError as exc:
+        raise UsageError(f"--listen/--http: {exc}") from None
+    child: list[str] = []
+    skip = False
+    for arg in getattr(args, "argv", None) or sys.argv[1:]:
+        if skip:
+            skip = False
+        elif arg == "--workers":
+            skip = True
+        elif not arg.startswith("--workers="):
+            child.append(arg)
+    return launch(main, child, args.workers, addresses, what="relay")
+
+
 def run_relay(args: argparse.Namespace) -> int:
     import trio
 
+    if args.workers > 1:
+        return _run_workers(args)
     if _stopped_during_startup():
         return 0
     server, amps, http = start_relay(args)

@@ -22,7 +22,8 @@ as those relays do it: each client's first frame names it. The relay's DID
 (the ``relay_path`` entry A.5 needs) is ``--relay-did``, or learned from the
 ``from`` of its ERROR in A.1. The federation endpoint is
 ``POST /amp/v1/relay/forward`` on ``--relay-forward URL`` (default: the
-relay's own host and port over http, as the stand-in serves it).
+relay's own host and port over http; ``ampcap relay`` serves it on its
+``--http`` address).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from ..wire.receive import ID_TS_TOLERANCE_MS, MAX_CLOCK_SKEW_MS, verifying_prof
 from ..wire.registry import MessageType
 from .custody import Custody
 from .delivery import Random, next_attempt_at
-from .model import (Accepted, Action, Committed, Deliver, Finalized, NewRecord, PollPage, QueuedCopy, Refusal,
-                    RelayConfig, Reply)
+from .model import (NO_ACK_TYPES, Accepted, Action, Committed, Deliver, Finalized, NewRecord, PollPage, PushClaim,
+                    QueuedCopy, Refusal, RelayConfig, Reply)
 from .queue import RelayQueue
 from .replies import relay_ack, relay_error
 from .routes import RelayRoutes
@@ -36,9 +36,8 @@ from .states import RECIPIENT_TABLE, RecipientEvent, RecipientState, advance
 
 __all__ = ["RelayCore", "Ingress", "encode_cursor", "decode_cursor"]
 
-_ACK, _PROC_OK, _PROC_FAIL, _ERROR = (int(MessageType.ACK), int(MessageType.PROC_OK), int(MessageType.PROC_FAIL),
-                                      int(MessageType.ERROR))
-_NO_RELAY_ACK = frozenset({_ACK, _PROC_OK, _PROC_FAIL, _ERROR})  # never acknowledge an acknowledgement
+_ACK = int(MessageType.ACK)
+_NO_RELAY_ACK = NO_ACK_TYPES  # never acknowledge an acknowledgement
 Entropy = Callable[[int], bytes]
 
 
@@ -84,6 +83,7 @@ class RelayCore:
         self.online: dict[str, int] = {}
         """DID -> live links (AMPS/WSS sessions, webhooks): who can take a push now."""
         self.custody = Custody(self)
+        self._renewed_at = -(1 << 62)
 
     # ------------------------------------------------------------ links
 
@@ -111,7 +111,7 @@ class RelayCore:
             if claimed is not None:
                 actions.append(Deliver(recipient=did, raw=claimed.raw, seq=claimed.seq))
                 if self._unacknowledged(claimed.raw):
-                    actions += self._settle_unacknowledged(claimed.msg_id, did, claimed.from_did, now)
+                    actions += self.settle_unacknowledged(claimed.msg_id, did, claimed.from_did, now)
         return actions
 
     def _unacknowledged(self, raw: bytes) -> bool:
@@ -122,16 +122,28 @@ class RelayCore:
         except AmpError:
             return False
 
-    def _settle_unacknowledged(self, msg_id: bytes, recipient: str, from_did: str, now: int) -> list[Action]:
+    def settle_unacknowledged(self, msg_id: bytes, recipient: str, from_did: str, now: int) -> list[Action]:
         """An acknowledgement is never acknowledged (RFC 001), so no recipient
         ACK will ever commit it: its hand-over (a push, a poll page) is its
         terminal delivery. Without this it would be pushed again until it
         expired. (At most once: a push that then fails loses it, as any
         acknowledgement lost on the wire is lost.)"""
         committed, finalized = self.queue.commit(msg_id, recipient, (from_did,), now)
-        actions: list[Action] = [Committed(seq=c.seq, recipient=recipient, msg_id=c.msg_id) for c in committed]
+        actions: list[Action] = []
+        for c in committed:
+            actions.append(Committed(seq=c.seq, recipient=recipient, msg_id=c.msg_id))
+            # Handed over is its terminal state: an upstream relay holding it
+            # in dual custody hears so (else it keeps its copy until expiry).
+            actions += self.custody.report_terminal(c, "delivered", now)
         actions += [Finalized(seq=f, reason="done") for f in finalized]
         return actions
+
+    def push_claim(self, recipients: Sequence[str], now: int) -> PushClaim | None:
+        """The claim for ``enqueue`` of the recipients pushed at once (on a live link here)."""
+        if not recipients:
+            return None
+        return PushClaim(recipients=frozenset(recipients), owner=self.owner, lease_until=now + self.config.lease_ms,
+                         redeliver_at=now + self.config.redeliver_ms)
 
     def claim_delivery(self, seq: int, recipient: str, now: int) -> QueuedCopy | None:
         return self.queue.claim(seq, recipient, self.owner, now, now + self.config.lease_ms,
@@ -174,18 +186,25 @@ class RelayCore:
             return "message id timestamp differs from ts by more than 1 s"
         return None
 
-    def submit(self, raw: bytes, *, principal: str | None, now: int) -> Ingress:
+    def submit(self, raw: bytes, *, principal: str | None, now: int, envelope: Envelope | None = None,
+               verified: bool = False) -> Ingress:
         """One AMP message handed to the relay (POST, AMPS, WSS). ``principal``
         is the authenticated transport principal (None only where the edge
-        has no authentication, e.g. the raw-framing compatibility mode)."""
+        has no authentication, e.g. the raw-framing compatibility mode).
+        ``envelope``: ``raw`` already decoded (an AMPS/WSS link's receive
+        checks did it); ``verified``: its signature already checked there,
+        so a recipient ACK is not verified twice."""
         result = Ingress()
         if len(raw) > self.config.max_message_bytes:
             return self._refuse(result, 1001, f"message is {len(raw)} bytes; this relay takes at most "
                                 f"{self.config.max_message_bytes}", to=principal, reply_to=None, now=now)
-        try:
-            env = decode_envelope(raw, self.limits)
-        except AmpError as exc:
-            return self._refuse(result, exc.code, exc.message, to=principal, reply_to=None, now=now)
+        if envelope is not None:
+            env = envelope
+        else:
+            try:
+                env = decode_envelope(raw, self.limits)
+            except AmpError as exc:
+                return self._refuse(result, exc.code, exc.message, to=principal, reply_to=None, now=now)
         result.envelope = env
         sender = split_did_url(env.sender)[0]
         # Principal binding first (RFC 002 §7.1, strict): an error for a
@@ -203,7 +222,7 @@ class RelayCore:
             return self._refuse(result, 2003, f"ttl {env.ttl} ms is longer than this relay keeps messages "
                                 f"({self.config.max_ttl_ms} ms)", to=sender, reply_to=env.id, now=now, reason="ttl")
         if env.typ == _ACK and env.reply_to is not None and self._claims_recipient_ack(env):
-            if verifying_profile(env, self.resolver) is None:
+            if not verified and verifying_profile(env, self.resolver) is None:
                 return self._refuse(result, 1002, "recipient ACK signature does not verify", to=sender,
                                     reply_to=env.id, now=now)
             result.actions += self._commit(env, sender, now, result)
@@ -214,7 +233,7 @@ class RelayCore:
             return self._immediate(result, env, raw, sender, recipients, now)
         if env.typ in _NO_RELAY_ACK and all(r in self.online for r in recipients):
             # An acknowledgement for recipients on a live link: its hand-over
-            # is its delivery (see _settle_unacknowledged), so queueing it
+            # is its delivery (see settle_unacknowledged), so queueing it
             # would only be written and removed again in the same moment.
             result.actions += [Deliver(recipient=r, raw=raw) for r in recipients]
             result.actions.append(Accepted(msg_id=env.id, from_did=sender, seq=None, queued=()))
@@ -229,7 +248,9 @@ class RelayCore:
                 routed.append(r)
         record = NewRecord(msg_id=env.id, raw=raw, from_did=sender, recipients=recipients, accepted_at=now,
                            expires_at=env.ts + env.ttl, hop_limit=self.config.default_hop_limit)
-        queued = self.queue.enqueue(record, quota=self.config.max_queued_per_recipient)
+        queued = self.queue.enqueue(record, quota=self.config.max_queued_per_recipient,
+                                    claim=self.push_claim([r for r in recipients if r in self.online
+                                                           and r not in routed], now))
         if queued.over_quota:
             return self._refuse(result, 2003, f"{queued.over_quota[0]} has too many queued messages",
                                 to=sender, reply_to=env.id, now=now, reason="quota")
@@ -239,12 +260,10 @@ class RelayCore:
                 if r in routed:
                     forwarded.append(r)
                     result.actions += self.custody.start(queued.seq, r, now)
-                elif r in self.online:
-                    claimed = self.claim_delivery(queued.seq, r, now)
-                    if claimed is not None:
-                        result.actions.append(Deliver(recipient=r, raw=raw, seq=queued.seq))
-                        if env.typ in _NO_RELAY_ACK:
-                            result.actions += self._settle_unacknowledged(env.id, r, sender, now)
+                elif r in queued.claimed:
+                    result.actions.append(Deliver(recipient=r, raw=raw, seq=queued.seq))
+                    if env.typ in _NO_RELAY_ACK:
+                        result.actions += self.settle_unacknowledged(env.id, r, sender, now)
         result.actions.append(Accepted(msg_id=env.id, from_did=sender, seq=queued.seq, queued=queued.queued,
                                        duplicates=queued.duplicates, forwarded=tuple(forwarded)))
         if self.config.ack_on_accept and env.typ not in _NO_RELAY_ACK:
@@ -322,16 +341,17 @@ class RelayCore:
         more = len(copies) > limit
         copies = copies[:limit]
         self.queue.mark_attempted([(c.seq, c.recipient) for c in copies], now)
-        for c in copies:  # acknowledgements: taken is delivered (see _settle_unacknowledged)
+        actions: list[Action] = []
+        for c in copies:  # acknowledgements: taken is delivered (see settle_unacknowledged)
             if self._unacknowledged(c.raw):
-                self._settle_unacknowledged(c.msg_id, c.recipient, c.from_did, now)
+                actions += self.settle_unacknowledged(c.msg_id, c.recipient, c.from_did, now)
         messages = tuple(c.raw for c in copies)
         if copies:
             next_cursor: str | None = encode_cursor(pass_no, copies[-1].seq)
         else:
             next_cursor = cursor if cursor is not None else encode_cursor(pass_no, after)
         return PollPage(messages=messages, next_cursor=next_cursor, has_more=more,
-                        body=encode_poll(list(messages), next_cursor, more))
+                        body=encode_poll(list(messages), next_cursor, more), actions=tuple(actions))
 
     # ------------------------------------------------------------ time
 
@@ -344,7 +364,11 @@ class RelayCore:
             actions += self.custody.report_expired(copy, now)
         actions += [Finalized(seq=s, reason="expired") for s in finalized]
         actions += self.custody.tick(now, batch)
-        self.queue.renew(self.owner, now + self.config.lease_ms)
+        # Renewed a few times per lease, not on every tick (relay --workers
+        # ticks four times a second): each renewal is a write.
+        if now - self._renewed_at >= self.config.lease_ms // 3:
+            self.queue.renew(self.owner, now + self.config.lease_ms)
+            self._renewed_at = now
         for did in list(self.online):
             actions += self._push_due(did, now, batch)
         return actions

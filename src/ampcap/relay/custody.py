@@ -22,7 +22,9 @@ Every transition goes through the §6.3 table.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AmpError
 from ..wire.cbor import DecodeLimits
@@ -35,8 +37,8 @@ from .federation import (CommitReceipt, ForwardAnswer, ForwardRequest, LoopRefus
                          encode_commit_report, encode_forward, encode_forward_answer, next_hop, read_commit_receipt,
                          select_downstream, sign_commit_receipt, sign_transfer_receipt, verify_commit_receipt,
                          verify_transfer_receipt)
-from .model import (Action, Audit, Deliver, Finalized, Forward, NewRecord, QueuedCopy, RelayConfig, ReportCommit,
-                    TransferInfo)
+from .model import (NO_ACK_TYPES, Action, Audit, Deliver, Finalized, Forward, NewRecord, PushClaim, QueuedCopy,
+                    RelayConfig, ReportCommit, TransferInfo)
 from .queue import RelayQueue
 from .routes import RelayRoutes
 from .states import TRANSFER_TABLE, TransferEvent, TransferState, advance
@@ -65,9 +67,16 @@ class CustodyHost(Protocol):
 
     def claim_delivery(self, seq: int, recipient: str, now: int) -> QueuedCopy | None: ...
 
+    def settle_unacknowledged(self, msg_id: bytes, recipient: str, from_did: str, now: int) -> list[Action]: ...
+
+    def push_claim(self, recipients: Sequence[str], now: int) -> PushClaim | None: ...
+
 __all__ = ["Custody"]
 
 UNAUTHORIZED, RELAY_REJECTED = 3001, 2003
+# A dual-custody transfer whose downstream may report before its receipt is
+# in: pending, or rolled back (the answer lost, a retry to come).
+_BEFORE_RECEIPT = (TransferState.TRANSFER_PENDING, TransferState.LOCAL_QUEUED)
 
 
 class Custody:
@@ -97,9 +106,11 @@ class Custody:
         if (state, TransferEvent.HANDOFF_STARTED) not in TRANSFER_TABLE:
             return []  # already handed off, or in custody elsewhere
         state = advance(TRANSFER_TABLE, state, TransferEvent.HANDOFF_STARTED)
+        early = copy.transfer.commit_receipt if copy.transfer is not None else None
         core.queue.set_transfer(seq, recipient, TransferInfo(
             mode=route.mode, downstream=chosen.did, state=state, attempts=attempts + 1,
-            deadline=now + core.config.handoff_accept_timeout_ms))
+            deadline=now + core.config.handoff_accept_timeout_ms,
+            commit_receipt=early if copy.transfer is not None and copy.transfer.downstream == chosen.did else None))
         wrapper = encode_forward(ForwardRequest(message=copy.raw, from_did=copy.from_did, recipient_did=recipient,
                                                 relay_path=path, hop_limit=hop, upstream_relay=core.config.relay_did,
                                                 transfer_mode=route.mode))
@@ -126,7 +137,7 @@ class Custody:
             mode=copy.transfer.mode, downstream=copy.transfer.downstream, state=state,
             # No retry left: the attempt count says so, and the entry stays local.
             attempts=copy.transfer.attempts if retry is not None else config.handoff_max_attempts,
-            deadline=retry if retry is not None else 0))
+            deadline=retry if retry is not None else 0, commit_receipt=copy.transfer.commit_receipt))
         return [Audit(event="transfer-rolled-back", seq=copy.seq, recipient=copy.recipient, code=code,
                       detail=detail)]
 
@@ -164,10 +175,16 @@ class Custody:
                 actions.append(Finalized(seq=seq, reason="transferred"))
             return actions
         state = advance(TRANSFER_TABLE, state, TransferEvent.DUAL_CUSTODY)
-        self.core.queue.set_transfer(seq, recipient, TransferInfo(
-            mode="dual", downstream=copy.transfer.downstream, state=state, attempts=copy.transfer.attempts,
-            deadline=0, receipt=answer.receipt))
-        return actions
+        info = TransferInfo(mode="dual", downstream=copy.transfer.downstream, state=state,
+                            attempts=copy.transfer.attempts, deadline=0, receipt=answer.receipt)
+        early = copy.transfer.commit_receipt
+        if early is None:
+            self.core.queue.set_transfer(seq, recipient, info)
+            return actions
+        # The downstream's commit report came before its transfer receipt
+        # reached us (both are in flight at once when the recipient is on a
+        # live link there): custody is accepted now, and the report applies.
+        return actions + self._commit_reported(copy, info, early, read_commit_receipt(early)["result"])
 
     def failed(self, seq: int, recipient: str, now: int, *, detail: str = "") -> list[Action]:
         """The POST did not complete (connection refused, timeout at the edge)."""
@@ -195,7 +212,10 @@ class Custody:
             if not (type(fields[0]) is bytes and type(fields[1]) is str and type(fields[2]) is str):
                 raise AmpError(UNAUTHORIZED, "commit receipt: no transfer context (msg_id, from_did, recipient_did)")
             copy = core.queue.find_transfer(fields[0], fields[1], fields[2], principal)
-            if copy is None or copy.transfer is None or copy.transfer.state is not TransferState.DUAL_ACTIVE:
+            state = copy.transfer.state if copy is not None and copy.transfer is not None else None
+            early = state in _BEFORE_RECEIPT and copy is not None and copy.transfer is not None \
+                and copy.transfer.mode == "dual"
+            if copy is None or (state is not TransferState.DUAL_ACTIVE and not early):
                 raise AmpError(UNAUTHORIZED, "commit receipt for no accepted dual-custody transfer")
             receipt = verify_commit_receipt(receipt_bytes, core.resolver, msg_id=copy.msg_id,
                                             from_did=copy.from_did, recipient_did=copy.recipient,
@@ -204,18 +224,31 @@ class Custody:
             return (encode_commit_answer(False, exc.code, exc.message),
                     [Audit(event="commit-report-refused", code=exc.code, detail=exc.message)])
         assert copy.transfer is not None
-        state = advance(TRANSFER_TABLE, copy.transfer.state, TransferEvent.VALID_COMMIT_RECEIPT)
-        core.queue.set_transfer(copy.seq, copy.recipient, TransferInfo(
-            mode="dual", downstream=principal, state=state, attempts=copy.transfer.attempts, deadline=0,
-            receipt=copy.transfer.receipt, commit_receipt=receipt_bytes))
+        if early:
+            # Its transfer receipt is still on its way (or its answer was
+            # lost and the handoff will be retried): custody has not moved
+            # yet (§5.6.4), so the verified report is kept with the
+            # transfer and applied when the receipt verifies.
+            core.queue.set_transfer(copy.seq, copy.recipient, replace(copy.transfer, commit_receipt=receipt_bytes))
+            return encode_commit_answer(True), [Audit(event="commit-reported-early", seq=copy.seq,
+                                                      recipient=copy.recipient, detail=receipt.result)]
+        return encode_commit_answer(True), self._commit_reported(copy, copy.transfer, receipt_bytes, receipt.result)
+
+    def _commit_reported(self, copy: QueuedCopy, info: TransferInfo, receipt_bytes: bytes,
+                         result: Any) -> list[Action]:
+        """DUAL_ACTIVE -> COMMIT_REPORTED (-> LOCAL_REMOVED when delivered)."""
+        core = self.core
+        state = advance(TRANSFER_TABLE, info.state, TransferEvent.VALID_COMMIT_RECEIPT)
+        core.queue.set_transfer(copy.seq, copy.recipient, replace(info, state=state, deadline=0,
+                                                                  commit_receipt=receipt_bytes))
         actions: list[Action] = [Audit(event="commit-reported", seq=copy.seq, recipient=copy.recipient,
-                                       detail=receipt.result)]
-        if receipt.result == "delivered":
+                                       detail=str(result))]
+        if result == "delivered":
             advance(TRANSFER_TABLE, state, TransferEvent.AUDIT_PERSISTED)
             if core.queue.remove(copy.seq, copy.recipient):
                 actions.append(Finalized(seq=copy.seq, reason="commit-reported"))
         # failed / expired: not delivered; the entry is local again (retry / expiry policy).
-        return encode_commit_answer(True), actions
+        return actions
 
     # ------------------------------------------------------------ downstream
 
@@ -262,7 +295,8 @@ class Custody:
             msg_id=env.id, raw=req.message, from_did=req.from_did, recipients=(req.recipient_did,), accepted_at=now,
             expires_at=env.ts + env.ttl, relay_path=req.relay_path, hop_limit=req.hop_limit,
             upstream=req.upstream_relay, transfer_mode=req.transfer_mode, receipt=receipt),
-            quota=core.config.max_queued_per_recipient)
+            quota=core.config.max_queued_per_recipient,
+            claim=core.push_claim([req.recipient_did], now) if req.recipient_did in core.online else None)
         if queued.over_quota:
             return self._refusal(RELAY_REJECTED, f"{req.recipient_did} has too many queued messages"), []
         if queued.seq is None:  # a duplicate with no receipt kept (it came from a client first)
@@ -270,10 +304,10 @@ class Custody:
         actions: list[Action] = [Audit(event="custody-accepted", seq=queued.seq, recipient=req.recipient_did,
                                        detail=req.upstream_relay)]
         r = req.recipient_did
-        if r in core.online:
-            claimed = core.claim_delivery(queued.seq, r, now)
-            if claimed is not None:
-                actions.append(Deliver(recipient=r, raw=req.message, seq=queued.seq))
+        if r in queued.claimed:
+            actions.append(Deliver(recipient=r, raw=req.message, seq=queued.seq))
+            if env.typ in NO_ACK_TYPES:  # an acknowledgement: its push is its delivery
+                actions += core.settle_unacknowledged(env.id, r, req.from_did, now)
         elif where == "routed":
             actions += self.start(queued.seq, r, now)
         return encode_forward_answer(ForwardAnswer(accepted=True, receipt=receipt)), actions

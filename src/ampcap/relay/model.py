@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..wire.registry import MessageType
 from .states import RecipientState, TransferState
 
-__all__ = ["RelayConfig", "NewRecord", "QueuedCopy", "TransferInfo", "Deliver", "Reply", "Forward",
+__all__ = ["NO_ACK_TYPES", "PushClaim", "RelayConfig", "NewRecord", "QueuedCopy", "TransferInfo", "Deliver", "Reply", "Forward",
            "ReportCommit", "Committed", "Finalized", "Accepted", "Audit", "Action", "Refusal", "PollPage"]
+
+NO_ACK_TYPES = frozenset({int(MessageType.ACK), int(MessageType.PROC_OK), int(MessageType.PROC_FAIL),
+                          int(MessageType.ERROR)})
+"""Acknowledgements: nobody acknowledges them in turn (RFC 001), so their
+hand-over (a push, a poll page) is their delivery, and the relay never
+answers one with a relay ACK."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +78,19 @@ class NewRecord:
     """``"single"``/``"dual"`` for a record received by handoff."""
     receipt: bytes | None = None
     """The transfer receipt we signed for it (a duplicate handoff gets it again, §5.6.3)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PushClaim:
+    """Claim these recipients' new entries for a push in the enqueueing
+    transaction itself (R25): a recipient on a live link here is pushed at
+    once, and one transaction instead of two is the relay's largest saving
+    per forwarded message."""
+
+    recipients: frozenset[str]
+    owner: str
+    lease_until: int
+    redeliver_at: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,3 +231,6 @@ class PollPage:
     next_cursor: str | None
     has_more: bool
     body: bytes = field(default=b"", repr=False)
+    actions: tuple[Action, ...] = ()
+    """What the page set off (a commit report for an acknowledgement taken
+    that an upstream relay holds in dual custody): performed after the answer."""

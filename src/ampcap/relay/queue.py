@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from .model import NewRecord, QueuedCopy, TransferInfo
+from .model import NewRecord, PushClaim, QueuedCopy, TransferInfo
 
 __all__ = ["RelayQueue", "EnqueueResult", "ExpiredCopy"]
 
@@ -29,6 +29,9 @@ class EnqueueResult(Protocol):
     def duplicates(self) -> tuple[str, ...]: ...
     @property
     def over_quota(self) -> tuple[str, ...]: ...
+    @property
+    def claimed(self) -> tuple[str, ...]:
+        """The queued recipients whose entries were written claimed (``enqueue(claim=...)``)."""
 
 
 class ExpiredCopy(Protocol):
@@ -52,12 +55,14 @@ class RelayQueue(Protocol):
 
     def is_registered(self, did: str) -> bool: ...
 
-    def enqueue(self, record: NewRecord, *, quota: int) -> EnqueueResult:
+    def enqueue(self, record: NewRecord, *, quota: int, claim: PushClaim | None = None) -> EnqueueResult:
         """Insert the record and one live entry per recipient, in one
         transaction: a recipient whose dedupe key ``(from, msg_id,
         recipient)`` is live is a duplicate (no second entry, §5.6.3); one
         that already holds ``quota`` live entries is over quota. When no
-        recipient is left, nothing is written."""
+        recipient is left, nothing is written. The entries of
+        ``claim.recipients`` are written claimed (inflight, as
+        :meth:`claim` leaves them)."""
 
     def prior_receipt(self, from_did: str, msg_id: bytes, recipient: str, now: int) -> bytes | None:
         """The transfer receipt this relay signed for a live dedupe key (a

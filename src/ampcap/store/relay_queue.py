@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..relay.model import NewRecord, QueuedCopy, TransferInfo
+from ..relay.model import NewRecord, PushClaim, QueuedCopy, TransferInfo
 from ..relay.states import RecipientState, TransferState
 from .database import StateStore
 
@@ -122,6 +122,7 @@ class Enqueued:
     queued: tuple[str, ...]
     duplicates: tuple[str, ...]
     over_quota: tuple[str, ...]
+    claimed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,14 +160,14 @@ class StoreRelayQueue:
 
     # ------------------------------------------------------------ ingress
 
-    def enqueue(self, record: NewRecord, *, quota: int) -> Enqueued:
+    def enqueue(self, record: NewRecord, *, quota: int, claim: PushClaim | None = None) -> Enqueued:
         try:
             with self.store.transaction() as db:
-                return self._enqueue(db, record, quota)
+                return self._enqueue(db, record, quota, claim)
         except _Nothing as nothing:  # rolled back: a refused message leaves nothing behind
             return nothing.result
 
-    def _enqueue(self, db: Any, record: NewRecord, quota: int) -> Enqueued:
+    def _enqueue(self, db: Any, record: NewRecord, quota: int, claim: PushClaim | None) -> Enqueued:
         fresh: list[str] = []
         duplicates: list[str] = []
         over: list[str] = []
@@ -200,14 +201,23 @@ class StoreRelayQueue:
             (queued if taken == 1 else duplicates).append(recipient)
         if not queued:
             raise _Nothing(Enqueued(None, (), tuple(duplicates), ()))
+        claimed = [r for r in queued if claim is not None and r in claim.recipients]
         db.execute("INSERT INTO relay_record (seq, msg_id, from_did, raw, accepted_at, expires_at, status, "
                    "relay_path, hop_limit, upstream, upstream_mode) "
-                   "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    (seq, record.msg_id, record.from_did, record.raw, record.accepted_at, record.expires_at,
-                    json.dumps(list(record.relay_path)), record.hop_limit, record.upstream, record.transfer_mode))
-        db.executemany("INSERT INTO relay_entry (seq, recipient, state) VALUES (?, ?, 'pending')",
-                       [(seq, r) for r in queued])
-        return Enqueued(seq, tuple(queued), tuple(duplicates), ())
+                    "dispatching" if claimed else "queued", json.dumps(list(record.relay_path)), record.hop_limit,
+                    record.upstream, record.transfer_mode))
+        pending = [(seq, r) for r in queued if r not in claimed]
+        if pending:
+            db.executemany("INSERT INTO relay_entry (seq, recipient, state) VALUES (?, ?, 'pending')", pending)
+        if claimed:
+            assert claim is not None
+            db.executemany("INSERT INTO relay_entry (seq, recipient, state, owner, lease_until, attempts, "
+                           "last_attempt_at, next_attempt_at) VALUES (?, ?, 'inflight', ?, ?, 1, ?, ?)",
+                           [(seq, r, claim.owner, claim.lease_until, record.accepted_at, claim.redeliver_at)
+                            for r in claimed])
+        return Enqueued(seq, tuple(queued), tuple(duplicates), (), tuple(claimed))
 
     def prior_receipt(self, from_did: str, msg_id: bytes, recipient: str, now: int) -> bytes | None:
         rows = self.store.query("SELECT receipt FROM relay_dedupe WHERE msg_id = ? AND recipient = ? AND from_did = ? "

@@ -342,6 +342,12 @@ class Peer:
             finally:
                 remote._closed = True
                 link = remote._link  # the one it redialled, if the first was lost
+                if link.relay_acks and link.receipts_owed > 0:
+                    from ..features.relay_agent import RECEIPT_GRACE_S
+
+                    with trio.CancelScope(shield=True), trio.move_on_after(RECEIPT_GRACE_S):
+                        while link.receipts_owed > 0 and link.open:
+                            await trio.sleep(0.005)
                 link.driver.close()
                 with trio.CancelScope(shield=True), trio.move_on_after(2):
                     await link.driver.closed.wait()

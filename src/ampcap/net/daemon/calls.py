@@ -57,7 +57,7 @@ __all__ = ["Calls", "CallOutcome", "send_cancel", "warn_deprecated"]
 log = logging.getLogger("ampcap.daemon")
 
 UNAVAILABLE, TIMEOUT = 5002, 5003
-_EXTENSION = int(MessageType.EXTENSION)
+_EXTENSION, _INVOKE = int(MessageType.EXTENSION), int(MessageType.CAP_INVOKE)
 _SHUTTING_DOWN = "local daemon shutting down"
 
 
@@ -221,6 +221,8 @@ class Calls:
         link.calls.add(handle)
         try:
             link.driver.send_nowait(out)
+            if link.relay_acks and out.typ == _INVOKE:
+                link.receipts_owed += 1  # its agent's recipient ACK comes back (Peer waits for it on leaving)
         except MessageTooLarge as exc:  # the request itself is at fault: retrying cannot help
             self._invoker.abandon(handle)
             self.finish(handle, error=AmpError(exc.code, f"cannot send: {exc.message}", path=exc.path))

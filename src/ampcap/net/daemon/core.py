@@ -70,7 +70,7 @@ from ...wire.extensions import TRACE
 from ...wire.frames import Framing
 from ...wire.identity import DidKeyResolver, Identity, KeyResolver
 from ...wire.receive import ReceivePipeline
-from ..features import delegation, forwarding_relay
+from ..features import delegation, forwarding_relay, relay_agent
 from ..features.session_routing import SessionRouting
 from ..transport.budget import ReceiveBudget, SendBudget
 from ..transport.clock import SYSTEM_CLOCK, Clock, to_trio_deadline
@@ -183,6 +183,7 @@ class Daemon(InboundDispatch):
         rng = random.Random(entropy(16))
         self.invoker = Invoker(config.invoker, lambda: rng.uniform(0.5, 1.0), entropy)
         self.calls = Calls(self.invoker, clock, self._rearm)
+        self._acks_after_replies = relay_agent.AcksAfterReplies()
         # The connection must outlive our drain period, or it would close by itself first.
         drain_ms = int(config.drain_timeout_s * 1000) + 5_000
         # The daemon closes a half-closed connection itself once it owes nothing.
@@ -540,6 +541,10 @@ class Daemon(InboundDispatch):
             return
         try:
             target.send_nowait(out)
+            if link.relay_acks and out.reply_to is not None:
+                ack = self._acks_after_replies.after(out)
+                if ack is not None:
+                    target.send_nowait(ack)
         except MessageTooLarge as exc:
             # The caller must still get its one terminal reply: a small one stands in.
             stand_in = stand_in_for_oversize(out, exc.size, exc.limit)

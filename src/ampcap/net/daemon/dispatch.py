@@ -82,6 +82,7 @@ class _Host(Protocol):
     _session_routing: SessionRouting
     _half_closed: set[Link]
     tracing: Any
+    _acks_after_replies: relay_agent.AcksAfterReplies
 
     @property
     def executor(self) -> Executor: ...
@@ -187,9 +188,10 @@ class InboundDispatch:
             if self.tracing is not None:  # its span starts before anything it asks for takes effect
                 self.tracing.received(link, inbound)
             if link.relay_acks:
-                # In the same list: with a durable store it is held, like the
-                # reply, until the invoke's journal row is committed (§5.5).
-                actions = [*actions, Send(link, relay_agent.recipient_ack(env, now))]
+                # Sent right after the invoke's terminal reply (which, with a
+                # durable store, waits for its journal row), on the same link
+                # (net/features/relay_agent.py AcksAfterReplies: why).
+                self._acks_after_replies.hold(env, now)
             self._apply(actions)
             return
         if link.relay_acks:
@@ -199,7 +201,9 @@ class InboundDispatch:
                 return
             if typ not in relay_agent.NOT_ACKED:
                 self._send(link, relay_agent.recipient_ack(env, now))  # nothing of ours to journal first
-            elif typ == _ACK and (env.reply_to is None or self.invoker.state_of(env.reply_to) is None):
+            elif typ == _ACK and relay_agent.is_recipient_ack(inbound.body) and link.receipts_owed > 0:
+                link.receipts_owed -= 1  # an invoke of ours is committed at its agent's relay
+            if typ == _ACK and (env.reply_to is None or self.invoker.state_of(env.reply_to) is None):
                 # A recipient's ACK of a reply of ours, carried back by the
                 # relay (RFC 003 §5.5): a receipt, not an answer to a call.
                 log.debug("recipient ACK from %s for %s", shown(env.sender),

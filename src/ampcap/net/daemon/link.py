@@ -38,6 +38,7 @@ class Link(msgspec.Struct, eq=False):
     goaway: GoAwayReceived | None = None  # the peer's GOAWAY, once it sent one
     unverified: int = 0  # messages on it whose signature did not verify (1002): why a reply may never come
     verifies_under: Profile | None = None  # the other Sig_Input profile one of them verified under
+    receipts_owed: int = 0  # an RFC 003 relay link: our invokes whose recipient ACK has not come back yet
     relay_probe: trio.Event | None = None  # a relay link's pending self-addressed probe (net/features/forwarding_relay.py)
     # Who hears a CAP_DECLARE the peer sends unasked (no reply_to): its
     # body, already checked against the CDDL (the MCP gateway re-lists).

@@ -33,11 +33,19 @@ if TYPE_CHECKING:
     from ..daemon.link import Link
     from ..daemon.ports import Dialer
 
-__all__ = ["relay_link_config", "join", "recipient_ack", "NOT_ACKED"]
+__all__ = ["relay_link_config", "join", "recipient_ack", "is_recipient_ack", "NOT_ACKED", "AcksAfterReplies",
+           "RECEIPT_GRACE_S"]
+
+RECEIPT_GRACE_S = 1.0
+"""How long a caller leaving a relay link waits for the recipient ACKs of
+its invokes: its agent sends each right after the reply, and the relay
+pushes it at once while the caller is there, instead of queueing it for a
+caller gone (where it would wait until it expires, a day by default)."""
 
 log = logging.getLogger("ampcap.daemon")
 
 _ACK = int(MessageType.ACK)
+_TERMINAL = frozenset({int(MessageType.CAP_RESULT), int(MessageType.ERROR)})
 # Never acknowledged: acknowledgements themselves (RFC 001: no ACK of an ACK),
 # and the relay's own liveness answers.
 NOT_ACKED = frozenset(int(t) for t in (MessageType.ACK, MessageType.PROC_OK, MessageType.PROC_FAIL,
@@ -65,8 +73,56 @@ async def join(daemon: Dialer, url: str | AmpUrl, *, relay_did: str | None, time
     return link
 
 
+def is_recipient_ack(body: object) -> bool:
+    return type(body) is dict and body.get("ack_source") == "recipient"
+
+
 def recipient_ack(env: Envelope, now_ms: int) -> Outbound:
     """The recipient ACK (RFC 003 §5.5) for ``env``: ``reply_to`` its id,
     addressed to its sender, ``ack_source = "recipient"``."""
     return Outbound(typ=_ACK, body={"ack_source": "recipient", "received_at": now_ms}, reply_to=env.id,
                     thread_id=env.thread_id, to=env.sender)
+
+
+class AcksAfterReplies:
+    """The recipient ACKs of invokes that came through a relay, each sent
+    right after the invoke's terminal reply, on the same link.
+
+    Why after the reply and not when the journal first holds the invoke:
+    the relay commits the invoke when it takes the ACK, and never pushes it
+    again. An ACK that left before the reply would leave the reply to
+    chance: if the link (or the relay process on its other end) dies before
+    the relay has taken the reply, nothing would bring it back. Sent after
+    it on one link, the relay takes the reply before the ACK (frames are
+    read in order, and each is on disk before the next is read), so a
+    committed invoke always has its reply on the relay's disk; and an invoke
+    whose ACK was lost is pushed again and answered from the journal and the
+    idempotency cache (the same terminal bytes, then the ACK). A long
+    invoke is pushed again meanwhile (every ``--redeliver`` of the relay)
+    and answered PROCESSING.
+
+    Bounded: at most ``limit`` invokes wait for their reply here; beyond
+    that the oldest is forgotten, and the relay's redelivery asks again."""
+
+    __slots__ = ("_waiting", "limit")
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._waiting: dict[bytes, Outbound] = {}
+        self.limit = limit
+
+    def hold(self, env: Envelope, now_ms: int) -> None:
+        """An invoke arrived on a relay link: its ACK waits for its terminal reply."""
+        waiting = self._waiting
+        waiting.pop(env.id, None)
+        if len(waiting) >= self.limit:
+            del waiting[next(iter(waiting))]
+        waiting[env.id] = recipient_ack(env, now_ms)
+
+    def after(self, out: Outbound) -> Outbound | None:
+        """``out`` has just been sent on a relay link: the ACK to send after it, if it ends an invoke."""
+        if out.reply_to is None or out.typ not in _TERMINAL:
+            return None
+        return self._waiting.pop(out.reply_to, None)
+
+    def __len__(self) -> int:
+        return len(self._waiting)

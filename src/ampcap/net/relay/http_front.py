@@ -170,7 +170,9 @@ class RelayHttpFront(HttpFront):
         now = relay.clock.wall_ms()
         relay.register(principal, now)
         try:
-            return relay.core.poll(principal, cursor, limit, now).body
+            page = relay.core.poll(principal, cursor, limit, now)
         except AmpError as exc:
             raise _refusal(exc) from None
+        relay.perform(list(page.actions))  # committed already: a commit report is posted in its own task
+        return page.body
 

@@ -18,9 +18,11 @@ from urllib.parse import urlsplit
 import trio
 
 from ...display import shown
+from ...errors import AmpError
 from ...relay import Deliver, Forward, ReportCommit
 from ...relay.webhook import build_webhook
 from ...wire.bearer import mint
+from ...wire.cbor import loads
 from ...wire.httpmap import CONTENT_TYPE, TRANSPORT_VERSION_HEADER
 from ..transport.httppool import HttpFailure, HttpPool
 from ..transport.url import UrlError, parse_url
@@ -52,6 +54,7 @@ log = logging.getLogger("ampcap.relay")
 
 FORWARD_PATH = "/amp/v1/relay/forward"
 COMMIT_PATH = "/amp/v1/relay/commit"
+REPORT_ATTEMPTS = 6  # 1 + 2 + 4 + 8 + 16 s of waits: within the 60 s window of §5.6.7
 
 
 class RelayPoster:
@@ -86,27 +89,52 @@ class RelayPoster:
         self._nursery.start_soon(self._webhook, action, url)
 
     async def _post(self, action: Forward | ReportCommit) -> None:
-        server = self._server
-        if isinstance(action, Forward):
-            target, audience, path = action.url, action.downstream, FORWARD_PATH
-        else:
-            target, audience, path = action.url or "", action.upstream, COMMIT_PATH
-        try:
-            pool, _ = self._pool(target)
-            response = await pool.request("POST", path, self._headers(audience),
-                                          action.wrapper if isinstance(action, Forward) else action.report)
-        except (HttpFailure, UrlError, OSError) as exc:
-            log.info("POST %s to %s failed: %s", path, shown(target), shown(str(exc)))
-            if isinstance(action, Forward):
-                server.perform(server.core.forward_failed(action.seq, action.recipient, server.clock.wall_ms(),
-                                                          detail=str(exc)))
-                server.wake()
+        if isinstance(action, ReportCommit):
+            await self._report(action)
             return
-        log.debug("POST %s to %s: %d", path, shown(target), response.status)
-        if isinstance(action, Forward):
-            server.perform(server.core.forward_answered(action.seq, action.recipient, response.body,
-                                                        server.clock.wall_ms()))
+        server = self._server
+        try:
+            pool, _ = self._pool(action.url)
+            response = await pool.request("POST", FORWARD_PATH, self._headers(action.downstream), action.wrapper)
+        except (HttpFailure, UrlError, OSError) as exc:
+            log.info("POST %s to %s failed: %s", FORWARD_PATH, shown(action.url), shown(str(exc)))
+            server.perform(server.core.forward_failed(action.seq, action.recipient, server.clock.wall_ms(),
+                                                      detail=str(exc)))
             server.wake()
+            return
+        log.debug("POST %s to %s: %d", FORWARD_PATH, shown(action.url), response.status)
+        server.perform(server.core.forward_answered(action.seq, action.recipient, response.body,
+                                                    server.clock.wall_ms()))
+        server.wake()
+
+    async def _report(self, action: ReportCommit) -> None:
+        """A commit report (§5.6.6), posted until the upstream takes it:
+        again after 1, 2, 4, ... s within the RFC's 60 s report window (a
+        report the upstream never gets costs nothing but its copy, which it
+        keeps until expiry: the safe direction). The receipt is signed once,
+        so every attempt carries the same bytes."""
+        delay = 1.0
+        for attempt in range(REPORT_ATTEMPTS):
+            if attempt:
+                await trio.sleep(delay)
+                delay *= 2
+            try:
+                pool, _ = self._pool(action.url or "")
+                response = await pool.request("POST", COMMIT_PATH, self._headers(action.upstream), action.report)
+            except (HttpFailure, UrlError, OSError) as exc:
+                log.info("commit report to %s failed: %s", shown(action.url or "-"), shown(str(exc)))
+                continue
+            try:
+                answer = loads(response.body)
+            except AmpError:
+                answer = None
+            if isinstance(answer, dict) and answer.get("accepted") is True:
+                log.debug("commit report to %s taken", shown(action.url or "-"))
+                return
+            log.info("commit report to %s refused (%d): %s", shown(action.url or "-"), response.status,
+                     shown(str(answer.get("error_message") if isinstance(answer, dict) else response.status)))
+        log.warning("commit report to %s not taken after %d attempts; the upstream keeps its copy until expiry",
+                    shown(action.url or "-"), REPORT_ATTEMPTS)
 
     async def _webhook(self, action: Deliver, url: str) -> None:
         server = self._server

@@ -68,6 +68,9 @@ class RelaySettings:
     webhooks: tuple[tuple[str, str], ...] = ()
     """(DID, URL): recipients reached by webhook pushes (RFC 002 §6.3)."""
     tick_batch: int = 100
+    idle_tick_s: float = 5.0
+    """The longest the timer sleeps when nothing is due (``relay --workers``
+    makes it short: another process may have queued for our links)."""
 
 
 class _RelayPipeline(ReceivePipeline):
@@ -167,7 +170,7 @@ class RelayServer:
             deadline = self.core.next_deadline(self.clock.wall_ms())
             wait_s = max(0.0, (deadline - self.clock.wall_ms()) / 1000)
             self._wake = trio.Event()
-            with trio.move_on_after(min(wait_s, 5.0)):
+            with trio.move_on_after(min(wait_s, self.settings.idle_tick_s)):
                 await self._wake.wait()
 
     def wake(self) -> None:
@@ -226,7 +229,8 @@ class RelayServer:
                 if env.typ == _PING:  # liveness, addressed to the relay itself
                     driver.send_nowait(reply_to(env, _PONG, None))
                 return
-            result = self.core.submit(inbound.raw, principal=state["did"], now=now)
+            # The link's receive checks decoded it and verified its signature.
+            result = self.core.submit(inbound.raw, principal=state["did"], now=now, envelope=env, verified=True)
             if result.refusal is not None:
                 self.counters["refused"] += 1
                 log.info("refused %s from %s: %d %s", env.id.hex(), shown(env.sender), result.refusal.code,
@@ -238,7 +242,7 @@ class RelayServer:
                 return
             state["did"] = did
             self.links.setdefault(did, []).append(driver)
-            log.info("link up %s", shown(did))
+            log.info("link up %s at %s", shown(did), self.core.owner)
             self.perform(self.core.link_up(did, now, batch=self.settings.tick_batch))
         elif type(event) is ConnectionTerminated:
             did = state["did"]
