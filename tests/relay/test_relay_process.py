@@ -161,3 +161,23 @@ def test_agent_comes_back_to_a_restarted_relay_and_gets_what_was_queued(tmp_path
                              '{"a": 5, "b": 6}', "--to", agent.did, "--relay-did", again.did, "--json")
                 assert out.returncode == 0, out.stderr
                 assert json.loads(out.stdout) == {"result": {"sum": 11}}
+
+
+def test_an_encrypted_invoke_is_carried_on_an_amps_link_and_answered_encrypted(tmp_path: Path) -> None:
+    # The relay cannot check an authcrypted message's signature (it covers the
+    # plaintext, which only the recipient can read): it carries it as it came,
+    # and the agent behind it decrypts, verifies and answers encrypted.
+    with relay_process(tmp_path) as relay:
+        with serve_process(tmp_path, "--relay", relay.url, "--relay-did", relay.did, "--state-dir",
+                           str(tmp_path / "agent-state"), verbose=True) as agent:
+            assert _wait_for(lambda: "registered at RFC 003 relay" in agent.stderr())
+            added = ampcap(tmp_path, "invoke", relay.url, "org.ampcap.demo.math.add:1.0.0", "--params",
+                           '{"a": 20, "b": 22}', "--to", agent.did, "--relay-did", relay.did, "--encrypt", "--json")
+            assert added.returncode == 0, added.stderr
+            assert json.loads(added.stdout) == {"result": {"sum": 42}}
+            assert _wait_for(lambda: set(relay.entries(agent.did)) <= {"delivered"}), relay.entries(agent.did)
+            # On disk the relay kept only ciphertext: the params never appear in clear.
+            kept = b"".join(bytes(raw) for (raw,) in relay.query("SELECT raw FROM relay_record"))
+            assert b"math.add" not in kept
+        assert relay.terminate() == 0
+    assert "refused" not in relay.stderr()

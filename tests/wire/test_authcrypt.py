@@ -77,6 +77,27 @@ def test_sign_then_encrypt_round_trip_through_the_pipeline() -> None:
     assert plain == dumps(body)
 
 
+def test_a_carrier_passes_an_encrypted_message_on_and_still_checks_its_header() -> None:
+    # A relay has no secret for messages it carries: it cannot check their
+    # signature (it covers the plaintext), so it passes them on unread; the
+    # header checks (version, time) and the replay cache still apply.
+    body = {"capability": "x", "params": {}}
+    _, wire = seal(ALICE, typ=0x22, to=BOB.did, body=body, now_ms=NOW, entropy=lambda n: b"\x06" * n,
+                   encrypt_to=BOB.x25519_public, ttl=60_000)
+    with pytest.raises(AmpError) as info:  # not a carrier: 3001, as before
+        ReceivePipeline(default_resolver()).check(wire, NOW)
+    assert info.value.code == 3001
+    carrier = ReceivePipeline(default_resolver(), carry_encrypted=True)
+    inbound = carrier.check(wire, NOW)
+    assert inbound.raw == wire and inbound.body is None and not inbound.decrypted and not inbound.duplicate
+    assert carrier.check(wire, NOW).duplicate  # the same message again
+    with pytest.raises(AmpError) as info:
+        carrier.check(wire, NOW + 10 * 60_000)  # expired: refused before anything is carried
+    assert info.value.code == 1003
+    # The recipient reads and verifies what was carried.
+    assert ReceivePipeline(default_resolver(), decrypt_with=[BOB]).check(inbound.raw, NOW).body == body
+
+
 def test_encrypted_not_cbor_is_1001_and_wrong_plaintext_is_1002() -> None:
     from ampcap.wire.signing import sig_input_from_fields
     mid = NOW.to_bytes(8, "big") + b"\x00" * 8

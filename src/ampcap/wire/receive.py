@@ -163,6 +163,7 @@ class ReceivePipeline:
         trusted_relays: Collection[str] = frozenset(),
         known_type: Callable[[int], bool] = is_known_type,
         recipient: str | None = None,
+        carry_encrypted: bool = False,
     ) -> None:
         self.resolver = resolver
         self.limits = limits
@@ -178,6 +179,11 @@ class ReceivePipeline:
         # ``to`` is signed precisely so that a message cannot be rerouted
         # (RFC 001 §8.1; 3001 per §15.3, "not intended for recipient").
         self.recipient = recipient
+        # A carrier (a relay) passes an authcrypted message on unchecked past
+        # its header: its signature covers the plaintext, which only the
+        # recipient can read and check (RFC 001 §8.6). The transport's
+        # principal binding still holds for its ``from``.
+        self.carry_encrypted = carry_encrypted
 
     # ----------------------------------------------------------------- API
 
@@ -264,6 +270,12 @@ class ReceivePipeline:
             return None
 
         # 7. decrypt (authcrypt) or re-encode the plain body
+        if env.enc is not None and self.carry_encrypted and not self.decrypt_secrets and report is None:
+            fingerprint = hashlib.blake2b(raw, digest_size=16).digest()
+            status = self.replay.check_and_store(env.sender, env.id, expires_at=env.ts + env.ttl,
+                                                 fingerprint=fingerprint, now_ms=now_ms)
+            return Inbound(envelope=env, body=None, raw=raw, duplicate=status is not ReplayStatus.NEW,
+                           replay=status, fingerprint=fingerprint, decrypted=False)
         if env.enc is not None:
             try:
                 body_bytes = self._decrypt(env)

@@ -114,7 +114,7 @@ class RelayServer:
         # body schemas: the relay carries bodies, it does not read them
         # (the core decodes what it needs: a recipient ACK's body).
         self.pipeline = _RelayPipeline(self.resolver, limits=replace(DEFAULT_LIMITS, max_bytes=conn.max_msg_size),
-                                        schemas=None, recipient=None)
+                                        schemas=None, recipient=None, carry_encrypted=True)
         self.send_budget = SendBudget(64 << 20)  # DaemonConfig's defaults
         self.receive_budget = ReceiveBudget(64 << 20)
         self.listener = Listener(self._new_connection, handler=self._serve_link,
@@ -229,8 +229,10 @@ class RelayServer:
                 if env.typ == _PING:  # liveness, addressed to the relay itself
                     driver.send_nowait(reply_to(env, _PONG, None))
                 return
-            # The link's receive checks decoded it and verified its signature.
-            result = self.core.submit(inbound.raw, principal=state["did"], now=now, envelope=env, verified=True)
+            # The link's receive checks decoded it and verified its signature
+            # (not an authcrypted one's: carried as it came, for its recipient).
+            result = self.core.submit(inbound.raw, principal=state["did"], now=now, envelope=env,
+                                      verified=env.enc is None)
             if result.refusal is not None:
                 self.counters["refused"] += 1
                 log.info("refused %s from %s: %d %s", env.id.hex(), shown(env.sender), result.refusal.code,
