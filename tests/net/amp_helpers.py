@@ -27,6 +27,8 @@ import pytest
 import trio
 import trio.testing
 
+from processes import stop_process  # tests/processes.py
+
 from ampcap.caps.catalog import Catalog
 from ampcap.caps.demo import demo_manifest
 from ampcap.caps.params import ParamsValidator
@@ -205,15 +207,7 @@ def serve_process(tmp: Path, *args: str, verbose: bool = False) -> Iterator[Serv
         url, did = line.split()
         yield ServeProcess(proc, url, did, err)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        stop_process(proc)
 
 
 def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:

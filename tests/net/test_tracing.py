@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from amp_helpers import PYTHON, _read_line, new_identity  # noqa: E402
+from processes import stop_process  # noqa: E402
 
 from ampcap.errors import AmpError  # noqa: E402
 from ampcap.net.api.peer import Peer, connect  # noqa: E402
@@ -325,16 +325,6 @@ def _serve(tmp: Path, *args: str, importtime: bool = False, state: bool = False)
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert proc.stdout is not None
-    proc.stdout.close()
 
 
 def _invoke(tmp: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -355,7 +345,7 @@ def test_serve_and_invoke_trace_to_files_and_join_one_trace(tmp_path: Path) -> N
         done = _invoke(tmp_path, url, "--trace", str(called))
         assert done.returncode == 0, done.stderr
     finally:
-        _stop(proc)
+        stop_process(proc)
     assert proc.returncode == 0
     (client,), (server,) = _spans(called), _spans(served)  # the daemon flushed its spans when it stopped
     assert client["kind"] == "SpanKind.CLIENT" and server["kind"] == "SpanKind.SERVER"
@@ -375,7 +365,7 @@ def test_a_daemon_that_does_not_trace_never_imports_opentelemetry(tmp_path: Path
             assert done.returncode == 0, done.stderr
             assert json.loads(done.stdout) == {"sum": 3} or "3" in done.stdout
         finally:
-            _stop(proc)
+            stop_process(proc)
         imported = [line.rsplit("|", 1)[-1].strip() for line in (tmp_path / "serve.err").read_text().splitlines()
                     if line.startswith("import time:")]
         assert "ampcap.net.daemon.jobs" in imported  # it did serve (-X importtime reports every import)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from processes import stop_process  # tests/processes.py
+
 PYTHON = sys.executable
 
 
@@ -207,12 +209,4 @@ def relay_process(tmp: Path, *args: str, http: bool | str = True, state_dir: Pat
         store_url = store_args[1] if store_args and store_args[0] == "--state-url" else None
         yield RelayProcess(proc, url, http_url, did, state, err, store_url)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        stop_process(proc)

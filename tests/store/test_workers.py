@@ -17,6 +17,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
 from amp_helpers import PYTHON, _read_line  # noqa: E402
+from processes import stop_process  # noqa: E402
 
 from ampcap.interop.probe import Probe, ProbeSettings, ReceivedKind  # noqa: E402
 from ampcap.net.transport.url import parse_url  # noqa: E402
@@ -68,16 +69,7 @@ class Serve:
         self.url, self.did = line.split()
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-        return self.proc.returncode
+        return stop_process(self.proc)
 
 
 async def exchange(url: str, ident: Identity, wire: bytes, *, until: int = RESULT, timeout: float = 15.0

@@ -167,7 +167,7 @@ def start_relay(args: argparse.Namespace) -> tuple[RelayServer, tuple[str, int],
 def _run_workers(args: argparse.Namespace) -> int:
     """``relay --workers N``: the parent binds, the workers relay (cli/workers.py)."""
     from .main import main
-    from .workers import launch
+    from .workers import launch, worker_argv
 
     if args.state_dir == "none":
         raise UsageError("--workers N share one queue: not with --state-dir none")
@@ -176,15 +176,7 @@ def _run_workers(args: argparse.Namespace) -> int:
         addresses = [parse_hostport(args.listen)] + ([parse_hostport(args.http)] if args.http else [])
     except ValueError as exc:
         raise UsageError(f"--listen/--http: {exc}") from None
-    child: list[str] = []
-    skip = False
-    for arg in getattr(args, "argv", None) or sys.argv[1:]:
-        if skip:
-            skip = False
-        elif arg == "--workers":
-            skip = True
-        elif not arg.startswith("--workers="):
-            child.append(arg)
+    child = worker_argv(getattr(args, "argv", None) or sys.argv[1:])
     return launch(main, child, args.workers, addresses, what="relay")
 
 

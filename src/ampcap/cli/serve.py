@@ -329,7 +329,7 @@ def _run_workers(args: argparse.Namespace) -> int:
     """``serve --workers N``: the parent binds, the workers serve (cli/workers.py)."""
     from .main import main
     from .serve_state import METRICS_CHILD_ENV, args_address
-    from .workers import launch
+    from .workers import launch, worker_argv
 
     if args.state_dir == "none":
         raise UsageError("--workers N share one state store: not with --state-dir none")
@@ -337,16 +337,7 @@ def _run_workers(args: argparse.Namespace) -> int:
     addresses = [parse_listen(args.listen)]
     if getattr(args, "http", None) is not None:
         addresses.append(parse_listen(args.http))
-    argv: list[str] = list(getattr(args, "argv", None) or sys.argv[1:])
-    child: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--workers":
-            skip = True
-        elif not arg.startswith("--workers="):
-            child.append(arg)
+    child = worker_argv(getattr(args, "argv", None) or sys.argv[1:])
     if args.metrics is None:
         return launch(main, child, args.workers, addresses)
     import shutil

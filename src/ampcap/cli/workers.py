@@ -61,6 +61,21 @@ def serving() -> None:
         _serving.set()
 
 
+def worker_argv(argv: Sequence[str]) -> list[str]:
+    """A worker's command line: the group's, less ``--workers N`` (a worker
+    is one process)."""
+    child: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--workers":
+            skip = True
+        elif not arg.startswith("--workers="):
+            child.append(arg)
+    return child
+
+
 def bind(address: tuple[str, int], count: int, backlog: int = 4096) -> list[list[socket.socket]]:
     """For each of ``count`` workers, its listening sockets for ``address``
     (every address its host resolves to; port 0: one free port for all).
