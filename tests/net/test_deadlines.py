@@ -7,6 +7,7 @@ before anything is sent; a binding's timeout is cut to the budget."""
 from __future__ import annotations
 
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
@@ -32,17 +33,22 @@ def inner_peer(seen: list) -> Peer:
     return peer
 
 
-def outer_peer(inner_url: str) -> Peer:
+def outer_peer(inner_url: str, *, in_session: bool = False) -> Peer:
+    """Its capability invokes the inner one, through the Remote or (``in_session``)
+    a session of it, asking for 30 s: the budget left decides."""
     peer = Peer(new_identity())
 
     @peer.capability("org.example.outer", version="1.0.0")
     async def outer(spend_ms: int = 0, ctx=None) -> dict:
-        async with connect(inner_url, identity=new_identity()) as inner:
+        async with AsyncExitStack() as stack:
+            caller = await stack.enter_async_context(connect(inner_url, identity=new_identity()))
+            if in_session:
+                caller = await stack.enter_async_context(caller.session())
             if spend_ms:
                 await ctx.sleep(ctx.remaining_ms() - spend_ms)
             before = ctx.remaining_ms()
             try:
-                answer = await inner.invoke("org.example.inner", version="1.0.0")
+                answer = await caller.invoke("org.example.inner", version="1.0.0", timeout=30.0)
             except AmpError as exc:
                 return {"code": exc.code, "before": before}
             return {"before": before, "inner": answer["remaining_ms"]}
@@ -66,29 +72,11 @@ async def test_the_budget_travels_into_nested_invokes() -> None:
             assert out["code"] == 5003 and out["before"] <= 20 and seen == []
 
 
-def session_outer_peer(inner_url: str) -> Peer:
-    peer = Peer(new_identity())
-
-    @peer.capability("org.example.outer", version="1.0.0")
-    async def outer(spend_ms: int = 0, ctx=None) -> dict:
-        async with connect(inner_url, identity=new_identity()) as inner, inner.session() as session:
-            if spend_ms:
-                await ctx.sleep(ctx.remaining_ms() - spend_ms)
-            before = ctx.remaining_ms()
-            try:
-                answer = await session.invoke("org.example.inner", version="1.0.0", timeout=30.0)
-            except AmpError as exc:
-                return {"code": exc.code, "before": before}
-            return {"before": before, "inner": answer["remaining_ms"]}
-
-    return peer
-
-
 @pytest.mark.trio
 async def test_a_session_invoke_made_while_serving_takes_the_budget_too() -> None:
     seen: list = []
     async with inner_peer(seen).serve("amp://127.0.0.1:0") as inner_server, \
-            session_outer_peer(inner_server.url).serve("amp://127.0.0.1:0") as outer_server:
+            outer_peer(inner_server.url, in_session=True).serve("amp://127.0.0.1:0") as outer_server:
         async with connect(outer_server.url, identity=new_identity()) as remote:
             # timeout=30 s asked inside, 3 s left of the outer invoke: the budget wins.
             out = await remote.invoke("org.example.outer", version="1.0.0", timeout=3.0)
