@@ -277,13 +277,15 @@ class RelayServer:
             elif kind is Accepted:
                 assert isinstance(action, Accepted)
                 self.counters["accepted"] += 1
-                log.info("accept %s from %s seq=%s queued=%d dup=%d fwd=%d", action.msg_id.hex(),
-                          shown(action.from_did), action.seq, len(action.queued), len(action.duplicates),
-                          len(action.forwarded))
+                if log.isEnabledFor(logging.INFO):  # (its arguments cost more than the test, per message)
+                    log.info("accept %s from %s seq=%s queued=%d dup=%d fwd=%d", action.msg_id.hex(),
+                             shown(action.from_did), action.seq, len(action.queued), len(action.duplicates),
+                             len(action.forwarded))
             elif kind is Committed:
                 assert isinstance(action, Committed)
                 self.counters["committed"] += 1
-                log.info("commit %s seq=%d by %s", action.msg_id.hex(), action.seq, shown(action.recipient))
+                if log.isEnabledFor(logging.INFO):
+                    log.info("commit %s seq=%d by %s", action.msg_id.hex(), action.seq, shown(action.recipient))
             elif kind is Finalized:
                 assert isinstance(action, Finalized)
                 log.debug("finalized seq=%d (%s)", action.seq, action.reason)
@@ -300,7 +302,8 @@ class RelayServer:
             for driver in reversed(drivers):
                 if self._send_raw(driver, action.raw):
                     self.counters["delivered"] += 1
-                    log.info("deliver seq=%s to %s (link)", action.seq, shown(action.recipient))
+                    if log.isEnabledFor(logging.INFO):
+                        log.info("deliver seq=%s to %s (link)", action.seq, shown(action.recipient))
                     return
         url = self.webhooks.get(action.recipient)
         if url is not None and self._poster is not None:
