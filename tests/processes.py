@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+from pathlib import Path
 from typing import Any
 
 
@@ -20,3 +21,19 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> int:
     if proc.stdout is not None:
         proc.stdout.close()
     return proc.returncode
+
+
+class ProcessHandle:
+    """What a started daemon or relay offers a test (mixed into the
+    dataclasses that also carry its URL and DID)."""
+
+    proc: subprocess.Popen[str]
+    stderr_path: Path
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)

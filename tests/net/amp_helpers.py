@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ import pytest
 import trio
 import trio.testing
 
-from processes import stop_process  # tests/processes.py
+from processes import ProcessHandle, stop_process  # tests/processes.py
 
 from ampcap.caps.catalog import Catalog
 from ampcap.caps.demo import demo_manifest
@@ -176,19 +175,11 @@ async def memory_peer(daemon: Daemon, identity: Identity | None = None) -> Async
 
 
 @dataclass
-class ServeProcess:
+class ServeProcess(ProcessHandle):
     proc: subprocess.Popen[str]
     url: str
     did: str
     stderr_path: Path
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def terminate(self, timeout: float = 30.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
 
 
 @contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -14,27 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from processes import stop_process  # tests/processes.py
+from processes import ProcessHandle, stop_process  # tests/processes.py
 
 PYTHON = sys.executable
 
 
 @dataclass
-class RelayProcess:
+class RelayProcess(ProcessHandle):
     proc: subprocess.Popen[str]
     url: str
     http_url: str | None
     did: str
     state_dir: Path
     stderr_path: Path
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def terminate(self, timeout: float = 30.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
 
     store_url: str | None = None
     """``--state-url`` when the queue is in PostgreSQL (else it is in ``state_dir``)."""

@@ -24,12 +24,12 @@ from urllib.parse import parse_qs
 import h11
 import trio
 
-from ...display import shown
 from ...errors import AmpError
 from ...wire.cbor import loads
 from ...wire.httpmap import status_for_code
 from ...wire.registry import MessageType
-from ..transport.http_server import (HttpConfig, HttpFront, _drain_body, _read_body, _Refused, _refusal, _respond)
+from ..transport.http_server import (HttpConfig, HttpFront, _drain_body, _not_served, _read_body, _Refused,
+                                    _refusal, _respond)
 from ..transport.listener import open_listeners
 from ..transport.url import MESSAGES_PATH, WS_PATH
 from .posting import COMMIT_PATH, FORWARD_PATH
@@ -101,10 +101,8 @@ class RelayHttpFront(HttpFront):
                 self.relay.perform(actions)
                 await self._answer(conn, stream, _federation_status(answer), None, answer)
             else:
-                known = path in (MESSAGES_PATH, WS_PATH, *_FEDERATION)
-                raise _Refused(405 if known else 404, 1001 if known else 2001,
-                               f"{request.method.decode('ascii', 'replace')} {shown(path)} is not served here"
-                               if known else f"no relay endpoint at {shown(path)}", close=True)
+                raise _not_served(request.method, path, known=path in (MESSAGES_PATH, WS_PATH, *_FEDERATION),
+                                  what="relay")
         except _Refused as refused:
             await _respond(conn, stream, refused.status, refused.code, refused.message, close=refused.close,
                            max_size=self.max_msg_size)

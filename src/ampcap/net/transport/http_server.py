@@ -134,6 +134,15 @@ class _Refused(Exception):
         self.status, self.code, self.message, self.close = status, code, message, close
 
 
+def _not_served(method: bytes, path: str, *, known: bool, what: str) -> _Refused:
+    """405 (1001) for a known path asked with another method, 404 (2001) for
+    a path that serves no ``what`` endpoint; the connection closes after."""
+    if known:
+        return _Refused(405, 1001, f"{method.decode('ascii', 'replace')} {shown(path)} is not served here",
+                        close=True)
+    return _Refused(404, 2001, f"no {what} endpoint at {shown(path)}", close=True)
+
+
 def _refusal(err: AmpError, *, authenticated: bool = True) -> _Refused:
     return _Refused(status_for_code(err.code, authenticated=authenticated), err.code, err.message)
 
@@ -261,10 +270,7 @@ class HttpFront:
             elif path == WS_PATH and request.method == b"GET":
                 return await self._websocket(conn, stream, request, headers)
             else:
-                known = path in (MESSAGES_PATH, WS_PATH)
-                raise _Refused(405 if known else 404, 1001 if known else 2001,
-                               f"{request.method.decode('ascii', 'replace')} {shown(path)} is not served here"
-                               if known else f"no AMP endpoint at {shown(path)}", close=True)
+                raise _not_served(request.method, path, known=path in (MESSAGES_PATH, WS_PATH), what="AMP")
         except _Refused as refused:
             await _respond(conn, stream, refused.status, refused.code, refused.message, close=refused.close,
                            max_size=self.max_msg_size)
